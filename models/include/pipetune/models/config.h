@@ -1,0 +1,136 @@
+// The pipeline config: the JSON contract every part of pipetune shares
+// (../shared/DESIGN.md, "The pipeline config"). Load, validate, save.
+//
+// A config keeps its original JSON beside the typed fields, so that saving a
+// config the tuner changed writes back every key the user had, unknown ones
+// included, in the user's order; only the knobs (parallelism, buffer,
+// location) and inserted stages differ.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipetune/base/status.h"
+
+namespace pipetune::models {
+
+using Json = nlohmann::ordered_json;
+
+struct StageConfig;
+
+enum class Op {
+  kRange,
+  kListFiles,
+  kReadFile,
+  kMap,
+  kFilter,
+  kShuffle,
+  kBatch,
+  kPrefetch,
+  kCache,
+  kRepeat,
+  kTake,
+};
+
+// "map" -> kMap; nullopt for a name that is not an op.
+std::optional<Op> OpFromName(std::string_view name);
+const char* OpName(Op op);
+// Ops whose `parallelism` knob means worker threads (map, read_file).
+bool OpIsParallel(Op op);
+// Ops that start a pipeline (range, list_files); only the first stage is one.
+bool OpIsSource(Op op);
+
+// "stage \"decode\" (#3): key \"parallelism\": <what>": the one shape of every
+// config error, so users learn where to look.
+std::string StageKeyError(const StageConfig& stage, std::string_view key,
+                          std::string_view what);
+
+// What a failing element function does: stop the run with the error, or count
+// the element as failed, drop it and go on. Stage key "on_error".
+enum class OnError { kStop, kSkip };
+
+struct StageConfig {
+  std::string name;
+  size_t index = 0;    // position in the pipeline, 0-based (errors show it 1-based)
+  Op op = Op::kMap;
+  std::string fn;      // map / filter: the registered element function
+  Json args = Json::object();  // everything the op or fn needs; never changed by the tuner
+  int parallelism = 1;         // knob: worker threads (map, read_file); absent = 1
+  std::optional<int64_t> buffer;        // knob: prefetch depth in elements
+  std::optional<std::string> location;  // knob: cache: "memory" or a directory
+  bool random = false;         // output differs between epochs: nothing may be cached at or after it
+  OnError on_error = OnError::kStop;
+
+  // The stage object as read (or as created for an inserted stage); Save()
+  // writes it back with the knobs above patched in.
+  Json raw = Json::object();
+};
+
+struct Resources {
+  std::optional<double> cores;                  // CPU cores the pipeline may use
+  std::optional<uint64_t> memory_bytes;         // memory budget for buffers and caches
+  std::optional<double> storage_bytes_per_second;  // storage bandwidth, when known
+};
+
+struct ConsumerConfig {
+  // Milliseconds the trainer spends per step; nullopt: drain as fast as possible.
+  std::optional<double> step_time_ms;
+};
+
+struct PipelineConfig {
+  std::string name;
+  Resources resources;
+  std::vector<StageConfig> stages;
+  ConsumerConfig consumer;
+  Json raw = Json::object();  // the whole document as read
+
+  // Index of the stage called `name`, or nullopt.
+  std::optional<size_t> FindStage(std::string_view name) const;
+  // Index of the first stage marked random (or a random source), or nullopt.
+  std::optional<size_t> FirstRandomStage() const;
+};
+
+// Parses and validates. Errors name the source (file name or "<string>"), the
+// stage, the key and what was expected, e.g.
+//   pipeline.json: stage "decode" (#3): key "parallelism": expected an integer >= 1, got 0
+// Not-JSON errors give line and column.
+StatusOr<PipelineConfig> ParseConfig(std::string_view text, std::string_view source_name = "<string>");
+StatusOr<PipelineConfig> LoadConfig(const std::string& path);
+
+// Checks the typed config (the tuner calls it on plans before saving).
+Status Validate(const PipelineConfig& config);
+
+// The document with knobs and inserted/removed stages applied, unknown keys
+// and key order kept.
+Json ToJson(const PipelineConfig& config);
+std::string Serialize(const PipelineConfig& config);  // 2-space indented, trailing newline
+
+// Writes atomically: a temporary file beside `path`, fsync, rename. A failure
+// leaves any existing file untouched.
+Status SaveConfig(const PipelineConfig& config, const std::string& path);
+Status WriteFileAtomically(const std::string& path, std::string_view contents);
+
+// Typed access to a stage's args with errors that name stage and key.
+// Absent key: the default (nullopt when none given).
+StatusOr<std::optional<int64_t>> ArgInt(const StageConfig& stage, std::string_view key,
+                                        int64_t min_value);
+StatusOr<std::optional<double>> ArgNumber(const StageConfig& stage, std::string_view key,
+                                          double min_value);
+StatusOr<std::optional<std::string>> ArgString(const StageConfig& stage, std::string_view key);
+StatusOr<std::optional<bool>> ArgBool(const StageConfig& stage, std::string_view key);
+// A size: a non-negative integer of bytes or a string like "4GiB" (see ParseSize).
+StatusOr<std::optional<uint64_t>> ArgSize(const StageConfig& stage, std::string_view key);
+
+// "4GiB", "512 MiB", "1.5GB", "100k", "4096" -> bytes. Binary units (KiB, MiB,
+// GiB, TiB, also Ki/Mi/Gi/Ti) are powers of 1024, decimal ones (kB/KB, MB, GB,
+// TB, also k/K/M/G/T) powers of 1000; B or no unit is bytes.
+StatusOr<uint64_t> ParseSize(std::string_view text);
+// 4294967296 -> "4.0 GiB" for reports.
+std::string FormatBytes(double bytes);
+
+}  // namespace pipetune::models

@@ -1,0 +1,113 @@
+// Typed access to a stage's `args`, with errors that name the stage and key.
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "config_internal.h"
+#include "pipetune/models/config.h"
+
+namespace pipetune::models {
+namespace internal {
+
+std::string DescribeJsonValue(const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::string: {
+      std::string s = value.get<std::string>();
+      if (s.size() > 40) s = s.substr(0, 37) + "...";
+      return fmt::format("\"{}\"", s);
+    }
+    default: return value.dump();
+  }
+}
+
+bool IsInteger(const Json& value) {
+  if (value.is_number_integer()) return true;
+  return false;
+}
+
+}  // namespace internal
+
+using internal::DescribeJsonValue;
+
+std::string StageKeyError(const StageConfig& stage, std::string_view key, std::string_view what) {
+  std::string where = stage.name.empty() ? fmt::format("stage #{}", stage.index + 1)
+                                         : fmt::format("stage \"{}\" (#{})", stage.name, stage.index + 1);
+  if (key.empty()) return fmt::format("{}: {}", where, what);
+  return fmt::format("{}: key \"{}\": {}", where, key, what);
+}
+
+namespace {
+
+const Json* FindArg(const StageConfig& stage, std::string_view key) {
+  if (!stage.args.is_object()) return nullptr;
+  auto it = stage.args.find(std::string(key));
+  return it == stage.args.end() ? nullptr : &*it;
+}
+
+Status ArgError(const StageConfig& stage, std::string_view key, std::string_view expected,
+                const Json& got) {
+  return InvalidInput(StageKeyError(stage, fmt::format("args.{}", key),
+                                    fmt::format("expected {}, got {}", expected, DescribeJsonValue(got))));
+}
+
+}  // namespace
+
+StatusOr<std::optional<int64_t>> ArgInt(const StageConfig& stage, std::string_view key,
+                                        int64_t min_value) {
+  const Json* value = FindArg(stage, key);
+  if (value == nullptr) return std::optional<int64_t>();
+  std::string expected = fmt::format("an integer >= {}", min_value);
+  if (!internal::IsInteger(*value)) return ArgError(stage, key, expected, *value);
+  if (value->is_number_unsigned() &&
+      value->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return ArgError(stage, key, expected, *value);
+  }
+  int64_t v = value->get<int64_t>();
+  if (v < min_value) return ArgError(stage, key, expected, *value);
+  return std::optional<int64_t>(v);
+}
+
+StatusOr<std::optional<double>> ArgNumber(const StageConfig& stage, std::string_view key,
+                                          double min_value) {
+  const Json* value = FindArg(stage, key);
+  if (value == nullptr) return std::optional<double>();
+  std::string expected = fmt::format("a number >= {}", min_value);
+  if (!value->is_number()) return ArgError(stage, key, expected, *value);
+  double v = value->get<double>();
+  if (!std::isfinite(v) || v < min_value) return ArgError(stage, key, expected, *value);
+  return std::optional<double>(v);
+}
+
+StatusOr<std::optional<std::string>> ArgString(const StageConfig& stage, std::string_view key) {
+  const Json* value = FindArg(stage, key);
+  if (value == nullptr) return std::optional<std::string>();
+  if (!value->is_string()) return ArgError(stage, key, "a string", *value);
+  return std::optional<std::string>(value->get<std::string>());
+}
+
+StatusOr<std::optional<bool>> ArgBool(const StageConfig& stage, std::string_view key) {
+  const Json* value = FindArg(stage, key);
+  if (value == nullptr) return std::optional<bool>();
+  if (!value->is_boolean()) return ArgError(stage, key, "true or false", *value);
+  return std::optional<bool>(value->get<bool>());
+}
+
+StatusOr<std::optional<uint64_t>> ArgSize(const StageConfig& stage, std::string_view key) {
+  const Json* value = FindArg(stage, key);
+  if (value == nullptr) return std::optional<uint64_t>();
+  if (value->is_number_unsigned()) return std::optional<uint64_t>(value->get<uint64_t>());
+  if (value->is_string()) {
+    StatusOr<uint64_t> bytes = ParseSize(value->get<std::string>());
+    if (!bytes.ok()) {
+      return InvalidInput(StageKeyError(stage, fmt::format("args.{}", key), bytes.status().message()));
+    }
+    return std::optional<uint64_t>(*bytes);
+  }
+  return ArgError(stage, key, "a size in bytes or a string like \"4MiB\"", *value);
+}
+
+}  // namespace pipetune::models

@@ -1,0 +1,171 @@
+// Rules that span stages, and writing a config back as JSON.
+#include <set>
+
+#include <fmt/format.h>
+
+#include "pipetune/models/config.h"
+
+namespace pipetune::models {
+namespace {
+
+Status StageError(const StageConfig& stage, std::string_view key, std::string_view what) {
+  return InvalidInput(StageKeyError(stage, key, what));
+}
+
+// The args each op reads, checked for type and range; the runtime reads the
+// same keys with the same accessors.
+Status ValidateArgs(const StageConfig& stage) {
+  switch (stage.op) {
+    case Op::kRange: {
+      PIPETUNE_ASSIGN_OR_RETURN(auto count, ArgInt(stage, "count", 0));
+      PIPETUNE_ASSIGN_OR_RETURN(auto bytes, ArgSize(stage, "bytes"));
+      (void)count;
+      (void)bytes;
+      return Status::Ok();
+    }
+    case Op::kListFiles: {
+      PIPETUNE_ASSIGN_OR_RETURN(auto pattern, ArgString(stage, "pattern"));
+      if (!pattern || pattern->empty()) {
+        return StageError(stage, "args.pattern", "missing: list_files needs a glob such as \"data/*.jpg\"");
+      }
+      PIPETUNE_ASSIGN_OR_RETURN(auto seed, ArgInt(stage, "shuffle_seed", 0));
+      (void)seed;
+      return Status::Ok();
+    }
+    case Op::kShuffle: {
+      PIPETUNE_ASSIGN_OR_RETURN(auto buffer, ArgInt(stage, "buffer", 1));
+      if (!buffer) return StageError(stage, "args.buffer", "missing: shuffle needs a buffer size >= 1");
+      PIPETUNE_ASSIGN_OR_RETURN(auto seed, ArgInt(stage, "seed", 0));
+      (void)seed;
+      return Status::Ok();
+    }
+    case Op::kBatch: {
+      PIPETUNE_ASSIGN_OR_RETURN(auto size, ArgInt(stage, "size", 1));
+      if (!size) return StageError(stage, "args.size", "missing: batch needs a size >= 1");
+      PIPETUNE_ASSIGN_OR_RETURN(auto drop, ArgBool(stage, "drop_remainder"));
+      (void)drop;
+      return Status::Ok();
+    }
+    case Op::kRepeat: {
+      PIPETUNE_ASSIGN_OR_RETURN(auto count, ArgInt(stage, "count", 1));
+      (void)count;
+      return Status::Ok();
+    }
+    case Op::kTake: {
+      PIPETUNE_ASSIGN_OR_RETURN(auto count, ArgInt(stage, "count", 0));
+      if (!count) return StageError(stage, "args.count", "missing: take needs a count >= 0");
+      return Status::Ok();
+    }
+    case Op::kReadFile:
+    case Op::kMap:
+    case Op::kFilter:
+    case Op::kPrefetch:
+    case Op::kCache:
+      return Status::Ok();  // map/filter args belong to the function: the runtime checks them
+  }
+  return Status::Ok();
+}
+
+Status ValidateKnobs(const StageConfig& stage) {
+  bool has_parallelism = stage.raw.contains("parallelism") || stage.parallelism != 1;
+  if (has_parallelism && !OpIsParallel(stage.op)) {
+    return StageError(stage, "parallelism",
+                      fmt::format("only map and read_file stages have workers, not {}", OpName(stage.op)));
+  }
+  if (stage.parallelism < 1) return StageError(stage, "parallelism", "must be >= 1");
+  if (stage.buffer && stage.op != Op::kPrefetch) {
+    return StageError(stage, "buffer", fmt::format("only prefetch stages have a buffer knob (shuffle takes args.buffer), not {}", OpName(stage.op)));
+  }
+  if (stage.buffer && *stage.buffer < 1) return StageError(stage, "buffer", "must be >= 1");
+  if (stage.location && stage.op != Op::kCache) {
+    return StageError(stage, "location", fmt::format("only cache stages have a location, not {}", OpName(stage.op)));
+  }
+  bool needs_fn = stage.op == Op::kMap || stage.op == Op::kFilter;
+  if (needs_fn && stage.fn.empty()) {
+    return StageError(stage, "fn", fmt::format("missing: a {} stage names its element function", OpName(stage.op)));
+  }
+  if (!needs_fn && !stage.fn.empty()) {
+    return StageError(stage, "fn", fmt::format("only map and filter stages take a function, not {}", OpName(stage.op)));
+  }
+  return Status::Ok();
+}
+
+// Whether the elements reaching stage `index` form a finite epoch: a cache
+// needs one, or its first pass never ends.
+bool FiniteBefore(const PipelineConfig& config, size_t index) {
+  bool finite = true;
+  for (size_t i = 0; i < index; ++i) {
+    const StageConfig& s = config.stages[i];
+    if (s.op == Op::kRange) finite = s.args.contains("count");
+    if (s.op == Op::kListFiles) finite = true;
+    if (s.op == Op::kRepeat && !s.args.contains("count")) finite = false;
+    if (s.op == Op::kTake) finite = true;
+  }
+  return finite;
+}
+
+}  // namespace
+
+Status Validate(const PipelineConfig& config) {
+  if (config.stages.empty()) return InvalidInput("key \"stages\": empty: a pipeline needs at least a source stage");
+  std::set<std::string> names;
+  for (const StageConfig& stage : config.stages) {
+    if (!names.insert(stage.name).second) {
+      return StageError(stage, "name", fmt::format("duplicate: another stage is already called \"{}\"", stage.name));
+    }
+    PIPETUNE_RETURN_IF_ERROR(ValidateKnobs(stage));
+    PIPETUNE_RETURN_IF_ERROR(ValidateArgs(stage));
+  }
+  const StageConfig& first = config.stages.front();
+  if (!OpIsSource(first.op)) {
+    return StageError(first, "op", fmt::format("the first stage must be a source (range or list_files), not {}", OpName(first.op)));
+  }
+  std::optional<size_t> first_random = config.FirstRandomStage();
+  for (size_t i = 1; i < config.stages.size(); ++i) {
+    const StageConfig& stage = config.stages[i];
+    if (OpIsSource(stage.op)) {
+      return StageError(stage, "op", fmt::format("{} is a source; only the first stage may be one", OpName(stage.op)));
+    }
+    if (stage.op == Op::kReadFile && first.op != Op::kListFiles) {
+      return StageError(stage, "op", "read_file reads the paths a list_files source yields; this pipeline has none");
+    }
+    if (stage.op != Op::kCache) continue;
+    if (first_random && i >= *first_random) {
+      const StageConfig& random = config.stages[*first_random];
+      return StageError(stage, "op", fmt::format(
+          "a cache at or after random stage \"{}\" would replay the same random output every epoch; "
+          "move the cache before it", random.name));
+    }
+    if (!FiniteBefore(config, i)) {
+      return StageError(stage, "op", "the stages before this cache never finish an epoch (endless source or repeat), so it could never be filled");
+    }
+  }
+  return Status::Ok();
+}
+
+Json ToJson(const PipelineConfig& config) {
+  Json document = config.raw.is_object() ? config.raw : Json::object();
+  if (!config.name.empty() || document.contains("name")) document["name"] = config.name;
+  Json stages = Json::array();
+  for (const StageConfig& stage : config.stages) {
+    Json object = stage.raw.is_object() ? stage.raw : Json::object();
+    object["name"] = stage.name;
+    object["op"] = OpName(stage.op);
+    if (!stage.fn.empty()) object["fn"] = stage.fn;
+    if (!stage.args.empty() || object.contains("args")) object["args"] = stage.args;
+    if (OpIsParallel(stage.op) && (stage.parallelism != 1 || object.contains("parallelism"))) {
+      object["parallelism"] = stage.parallelism;
+    }
+    if (stage.buffer) object["buffer"] = *stage.buffer;
+    if (stage.location) object["location"] = *stage.location;
+    if (stage.random || object.contains("random")) object["random"] = stage.random;
+    if (stage.on_error == OnError::kSkip || object.contains("on_error")) {
+      object["on_error"] = stage.on_error == OnError::kSkip ? "skip" : "stop";
+    }
+    stages.push_back(std::move(object));
+  }
+  document["stages"] = std::move(stages);
+  return document;
+}
+
+}  // namespace pipetune::models

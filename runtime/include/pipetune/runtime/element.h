@@ -1,0 +1,45 @@
+// Element: what flows between stages. Cheap to move; its payload is shared and
+// immutable once published, so a memory cache can hand the same element out
+// every epoch without copying it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pipetune::runtime {
+
+enum class DType : uint8_t {
+  kNone,   // no payload (range elements without `bytes`)
+  kBytes,  // opaque bytes: file contents, synthetic payloads
+  kU8,     // image, height x width x channels, interleaved
+  kF32,    // normalized image, height x width x channels, interleaved
+};
+
+using Bytes = std::vector<uint8_t>;
+
+struct Element {
+  // Provenance: the source's ordinal of this element (range index, or index of
+  // the file in the listing). Element functions keep it; it is what the tests
+  // use to check that every element arrives exactly once.
+  uint64_t id = 0;
+  uint32_t epoch = 0;     // which pass over the source (repeat)
+  std::string path;       // list_files output; read_file input
+  DType dtype = DType::kNone;
+  std::array<int32_t, 3> shape{0, 0, 0};  // height, width, channels for images
+  std::shared_ptr<const Bytes> data;      // payload; never mutated once shared
+  std::vector<Element> items;             // a batch's members, in order
+
+  // Bytes this element holds (payload plus members): what buffers and caches
+  // account against the memory budget.
+  uint64_t ByteSize() const {
+    uint64_t total = data ? data->size() : 0;
+    total += path.size();
+    for (const Element& item : items) total += item.ByteSize();
+    return total;
+  }
+};
+
+}  // namespace pipetune::runtime

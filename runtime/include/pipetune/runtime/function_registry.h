@@ -1,0 +1,74 @@
+// Named element functions that `map` and `filter` stages call. A factory turns
+// a stage's config into a ready function once, at pipeline build time, so a
+// bad `args` value is an error naming the stage and key before anything runs,
+// and the hot path does no parsing.
+//
+// Functions are called concurrently from every worker of their stage: Apply
+// and Keep must be thread-safe (they are const; per-call state lives on the
+// stack or in the FnContext).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipetune/base/status.h"
+#include "pipetune/models/config.h"
+#include "pipetune/runtime/element.h"
+
+namespace pipetune::runtime {
+
+struct FnContext {
+  // Deterministic per (stage, element id, epoch): a random function seeded
+  // from it gives the same output for the same element whatever worker runs
+  // it, and different output each epoch.
+  uint64_t seed = 0;
+};
+
+class MapFunction {
+ public:
+  virtual ~MapFunction() = default;
+  // Transforms `element` in place (replacing its payload). A non-ok Status is
+  // the element's failure; the stage's on_error decides what happens next.
+  virtual Status Apply(Element& element, const FnContext& context) const = 0;
+};
+
+class FilterFunction {
+ public:
+  virtual ~FilterFunction() = default;
+  // True keeps the element.
+  virtual StatusOr<bool> Keep(const Element& element, const FnContext& context) const = 0;
+};
+
+using MapFactory =
+    std::function<StatusOr<std::unique_ptr<MapFunction>>(const models::StageConfig& stage)>;
+using FilterFactory =
+    std::function<StatusOr<std::unique_ptr<FilterFunction>>(const models::StageConfig& stage)>;
+
+class FunctionRegistry {
+ public:
+  // The registry with every built-in function registered.
+  static const FunctionRegistry& Builtins();
+
+  void RegisterMap(const std::string& name, MapFactory factory);
+  void RegisterFilter(const std::string& name, FilterFactory factory);
+
+  // Errors name the stage and key: an unknown `fn` lists the known names.
+  StatusOr<std::unique_ptr<MapFunction>> MakeMap(const models::StageConfig& stage) const;
+  StatusOr<std::unique_ptr<FilterFunction>> MakeFilter(const models::StageConfig& stage) const;
+
+  std::vector<std::string> MapNames() const;
+  std::vector<std::string> FilterNames() const;
+
+ private:
+  std::map<std::string, MapFactory> maps_;
+  std::map<std::string, FilterFactory> filters_;
+};
+
+// Built-in families, each in its own source file.
+void RegisterSyntheticFunctions(FunctionRegistry& registry);  // cpu_work, io_wait, keep_every
+void RegisterImageFunctions(FunctionRegistry& registry);      // jpeg_decode, resize, random_crop_flip, normalize
+
+}  // namespace pipetune::runtime

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything pipetune needs from Debian's packages. Idempotent; runs
+# as root without prompts (or through sudo when not root).
+#   scripts/setup.sh          build + test dependencies
+#   scripts/setup.sh --bench  also the peers the benchmarks compare against
+#                             (PyTorch's DataLoader, hyperfine)
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libturbojpeg0-dev
+  clang-14 libclang-rt-14-dev llvm-14-dev libclang-cpp14-dev libclang-14-dev
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy hyperfine)
+fi
+
+sudo_cmd=()
+if [[ "$(id -u)" != 0 ]]; then sudo_cmd=(sudo); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if (( ${#missing[@]} == 0 )); then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
