@@ -1,0 +1,139 @@
+// Trace -> profile -> model -> Diagnosis: is the consumer waiting for data,
+// which stage limits throughput, by how much, and what would help.
+//
+// A Diagnosis holds everything every report shows (report.h renders it), in
+// plain numbers; it is computed once and rendered in any format.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipetune/analyzer/collector.h"
+#include "pipetune/analyzer/what_if.h"
+#include "pipetune/analyzer/window.h"
+#include "pipetune/base/status.h"
+#include "pipetune/models/config.h"
+#include "pipetune/models/profile.h"
+#include "pipetune/models/rate_model.h"
+#include "pipetune/tracer/records.h"
+
+namespace pipetune::analyzer {
+
+struct StageDiagnosis {
+  std::string name;
+  std::string op;
+  std::string fn;
+  int parallelism = 1;
+  double elements = 0;             // produced in the window
+  double elements_per_second = 0;  // the stage's own rate
+  double visit_ratio = 1;          // its elements per pipeline output
+  double cores_used = 0;           // measured CPU / window
+  // Pipeline outputs per second per core of this stage's work: 1 / c_i
+  // (0 when it used no measurable CPU).
+  double rate_per_core = 0;
+  // The most pipeline outputs per second it can feed at its parallelism (the
+  // model's concurrency bound, capped by every core); +inf: unbounded.
+  double max_throughput = 0;
+  double cpu_ms_per_element = 0;
+  double latency_ms_per_element = 0;   // measured wall of own work per element per worker
+  double span_p50_ms = 0;              // from the sampled spans; 0 without spans
+  double span_p99_ms = 0;
+  double bytes_per_element = 0;
+  double buffer_bytes = 0;             // its output buffer, mean over the window
+  double busy_fraction = 0;            // of its workers' time: own work
+  double wait_input_fraction = 0;      //   waiting for input
+  double wait_output_fraction = 0;     //   blocked on a full output
+  std::string limited_by;              // "cpu" or "latency" (latency-bound: needs workers)
+  std::string scaling;                 // "linear (assumed)", "USL: ..."
+  bool bottleneck = false;
+  uint64_t spans_dropped = 0;
+};
+
+// One point of the timeline charts, over the interval ending at `seconds`.
+struct TimelinePoint {
+  double seconds = 0;
+  double throughput = 0;          // outputs/s
+  double stall_fraction = 0;      // consumer wait / interval
+  double cores_used = 0;          // process CPU / interval
+  double rss_bytes = 0;
+  std::vector<double> stage_busy; // per stage: own work / (interval * parallelism)
+};
+
+struct GpuSummary {
+  uint64_t activities = 0;
+  double busy_fraction = 0;   // kernel time / window (sums streams; capped at 1)
+};
+
+struct Diagnosis {
+  std::string trace_name;          // the path as given
+  std::string pipeline_name;
+  double trace_seconds = 0;
+  double window_begin_seconds = 0;
+  double window_end_seconds = 0;
+  std::string window_reason;
+
+  double measured_throughput = 0;  // outputs/s in the window
+  double predicted_throughput = 0; // the model, for the configuration that ran
+  double prediction_ratio = 0;     // predicted / measured (0 when nothing was measured)
+  std::string bound;               // binding bound: cpu, concurrency, storage, demand
+  std::optional<std::string> bottleneck;  // the stage to blame; none when demand binds
+  std::optional<std::string> next_limit;  // when demand binds: the stage that would limit next
+  double next_limit_throughput = 0;
+  double stall_fraction = 0;       // consumer time waiting for input / window
+  std::optional<double> demand_throughput;  // 1 / step time
+  double cores = 0;                // usable by the run
+  double cores_used = 0;           // the process's CPU in the window; < 0 unknown
+  double cpu_contention = 1;
+  uint64_t peak_rss_bytes = 0;
+  double mean_rss_bytes = 0;
+  double buffer_bytes = 0;         // all stages' output buffers, mean over the window
+  std::vector<StageDiagnosis> stages;
+  std::optional<GpuSummary> gpu;
+
+  tracer::DropCounts drops;        // events the tracer could not store
+  uint64_t spans_dropped = 0;      // sum of the stages' span drops
+  std::string truncation_warning;  // the reader's; empty when the trace is whole
+  bool ended_cleanly = false;
+
+  std::string summary;             // the one sentence: what limits, what would help
+  std::vector<std::string> assumptions;
+  std::vector<WhatIfOutcome> what_ifs;
+  std::vector<TimelinePoint> timeline;
+
+  models::Profile profile;          // the model instance behind the numbers
+  models::Prediction prediction;    // for the configuration that ran
+};
+
+struct DiagnoseOptions {
+  std::vector<std::string> what_ifs;  // "cores=4", "decode.parallelism=3", "cache=decode"
+};
+
+// A profiled run: the model's profile, and the config it ran when the trace
+// has one (the tuner's input).
+struct ProfiledRun {
+  models::Profile profile;
+  std::optional<models::PipelineConfig> config;
+  Window window;
+};
+
+// Builds the profile from a collected trace. `extra` are other traces of the
+// same pipeline (e.g. at other parallelism levels): their per-stage latencies
+// become scaling points. Errors: a config in the header that does not parse,
+// a trace too short to measure, traces of different pipelines.
+StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
+                                       const std::vector<CollectedTrace>& extra = {});
+
+// Reads `paths` (the first is the trace diagnosed; the others only add
+// scaling points) and builds the profile.
+StatusOr<ProfiledRun> ProfileTraces(const std::vector<std::string>& paths);
+
+StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& trace_name,
+                             const DiagnoseOptions& options = {},
+                             const std::vector<CollectedTrace>& extra = {});
+
+// Reads and diagnoses; errors name the file and byte offset.
+StatusOr<Diagnosis> DiagnoseTraces(const std::vector<std::string>& paths, const DiagnoseOptions& options = {});
+
+}  // namespace pipetune::analyzer

@@ -1,0 +1,58 @@
+// What-if questions to the rate model: "with N more cores", "with stage X at
+// parallelism P", "with a cache after stage K", alone or together.
+//
+// Text form (the CLI's --what-if), changes separated by commas:
+//   cores=4            4 cores in all
+//   cores=+2           2 more cores than the run had
+//   decode.parallelism=3
+//   cache=decode       a cache right after stage decode
+//   cache=none         no cache (removes the run's own)
+// e.g. "cores=4,decode.parallelism=3".
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pipetune/base/status.h"
+#include "pipetune/models/profile.h"
+#include "pipetune/models/rate_model.h"
+
+namespace pipetune::analyzer {
+
+struct WhatIf {
+  std::string text;                     // as given, for the report
+  std::optional<double> cores;          // in all
+  double more_cores = 0;                // added to the run's (or to `cores`)
+  std::vector<std::pair<std::string, int>> parallelism;  // stage name, workers
+  std::optional<std::string> cache_after;  // stage name
+  bool remove_cache = false;
+};
+
+// Errors (kInvalidInput) quote the text and say what was expected.
+StatusOr<WhatIf> ParseWhatIf(std::string_view text);
+
+struct WhatIfOutcome {
+  std::string question;      // the text as given
+  bool allowed = true;       // false: the change is impossible (see note)
+  std::string note;          // why not; or what the model assumed
+  double throughput = 0;     // predicted outputs/s
+  double speedup = 0;        // over the prediction for the configuration that ran
+  std::string bound;         // the binding bound's name
+  std::optional<std::string> bottleneck;
+  double cores_used = 0;
+  std::optional<double> cache_bytes;  // when a cache is part of the question
+};
+
+// Applies `what_if` to the configuration the profile watched and predicts.
+// Errors (kInvalidInput): a stage the pipeline does not have, parallelism on
+// a stage without workers, fewer than one worker, no cores.
+StatusOr<WhatIfOutcome> EvaluateWhatIf(const models::Profile& profile, const WhatIf& what_if);
+
+// The configuration the question describes (for callers that want the full
+// prediction). Same errors as EvaluateWhatIf.
+StatusOr<models::Configuration> ApplyWhatIf(const models::Profile& profile, const WhatIf& what_if);
+
+}  // namespace pipetune::analyzer

@@ -1,0 +1,233 @@
+// Trace -> profile -> prediction -> Diagnosis.
+#include "pipetune/analyzer/diagnosis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "explain.h"
+
+namespace pipetune::analyzer {
+namespace {
+
+// The timeline charts show at most this many points.
+constexpr size_t kMaxTimelinePoints = 240;
+
+const StageCounters kNone{};
+const StageCounters& At(const Frame& frame, size_t stage) {
+  return stage < frame.stages.size() ? frame.stages[stage] : kNone;
+}
+
+double Delta(uint64_t later, uint64_t earlier) { return static_cast<double>(later - std::min(later, earlier)); }
+
+StatusOr<std::optional<models::PipelineConfig>> ConfigOf(const CollectedTrace& trace) {
+  if (trace.pipeline.config_json.empty()) return std::optional<models::PipelineConfig>();
+  StatusOr<models::PipelineConfig> config =
+      models::ParseConfig(trace.pipeline.config_json, trace.read_report.path + " (the config in its header)");
+  if (!config.ok()) return config.status();
+  return std::optional<models::PipelineConfig>(std::move(*config));
+}
+
+// Adds each parallel stage's latency in the other traces as a scaling point.
+Status AddScalingPoints(const std::vector<CollectedTrace>& extra, const std::string& pipeline_name,
+                        models::WindowMeasurement& measurement) {
+  for (const CollectedTrace& other : extra) {
+    PIPETUNE_ASSIGN_OR_RETURN(ProfiledRun run, ProfileCollected(other));
+    if (run.profile.pipeline_name != pipeline_name) {
+      return InvalidInput(fmt::format("{}: a trace of pipeline \"{}\", not \"{}\": traces given together must "
+                                      "be of one pipeline",
+                                      other.read_report.path, run.profile.pipeline_name, pipeline_name));
+    }
+    for (const models::StageProfile& stage : run.profile.stages) {
+      if (!stage.parallel || stage.latency_seconds <= 0) continue;
+      for (models::StageMeasurement& measured : measurement.stages) {
+        if (measured.name != stage.name) continue;
+        measured.scaling_points.push_back(
+            {static_cast<double>(stage.parallelism), stage.parallelism / stage.latency_seconds});
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+StageDiagnosis DiagnoseStage(const models::Profile& profile, const models::Prediction& prediction,
+                             const CollectedTrace& trace, size_t index) {
+  const models::StageProfile& stage = profile.stages[index];
+  const models::StagePrediction& predicted = prediction.stages[index];
+  StageDiagnosis d;
+  d.name = stage.name;
+  d.op = stage.op_name;
+  d.fn = stage.fn;
+  d.parallelism = stage.parallelism;
+  d.elements = stage.elements;
+  d.elements_per_second = stage.elements / profile.window_seconds;
+  d.visit_ratio = stage.visit_ratio;
+  d.cores_used = stage.cpu_seconds / profile.window_seconds;
+  d.rate_per_core = stage.cpu_seconds_per_output > 0 ? 1.0 / stage.cpu_seconds_per_output : 0.0;
+  d.max_throughput = predicted.max_throughput;
+  d.cpu_ms_per_element = stage.cpu_seconds_per_element * 1e3;
+  d.latency_ms_per_element = stage.measured_latency_seconds * 1e3;
+  d.bytes_per_element = stage.bytes_per_element;
+  d.buffer_bytes = stage.mean_buffer_bytes;
+  d.busy_fraction = stage.busy_fraction;
+  d.wait_input_fraction = stage.wait_input_fraction;
+  d.wait_output_fraction = stage.wait_output_fraction;
+  d.limited_by = stage.latency_bound ? "latency" : "cpu";
+  d.scaling = stage.parallel ? stage.scaling.Describe() : "sequential";
+  d.bottleneck = prediction.bottleneck_stage == index;
+  if (std::optional<size_t> t = trace.FindStage(stage.name)) {
+    d.span_p50_ms = trace.stages[*t].span_latency.Quantile(0.5) * 1e3;
+    d.span_p99_ms = trace.stages[*t].span_latency.Quantile(0.99) * 1e3;
+    if (!trace.frames.empty()) d.spans_dropped = At(trace.frames.back(), *t).spans_dropped;
+  }
+  return d;
+}
+
+std::vector<TimelinePoint> Timeline(const CollectedTrace& trace) {
+  std::vector<TimelinePoint> points;
+  const std::vector<Frame>& frames = trace.frames;
+  if (frames.size() < 2) return points;
+  size_t step = (frames.size() - 1 + kMaxTimelinePoints - 1) / kMaxTimelinePoints;
+  bool has_consumer = frames.back().steps > 0;
+  size_t last_stage = trace.stages.empty() ? 0 : trace.stages.size() - 1;
+  for (size_t i = step; i < frames.size(); i += step) {
+    const Frame& a = frames[i - step];
+    const Frame& b = frames[i];
+    double dt = Delta(b.time_ns, a.time_ns) / 1e9;
+    if (dt <= 0) continue;
+    TimelinePoint point;
+    point.seconds = static_cast<double>(b.time_ns) / 1e9;
+    double outputs = has_consumer ? Delta(b.steps, a.steps)
+                                  : Delta(At(b, last_stage).produced, At(a, last_stage).produced);
+    point.throughput = outputs / dt;
+    point.stall_fraction = std::min(1.0, Delta(b.step_wait_ns, a.step_wait_ns) / 1e9 / dt);
+    point.cores_used = a.has_process ? Delta(b.process_cpu_ns, a.process_cpu_ns) / 1e9 / dt : 0.0;
+    point.rss_bytes = static_cast<double>(b.rss_bytes);
+    for (size_t s = 0; s < trace.stages.size(); ++s) {
+      double workers = std::max<uint32_t>(1, At(b, s).parallelism);
+      point.stage_busy.push_back(std::min(1.0, Delta(At(b, s).work_ns, At(a, s).work_ns) / 1e9 / (dt * workers)));
+    }
+    points.push_back(std::move(point));
+  }
+  return points;
+}
+
+void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Diagnosis& d) {
+  d.peak_rss_bytes = trace.peak_rss_bytes;
+  double sum = 0;
+  size_t count = 0;
+  for (size_t i = window.begin_frame; i <= window.end_frame && i < trace.frames.size(); ++i) {
+    if (!trace.frames[i].has_process) continue;
+    sum += static_cast<double>(trace.frames[i].rss_bytes);
+    ++count;
+  }
+  d.mean_rss_bytes = count > 0 ? sum / static_cast<double>(count) : 0.0;
+  for (const models::StageProfile& stage : d.profile.stages) d.buffer_bytes += stage.mean_buffer_bytes;
+  if (trace.gpu_records > 0) {
+    GpuSummary gpu;
+    gpu.activities = trace.gpu_records;
+    double busy = Delta(trace.frames[window.end_frame].gpu_busy_ns, trace.frames[window.begin_frame].gpu_busy_ns);
+    double seconds = window.end_seconds - window.begin_seconds;
+    gpu.busy_fraction = seconds > 0 ? std::min(1.0, busy / 1e9 / seconds) : 0.0;
+    d.gpu = gpu;
+  }
+}
+
+void SetNextLimit(Diagnosis& d) {
+  if (d.bound != "demand") return;
+  for (const StageDiagnosis& stage : d.stages) {
+    if (!std::isfinite(stage.max_throughput)) continue;
+    if (!d.next_limit || stage.max_throughput < d.next_limit_throughput) {
+      d.next_limit = stage.name;
+      d.next_limit_throughput = stage.max_throughput;
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace, const std::vector<CollectedTrace>& extra) {
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<models::PipelineConfig> config, ConfigOf(trace));
+  const models::PipelineConfig* config_ptr = config ? &*config : nullptr;
+  PIPETUNE_ASSIGN_OR_RETURN(Window window, SelectWindow(trace, config_ptr));
+  models::WindowMeasurement measurement = MeasureWindow(trace, window, config_ptr);
+  std::string name = !measurement.pipeline_name.empty() ? measurement.pipeline_name
+                                                        : (config ? config->name : std::string());
+  PIPETUNE_RETURN_IF_ERROR(AddScalingPoints(extra, name, measurement));
+  StatusOr<models::Profile> profile = models::MakeProfile(measurement, config_ptr);
+  if (!profile.ok()) return profile.status().WithContext(trace.read_report.path);
+  ProfiledRun run{std::move(*profile), std::move(config), window};
+  return run;
+}
+
+StatusOr<ProfiledRun> ProfileTraces(const std::vector<std::string>& paths) {
+  if (paths.empty()) return InvalidInput("no trace given");
+  PIPETUNE_ASSIGN_OR_RETURN(CollectedTrace main, CollectTrace(paths[0]));
+  std::vector<CollectedTrace> extra;
+  for (size_t i = 1; i < paths.size(); ++i) {
+    PIPETUNE_ASSIGN_OR_RETURN(CollectedTrace other, CollectTrace(paths[i]));
+    extra.push_back(std::move(other));
+  }
+  return ProfileCollected(main, extra);
+}
+
+StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& trace_name,
+                             const DiagnoseOptions& options, const std::vector<CollectedTrace>& extra) {
+  std::vector<WhatIf> what_ifs;
+  for (const std::string& text : options.what_ifs) {
+    PIPETUNE_ASSIGN_OR_RETURN(WhatIf what_if, ParseWhatIf(text));
+    what_ifs.push_back(std::move(what_if));
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(ProfiledRun run, ProfileCollected(trace, extra));
+  Diagnosis d;
+  d.profile = std::move(run.profile);
+  const models::Profile& profile = d.profile;
+  d.prediction = models::Predict(profile, models::ObservedConfiguration(profile));
+  d.trace_name = trace_name;
+  d.pipeline_name = profile.pipeline_name;
+  d.trace_seconds = trace.DurationSeconds();
+  d.window_begin_seconds = profile.window_begin_seconds;
+  d.window_end_seconds = profile.window_end_seconds;
+  d.window_reason = profile.window_reason;
+  d.measured_throughput = profile.measured_throughput;
+  d.predicted_throughput = d.prediction.throughput;
+  d.prediction_ratio = d.measured_throughput > 0 ? d.predicted_throughput / d.measured_throughput : 0.0;
+  d.bound = models::BoundKindName(d.prediction.binding.kind);
+  if (d.prediction.bottleneck_stage) d.bottleneck = profile.stages[*d.prediction.bottleneck_stage].name;
+  d.stall_fraction = profile.consumer_stall_fraction;
+  if (profile.step_time_seconds && *profile.step_time_seconds > 0) d.demand_throughput = 1.0 / *profile.step_time_seconds;
+  d.cores = profile.cores;
+  d.cores_used = profile.process_cpu_cores;
+  d.cpu_contention = profile.cpu_contention;
+  for (size_t i = 0; i < profile.stages.size(); ++i) d.stages.push_back(DiagnoseStage(profile, d.prediction, trace, i));
+  SetNextLimit(d);
+  DescribeMemoryAndGpu(trace, run.window, d);
+  d.drops = trace.drops;
+  for (const StageDiagnosis& stage : d.stages) d.spans_dropped += stage.spans_dropped;
+  if (trace.read_report.truncated()) d.truncation_warning = trace.read_report.warning;
+  d.ended_cleanly = trace.read_report.ended_cleanly || trace.has_end;
+  d.assumptions = profile.assumptions;
+  if (!run.config) d.assumptions.push_back("the trace has no pipeline config: every ratio is measured");
+  d.summary = internal::Explain(profile, d.prediction);
+  for (const WhatIf& what_if : what_ifs) {
+    PIPETUNE_ASSIGN_OR_RETURN(WhatIfOutcome outcome, EvaluateWhatIf(profile, what_if));
+    d.what_ifs.push_back(std::move(outcome));
+  }
+  d.timeline = Timeline(trace);
+  return d;
+}
+
+StatusOr<Diagnosis> DiagnoseTraces(const std::vector<std::string>& paths, const DiagnoseOptions& options) {
+  if (paths.empty()) return InvalidInput("no trace given");
+  PIPETUNE_ASSIGN_OR_RETURN(CollectedTrace main, CollectTrace(paths[0]));
+  std::vector<CollectedTrace> extra;
+  for (size_t i = 1; i < paths.size(); ++i) {
+    PIPETUNE_ASSIGN_OR_RETURN(CollectedTrace other, CollectTrace(paths[i]));
+    extra.push_back(std::move(other));
+  }
+  return Diagnose(main, paths[0], options, extra);
+}
+
+}  // namespace pipetune::analyzer

@@ -1,0 +1,180 @@
+// The diagnosis sentence (explain.h). Every remedy it names is a prediction
+// of the same model the report shows, for one change to the configuration.
+#include "explain.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "format_util.h"
+
+namespace pipetune::analyzer::internal {
+namespace {
+
+// A remedy must gain this much to be worth a sentence.
+constexpr double kWorthwhileGain = 1.10;
+
+struct Remedy {
+  std::string change;   // "parallelism 3", "a cache after decode", "4 cores"
+  models::Prediction prediction;
+};
+
+// What binds after a change, in words: "(the CPU bound)".
+std::string ThenLimit(const models::Profile& profile, const models::Prediction& p) {
+  switch (p.binding.kind) {
+    case models::BoundKind::kCpu: return "the CPU bound";
+    case models::BoundKind::kDemand: return "the consumer's demand";
+    case models::BoundKind::kStorage: return "the storage bandwidth";
+    case models::BoundKind::kConcurrency:
+      return fmt::format("then stage {} limits", profile.stages[*p.binding.stage].name);
+  }
+  return "";
+}
+
+std::string Reach(const models::Profile& profile, const Remedy& remedy) {
+  return fmt::format("{} would reach {} outputs/s ({})", remedy.change, Rate(remedy.prediction.throughput),
+                     ThenLimit(profile, remedy.prediction));
+}
+
+bool Gains(const models::Prediction& after, const models::Prediction& before) {
+  return after.throughput > before.throughput * kWorthwhileGain;
+}
+
+std::optional<Remedy> MoreWorkers(const models::Profile& profile, const models::Configuration& observed,
+                                  const models::Prediction& now, size_t stage) {
+  int best = models::ParallelismForBestThroughput(profile, observed, stage);
+  if (best <= observed.parallelism[stage]) return std::nullopt;
+  models::Configuration changed = observed;
+  changed.parallelism[stage] = best;
+  Remedy remedy{fmt::format("parallelism {}", best), models::Predict(profile, changed)};
+  if (!Gains(remedy.prediction, now)) return std::nullopt;
+  return remedy;
+}
+
+// The fewest whole cores (up to four times the run's) that reach what four
+// times the cores would.
+std::optional<Remedy> MoreCores(const models::Profile& profile, const models::Configuration& observed,
+                                const models::Prediction& now) {
+  models::Configuration changed = observed;
+  double base = std::max(1.0, std::ceil(observed.cores));
+  changed.cores = 4 * base;
+  double best = models::Predict(profile, changed).throughput;
+  if (best <= now.throughput * kWorthwhileGain) return std::nullopt;
+  for (double cores = base + 1; cores <= 4 * base; cores += 1) {
+    changed.cores = cores;
+    models::Prediction p = models::Predict(profile, changed);
+    if (p.throughput >= 0.99 * best) return Remedy{fmt::format("{:.0f} cores", cores), p};
+  }
+  return std::nullopt;
+}
+
+// The admissible cache placement that helps most (the later stage on a tie).
+std::optional<Remedy> BestCache(const models::Profile& profile, const models::Configuration& observed,
+                                const models::Prediction& now) {
+  std::optional<Remedy> best;
+  for (size_t k = 0; k < profile.stages.size(); ++k) {
+    if (models::CacheNotAllowed(profile, k)) continue;
+    if (observed.cache_after && *observed.cache_after >= k) continue;  // the run already caches this
+    models::Configuration changed = observed;
+    changed.cache_after = k;
+    models::Prediction p = models::Predict(profile, changed);
+    if (!best || p.throughput >= best->prediction.throughput) {
+      std::optional<double> bytes = models::CacheBytes(profile, k);
+      best = Remedy{fmt::format("a cache after stage {} ({})", profile.stages[k].name,
+                                bytes ? models::FormatBytes(*bytes) : "size unknown"),
+                    p};
+    }
+  }
+  if (best && !Gains(best->prediction, now)) return std::nullopt;
+  return best;
+}
+
+std::string StageLimits(const models::Profile& profile, const models::Configuration& observed,
+                        const models::Prediction& now, size_t index) {
+  const models::StageProfile& stage = profile.stages[index];
+  std::string head = fmt::format("Stage {} limits throughput at {} outputs/s: ", stage.name, Rate(now.throughput));
+  std::string kind = stage.latency_bound ? "latency-bound" : "CPU-bound";
+  if (stage.parallel) {
+    head += fmt::format("it is {} at parallelism {} on {} cores", kind, stage.parallelism, Rate(profile.cores));
+    if (std::optional<Remedy> workers = MoreWorkers(profile, observed, now, index)) {
+      return head + "; " + Reach(profile, *workers) + ".";
+    }
+    if (std::optional<Remedy> cores = MoreCores(profile, observed, now)) {
+      return head + "; more workers need more cores: " + Reach(profile, *cores) + ".";
+    }
+  } else {
+    head += fmt::format("it runs on one thread, {} ms per element, and is {}", Millis(stage.latency_seconds * 1e3),
+                        kind);
+  }
+  if (std::optional<Remedy> cache = BestCache(profile, observed, now)) {
+    return head + "; " + Reach(profile, *cache) + ".";
+  }
+  return head + "; its work per element must get cheaper.";
+}
+
+std::string CpuLimits(const models::Profile& profile, const models::Configuration& observed,
+                      const models::Prediction& now) {
+  std::string head = fmt::format("The pipeline is CPU-bound at {} outputs/s: it uses all {} cores", Rate(now.throughput),
+                                 Rate(profile.cores));
+  if (now.bottleneck_stage && now.cores_used > 0) {
+    const models::StagePrediction& heaviest = now.stages[*now.bottleneck_stage];
+    head += fmt::format(", {} of that in stage {}", Percent(heaviest.cores_used / now.cores_used),
+                        profile.stages[*now.bottleneck_stage].name);
+  }
+  if (std::optional<Remedy> cache = BestCache(profile, observed, now)) {
+    return head + "; " + Reach(profile, *cache) + ".";
+  }
+  if (std::optional<Remedy> cores = MoreCores(profile, observed, now)) {
+    return head + "; " + Reach(profile, *cores) + ".";
+  }
+  return head + "; only cheaper work per element would help.";
+}
+
+std::string DemandMet(const models::Profile& profile, const models::Prediction& now) {
+  std::string text = fmt::format(
+      "The pipeline keeps up with the consumer at {} outputs/s (one step every {} ms); the consumer waits for "
+      "input {} of the time",
+      Rate(now.throughput), Millis(profile.step_time_seconds.value_or(0) * 1e3),
+      Percent(profile.consumer_stall_fraction));
+  std::optional<size_t> next;
+  for (size_t i = 0; i < now.stages.size(); ++i) {
+    if (!std::isfinite(now.stages[i].max_throughput)) continue;
+    if (!next || now.stages[i].max_throughput < now.stages[*next].max_throughput) next = i;
+  }
+  if (next) {
+    text += fmt::format(", and stage {} would limit next at {} outputs/s", profile.stages[*next].name,
+                        Rate(now.stages[*next].max_throughput));
+  }
+  return text + ".";
+}
+
+std::string StorageLimits(const models::Profile& profile, const models::Configuration& observed,
+                          const models::Prediction& now) {
+  std::string head = fmt::format("Storage bandwidth limits throughput at {} outputs/s ({}/s of {}/s)",
+                                 Rate(now.throughput),
+                                 models::FormatBytes(now.throughput * profile.storage_bytes_per_output),
+                                 models::FormatBytes(profile.storage_bytes_per_second.value_or(0)));
+  if (std::optional<Remedy> cache = BestCache(profile, observed, now)) {
+    return head + "; " + Reach(profile, *cache) + ".";
+  }
+  return head + "; faster storage or smaller files would help.";
+}
+
+}  // namespace
+
+std::string Explain(const models::Profile& profile, const models::Prediction& prediction) {
+  models::Configuration observed = models::ObservedConfiguration(profile);
+  if (prediction.throughput <= 0) return "Nothing reached the consumer in the measured window.";
+  switch (prediction.binding.kind) {
+    case models::BoundKind::kConcurrency:
+      return StageLimits(profile, observed, prediction, *prediction.binding.stage);
+    case models::BoundKind::kCpu: return CpuLimits(profile, observed, prediction);
+    case models::BoundKind::kDemand: return DemandMet(profile, prediction);
+    case models::BoundKind::kStorage: return StorageLimits(profile, observed, prediction);
+  }
+  return "";
+}
+
+}  // namespace pipetune::analyzer::internal

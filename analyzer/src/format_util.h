@@ -1,0 +1,36 @@
+// Number formatting shared by the sentence and every report writer, so that
+// a figure reads the same everywhere.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace pipetune::analyzer::internal {
+
+// Three significant figures or so: 1234 -> "1234", 41.23 -> "41.2", 0.523 -> "0.52".
+inline std::string Rate(double x) {
+  if (!std::isfinite(x)) return "unbounded";
+  double a = std::fabs(x);
+  if (a >= 100) return fmt::format("{:.0f}", x);
+  if (a >= 10) return fmt::format("{:.1f}", x);
+  if (a >= 0.01 || a == 0) return fmt::format("{:.2f}", x);
+  return fmt::format("{:.2g}", x);
+}
+
+// 0.4123 -> "41%".
+inline std::string Percent(double fraction) { return fmt::format("{:.0f}%", 100.0 * fraction); }
+
+// Milliseconds with sensible precision: 0.0123 -> "0.012", 12.34 -> "12.3".
+inline std::string Millis(double ms) {
+  if (ms >= 100) return fmt::format("{:.0f}", ms);
+  if (ms >= 10) return fmt::format("{:.1f}", ms);
+  if (ms >= 0.1) return fmt::format("{:.2f}", ms);
+  if (ms == 0) return "0";
+  return fmt::format("{:.2g}", ms);
+}
+
+inline std::string Cores(double cores) { return fmt::format("{:.2f}", cores); }
+
+}  // namespace pipetune::analyzer::internal

@@ -1,0 +1,76 @@
+// `pipetune export TRACE --format chrome -o FILE`: a timeline for
+// ui.perfetto.dev. The JSON goes to a temporary file beside FILE and is
+// renamed into place, so FILE is never left half written.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "pipetune/tracer/chrome_export.h"
+
+namespace pipetune::cli {
+namespace {
+
+struct ExportFlags {
+  std::string trace_path;
+  std::string format = "chrome";
+  std::string output_path;
+  uint64_t max_events = tracer::ChromeExportOptions{}.max_events;
+};
+
+int Export(const ExportFlags& flags) {
+  tracer::ChromeExportOptions options;
+  options.max_events = flags.max_events;
+  const std::string temp_path = flags.output_path + ".tmp." + std::to_string(getpid());
+  tracer::ChromeExportStats stats;
+  Status status;
+  {
+    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      return ReportError(IoError(flags.output_path + ": cannot create the output file"));
+    }
+    status = tracer::ExportChrome(flags.trace_path, out, options, &stats);
+    out.close();
+    if (status.ok() && !out) status = IoError(flags.output_path + ": cannot write the output file");
+  }
+  if (!status.ok()) {
+    std::remove(temp_path.c_str());
+    return ReportError(status);
+  }
+  if (std::rename(temp_path.c_str(), flags.output_path.c_str()) != 0) {
+    std::remove(temp_path.c_str());
+    return ReportError(IoError(flags.output_path + ": cannot rename the finished output into place"));
+  }
+  if (!stats.read_report.warning.empty()) fmt::print(stderr, "pipetune: warning: {}\n", stats.read_report.warning);
+  fmt::print("wrote {} events to {}", stats.events_written, flags.output_path);
+  if (stats.events_dropped > 0) {
+    fmt::print(" ({} more left out by --max-events {})", stats.events_dropped, flags.max_events);
+  }
+  fmt::print("; open it in https://ui.perfetto.dev\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterExportCommand(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<ExportFlags>();
+  CLI::App* sub = app.add_subcommand("export", "Convert a trace for a timeline viewer (Chrome JSON for ui.perfetto.dev)");
+  sub->add_option("trace", flags->trace_path, "Trace file written by pipetune run or profile")->required();
+  sub->add_option("--format", flags->format, "Output format")
+      ->check(CLI::IsMember({"chrome"}))
+      ->capture_default_str();
+  sub->add_option("-o,--output", flags->output_path, "Output file")->required();
+  sub->add_option("--max-events", flags->max_events,
+                  "Write at most this many events; the rest are counted and reported")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->callback([flags, &exit_code] { exit_code = Export(*flags); });
+}
+
+}  // namespace pipetune::cli

@@ -1,0 +1,102 @@
+// `pipetune run CONFIG`: runs a pipeline and its consumer, optionally traced.
+#include <cstdio>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "pipetune/models/config.h"
+#include "pipetune/runtime/pipeline.h"
+#include "pipetune/tracer/tracer.h"
+#include "run_report.h"
+
+namespace pipetune::cli {
+namespace {
+
+struct RunFlags {
+  std::string config_path;
+  double seconds = 0;
+  std::string trace_path;
+  std::string summary_path;
+  std::string progress = "auto";
+  bool deterministic = false;
+};
+
+// One line redrawn in place on a terminal; nothing when stderr is a file.
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled) : enabled_(enabled) {}
+  void Draw(const runtime::Progress& p) {
+    if (!enabled_) return;
+    fmt::print(stderr, "\r\033[K{}", FormatProgress(p));
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  void Clear() {
+    if (drawn_) fmt::print(stderr, "\r\033[K");
+    drawn_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+};
+
+int Run(const RunFlags& flags) {
+  StatusOr<models::PipelineConfig> config = models::LoadConfig(flags.config_path);
+  if (!config.ok()) return ReportError(config.status());
+
+  if (!flags.trace_path.empty()) {
+    tracer::SessionOptions session;
+    session.path = flags.trace_path;
+    session.pipeline_name = config->name;
+    session.config_json = models::Serialize(*config);
+    Status started = tracer::Start(session);
+    if (!started.ok()) return ReportError(started.WithContext("cannot start the trace"));
+  }
+
+  bool show_progress = flags.progress == "always" || (flags.progress == "auto" && StderrIsTerminal());
+  ProgressLine progress(show_progress);
+  runtime::RunOptions options;
+  options.max_seconds = flags.seconds;
+  options.base_dir = DirectoryOf(flags.config_path);
+  options.deterministic = flags.deterministic;
+  options.on_progress = [&progress](const runtime::Progress& p) { progress.Draw(p); };
+
+  StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(*config, options);
+  progress.Clear();
+  Status trace_closed = tracer::Stop();
+  if (!summary.ok()) {
+    ReportError(summary.status());
+    if (!flags.trace_path.empty()) fmt::print(stderr, "pipetune: the trace up to the failure is in {}\n", flags.trace_path);
+    return kExitBadInput;
+  }
+  fmt::print("{}", FormatRunSummary(*config, *summary));
+  if (!trace_closed.ok()) return ReportError(trace_closed.WithContext(flags.trace_path));
+  if (!flags.trace_path.empty()) fmt::print("trace: {}\n", flags.trace_path);
+  if (!flags.summary_path.empty()) {
+    Status written = models::WriteFileAtomically(flags.summary_path, runtime::SummaryToJson(*summary).dump(2) + "\n");
+    if (!written.ok()) return ReportError(written);
+    fmt::print("summary: {}\n", flags.summary_path);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterRunCommand(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* sub = app.add_subcommand("run", "Run a pipeline and its consumer; print what it achieved");
+  sub->add_option("config", flags->config_path, "Pipeline config (JSON)")->required();
+  sub->add_option("--seconds", flags->seconds, "Stop after this many seconds (default: run to the end of a finite pipeline)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--trace", flags->trace_path, "Write a trace of the run to this file");
+  sub->add_option("--summary", flags->summary_path, "Write the run's summary as JSON to this file");
+  sub->add_option("--progress", flags->progress, "Live progress on stderr: auto (on a terminal), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  sub->add_flag("--deterministic", flags->deterministic, "Keep element order through parallel stages");
+  sub->callback([flags, &exit_code] { exit_code = Run(*flags); });
+}
+
+}  // namespace pipetune::cli

@@ -1,0 +1,175 @@
+// The profile: what a pipeline did over a steady window of a run, per stage,
+// in the terms of the rate model (../shared/DESIGN.md, "The model").
+//
+// Two layers. A WindowMeasurement holds raw counter differences over the
+// window, as a trace reader (pipetune::analyzer) extracts them. MakeProfile
+// turns it, with the pipeline config, into a Profile: the model's per-stage
+// parameters (CPU cost, latency, bytes, local and visit ratios) with every
+// assumption it had to make written down. The rate model (rate_model.h)
+// predicts throughput from a Profile for any configuration.
+//
+// Units: seconds, bytes, elements; throughput in pipeline outputs per second.
+// Pure functions over plain structs: no I/O, no threads, no clocks.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipetune/base/status.h"
+#include "pipetune/models/config.h"
+#include "pipetune/models/scaling.h"
+
+namespace pipetune::models {
+
+// One stage's counters over the window, summed over its workers.
+struct StageMeasurement {
+  std::string name;
+  std::string op;                 // as the trace names it ("map", "batch", ...)
+  int parallelism = 1;            // workers during the window
+  double elements = 0;            // produced (passed downstream)
+  double consumed = 0;            // taken from the stage before
+  double bytes = 0;               // bytes of the elements produced
+  double cpu_seconds = 0;         // CPU time of the stage's threads
+  double work_seconds = 0;        // wall time in the stage's own work
+  double wait_input_seconds = 0;  // blocked on an empty input
+  double wait_output_seconds = 0; // blocked on a full output buffer
+  double mean_buffer_bytes = 0;   // its output buffer, averaged over the window
+  // Per-worker wall seconds per element measured at other parallelism levels
+  // (other windows of the same trace, or other traces of the same pipeline),
+  // for the scaling fit. The window's own level need not be repeated here.
+  std::vector<ScalingPoint> scaling_points;
+};
+
+// Everything measured over one window of a run.
+struct WindowMeasurement {
+  std::string pipeline_name;
+  double begin_seconds = 0;       // window start, seconds after the trace started
+  double end_seconds = 0;
+  std::string window_reason;      // why the window starts and ends where it does
+  std::vector<StageMeasurement> stages;  // pipeline order
+  double outputs = 0;             // consumer steps (pipeline outputs) in the window
+  double consumer_wait_seconds = 0;  // consumer blocked waiting for an output
+  double consumer_step_seconds = 0;  // consumer busy in its steps (e.g. the GPU step)
+  double process_cpu_seconds = -1;   // whole process; < 0: not measured
+  double storage_bytes_read = -1;    // fetched from storage (not the page cache); < 0: unknown
+  double host_cores = 0;             // cores the process could use (affinity, quota)
+  bool cache_filled = false;         // a cache stage had finished its first epoch before the window
+  // Elements the first stage produces per epoch when the trace shows it
+  // (the source ran dry); the config's `range` count is used otherwise.
+  std::optional<double> source_elements_per_epoch;
+};
+
+// A stage as the model sees it.
+struct StageProfile {
+  std::string name;
+  std::optional<Op> op;          // nullopt: an op this version does not know
+  std::string op_name;
+  std::string fn;
+  int parallelism = 1;           // p_i: workers (1 for sequential stages)
+  bool parallel = false;         // its parallelism is a knob (map, read_file)
+  bool random = false;           // output changes between epochs: no cache at or after it
+
+  // Measured over the window (E_i, CPU_i, ...), as in StageMeasurement.
+  double elements = 0;
+  double consumed = 0;
+  double bytes = 0;
+  double cpu_seconds = 0;
+  double work_seconds = 0;
+  double wait_input_seconds = 0;
+  double wait_output_seconds = 0;
+  double mean_buffer_bytes = 0;
+
+  // Model parameters.
+  double cpu_seconds_per_element = 0;  // CPU_i / E_i
+  // L_i: wall seconds of own work per element per worker, with the time the
+  // threads waited for a CPU (the cores were oversubscribed) taken out: the
+  // latency the stage would show with a core to itself.
+  double latency_seconds = 0;
+  double measured_latency_seconds = 0;  // work_seconds / E_i, as measured
+  double bytes_per_element = 0;         // S_i
+  double local_ratio = 1;   // r_i: elements consumed per element produced
+  bool local_ratio_measured = false;  // from counters rather than the config
+  double visit_ratio = 1;   // V_i: elements produced per pipeline output
+  double cpu_seconds_per_output = 0;  // c_i = CPU_i / E_i * V_i
+  // Off-CPU time dominates its work (I/O, remote calls): it needs workers,
+  // not cores. L_i > 2 * CPU_i / E_i.
+  bool latency_bound = false;
+  // How its latency changes with parallelism; linear (constant per-worker
+  // latency) unless points at two or more levels were measured.
+  UslFit scaling;
+
+  // Fractions of the window its workers spent in their own work, waiting for
+  // input and blocked on output (each over window * parallelism).
+  double busy_fraction = 0;
+  double wait_input_fraction = 0;
+  double wait_output_fraction = 0;
+};
+
+struct Profile {
+  std::string pipeline_name;
+  double window_begin_seconds = 0;
+  double window_end_seconds = 0;
+  double window_seconds = 0;
+  std::string window_reason;
+  std::vector<StageProfile> stages;  // pipeline order; the last one feeds the consumer
+
+  double outputs = 0;                // pipeline outputs the consumer took in the window
+  double measured_throughput = 0;    // outputs / window_seconds
+  double consumer_stall_fraction = 0;  // consumer wait / window
+
+  // CPU. `cores` is what the run could use; other_cpu_cores the process's CPU
+  // outside every stage (consumer, tracer), treated as a constant load.
+  double cores = 0;
+  double other_cpu_cores = 0;
+  double process_cpu_cores = -1;     // < 0: not measured
+  // Oversubscription seen in the window: how much longer than their CPU time
+  // CPU-bound threads took (1: none). Used to compute latency_seconds.
+  double cpu_contention = 1;
+
+  // Demand: the consumer's mean step time (measured, else the config's).
+  std::optional<double> step_time_seconds;
+
+  // Storage: bandwidth when the config's resources give it, and the bytes
+  // fetched from storage per pipeline output, charged to `storage_stage`
+  // (the first read_file stage, else the source).
+  std::optional<double> storage_bytes_per_second;
+  double storage_bytes_per_output = 0;
+  std::optional<size_t> storage_stage;
+
+  // Caching. `source_elements_per_epoch`: nullopt when the epoch is endless
+  // or its size unknown. `cache_stage`: index of a cache stage in the run.
+  std::optional<double> source_elements_per_epoch;
+  std::optional<size_t> cache_stage;
+  bool cache_filled = false;
+  std::optional<uint64_t> memory_budget_bytes;  // the config's resources.memory
+
+  // Every assumption the model made, one sentence each, for the report.
+  std::vector<std::string> assumptions;
+
+  // Index of the stage called `name`, or nullopt.
+  std::optional<size_t> FindStage(const std::string& name) const;
+};
+
+// Builds the model's view of a window. `config` is the pipeline as it ran
+// (the trace header's config); it gives the ratios the config implies (batch
+// size, take, ...), random stages, the consumer's step time and the budgets.
+// Without a config (a program traced with `pipetune profile`) every ratio is
+// measured and the op names come from the trace.
+//
+// Local ratios: batch = its size; map, read_file, shuffle, prefetch, cache,
+// repeat, take = 1; filter = measured consumed / produced (keep_every's `n`
+// when too few elements were seen); unknown ops: measured. Visit ratios
+// multiply the local ratios of the stages after a stage (the last stage: 1).
+//
+// Errors (kInvalidInput): no stages; a window of zero length; stage names
+// that do not match the config's (a trace of another pipeline).
+StatusOr<Profile> MakeProfile(const WindowMeasurement& window, const PipelineConfig* config);
+
+// The number of elements stage `index` produces per epoch, from the source's
+// epoch size and the local ratios up to it; nullopt when the epoch size is
+// unknown or endless, or a repeat or take lies before the stage.
+std::optional<double> ElementsPerEpoch(const Profile& profile, size_t index);
+
+}  // namespace pipetune::models

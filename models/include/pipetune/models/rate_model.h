@@ -1,0 +1,103 @@
+// The operational-analysis rate model (../shared/DESIGN.md, "The model"):
+// from a Profile, the throughput X (pipeline outputs per second) any
+// configuration can reach, and the bound that stops it.
+//
+//   CPU:          X * sum_i c_i <= C - other          (cores the stages may use)
+//   concurrency:  X * V_i * L_i(p_i) <= p_i           (Little's law, each stage)
+//   storage:      X * bytes_read_per_output <= BW     (when BW is known)
+//   demand:       X <= 1 / step_time                  (the consumer)
+//
+// X is the smallest of these bounds; the one that gives it binds. A cache
+// after stage k removes, once its first epoch is stored, the CPU, latency and
+// storage cost of every stage up to k; the model predicts that steady state.
+// L_i(p) follows the stage's scaling fit (linear unless fitted). CPU cost per
+// element is taken as independent of parallelism.
+//
+// Pure functions: no I/O, no threads, no clocks.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipetune/models/profile.h"
+
+namespace pipetune::models {
+
+// The knobs a prediction is for. Build one with ObservedConfiguration and
+// change what you want to ask about.
+struct Configuration {
+  std::vector<int> parallelism;   // per stage of the profile, in its order; >= 1
+  double cores = 0;               // cores available to the pipeline process
+  // A cache placed right after this stage (its output is stored in the first
+  // epoch and replayed after). An existing cache stage is expressed as the
+  // stage before it. nullopt: no cache.
+  std::optional<size_t> cache_after;
+  std::optional<double> storage_bytes_per_second;
+  std::optional<double> step_time_seconds;   // nullopt: the consumer drains
+};
+
+// The configuration the profile watched.
+Configuration ObservedConfiguration(const Profile& profile);
+
+enum class BoundKind {
+  kCpu,          // the cores are all in use
+  kConcurrency,  // a stage's workers are all busy (Little's law)
+  kStorage,      // storage bandwidth
+  kDemand,       // the consumer takes outputs no faster
+};
+
+// "cpu", "concurrency", "storage", "demand": the names JSON reports use.
+const char* BoundKindName(BoundKind kind);
+
+struct Bound {
+  BoundKind kind = BoundKind::kCpu;
+  std::optional<size_t> stage;   // kConcurrency (and kStorage: the reading stage)
+  double throughput = 0;         // the X at which it binds; +inf when it cannot bind
+};
+
+struct StagePrediction {
+  // The stage's own ceiling, in pipeline outputs/s: the concurrency bound at
+  // its parallelism, and no more than the CPU bound if it had every core.
+  double max_throughput = 0;
+  double concurrency_throughput = 0;  // p_i / (V_i L_i(p_i))
+  double cores_used = 0;              // X * c_i
+  double utilisation = 0;             // X / concurrency_throughput: busy share of its workers
+  bool cached = false;                // its cost is removed by the cache
+};
+
+struct Prediction {
+  double throughput = 0;
+  Bound binding;                 // the smallest bound
+  std::vector<Bound> bounds;     // every bound: stages in order, then cpu, storage, demand
+  std::vector<StagePrediction> stages;
+  double cores_used = 0;         // stages' CPU at `throughput`, plus the other load
+  // The stage to blame: the stage whose concurrency bound binds; for the CPU
+  // bound the stage with the largest CPU cost per output; for storage the
+  // reading stage; for demand none (the pipeline keeps up).
+  std::optional<size_t> bottleneck_stage;
+};
+
+// Predicts X for `config`. `config.parallelism` must have one entry per
+// stage (a programming error otherwise). A stage whose elements the window
+// never saw (zero elements) adds no cost.
+Prediction Predict(const Profile& profile, const Configuration& config);
+
+// Why a cache after stage `index` is not allowed, or nullopt when it is: it
+// must lie before the first random stage, the epoch must be finite and of a
+// known size, and no repeat or take may precede it.
+std::optional<std::string> CacheNotAllowed(const Profile& profile, size_t index);
+
+// Bytes a cache after stage `index` holds once filled: elements per epoch at
+// the stage times its bytes per element; nullopt when the epoch size is unknown.
+std::optional<double> CacheBytes(const Profile& profile, size_t index);
+
+// The smallest parallelism of stage `index` (searching up to `max_parallelism`)
+// that reaches the best throughput the other bounds allow, within `tolerance`
+// (relative). Returns the stage's current parallelism when more would not
+// help, or when the stage has no parallelism knob.
+int ParallelismForBestThroughput(const Profile& profile, const Configuration& config, size_t index,
+                                 int max_parallelism = 256, double tolerance = 0.01);
+
+}  // namespace pipetune::models

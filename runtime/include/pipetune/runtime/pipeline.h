@@ -1,0 +1,165 @@
+// The reference pipeline engine: executes a pipeline config (the chain of
+// stages in ../shared/DESIGN.md) and its consumer, and says what happened.
+//
+// Threading model (docs/runtime.md has the whole story): every stage runs on
+// its own thread(s) -- `parallelism` workers for map and read_file, one
+// thread for every other op -- and hands its output to the next stage through
+// a bounded queue, so a slow stage blocks its producers (backpressure) instead
+// of growing memory. The consumer is the caller's thread.
+//
+// Two ways in:
+//  - RunPipeline(): runs the pipeline and the config's consumer loop (sleep
+//    `step_time_ms` per output, or drain) to the end of the data or for
+//    `max_seconds`, and returns a summary. What `pipetune run` calls.
+//  - Pipeline: a pull API for programs that embed the engine (and tests):
+//    Next() hands out one output at a time.
+//
+// Every stage and worker thread reports to the tracer (pipetune/tracer)
+// through its public API, so `pipetune run --trace` needs nothing more than
+// tracer::Start() around RunPipeline().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipetune/base/status.h"
+#include "pipetune/models/config.h"
+#include "pipetune/runtime/element.h"
+#include "pipetune/runtime/function_registry.h"
+
+namespace pipetune::runtime {
+
+// How a pipeline is built from its config.
+struct BuildOptions {
+  // Where `map` / `filter` functions are looked up; null: Builtins().
+  const FunctionRegistry* registry = nullptr;
+  // Parallel stages (map, read_file) hand out their outputs in input order
+  // (sequence numbers and a reorder buffer). A stage can also ask for it with
+  // the arg "deterministic": true. Off by default: with parallelism > 1
+  // outputs may be reordered, which is faster when element costs vary.
+  bool deterministic = false;
+  // Relative `list_files` patterns and cache directories resolve against this
+  // directory (the CLI passes the config file's directory); empty: the
+  // current working directory.
+  std::string base_dir;
+};
+
+// What RunPipeline reports while it runs.
+struct Progress {
+  double seconds = 0;               // since the consumer started
+  uint64_t outputs = 0;             // delivered to the consumer so far
+  uint64_t source_elements = 0;     // examples inside those outputs
+  double throughput = 0;            // outputs/s over the last interval
+  double stall_fraction = 0;        // consumer wait / wall, since the start
+  uint64_t buffer_bytes = 0;        // bytes held in buffers right now
+  uint64_t cache_bytes = 0;         // bytes held by memory caches right now
+};
+
+struct RunOptions {
+  // Stop after this many seconds; 0: run until a finite pipeline ends.
+  double max_seconds = 0;
+  // How often on_progress is called (consumer thread, between steps).
+  double progress_interval_s = 0.5;
+  std::function<void(const Progress&)> on_progress;
+  // Called with every output the consumer takes, before its step.
+  std::function<void(const Element&)> on_output;
+  const FunctionRegistry* registry = nullptr;  // null: Builtins()
+  bool deterministic = false;                  // see BuildOptions
+  std::string base_dir;                        // see BuildOptions
+};
+
+struct StageSummary {
+  std::string name;
+  std::string op;
+  int parallelism = 1;
+  uint64_t elements = 0;      // produced (passed downstream)
+  uint64_t consumed = 0;      // taken from the stage before
+  uint64_t failed = 0;        // elements whose function failed (on_error skip)
+  uint64_t bytes = 0;         // bytes of the elements produced
+  double busy_seconds = 0;    // wall time in the stage's own work, all workers
+  double wait_input_seconds = 0;   // workers blocked on an empty input
+  double wait_output_seconds = 0;  // workers blocked on a full output buffer
+  uint64_t peak_buffer_bytes = 0;  // its output buffer (and shuffle/batch/reorder state)
+  uint64_t cache_bytes = 0;        // cache stages: bytes stored (memory or disk)
+};
+
+struct RunSummary {
+  double seconds = 0;            // wall time of the consumer loop
+  uint64_t outputs = 0;          // pipeline outputs delivered to the consumer
+  uint64_t source_elements = 0;  // examples inside them (a batch of 64 counts 64)
+  double throughput = 0;         // outputs / seconds
+  double examples_per_second = 0;  // source_elements / seconds
+  double stall_fraction = 0;     // consumer time waiting for an output / seconds
+  uint64_t peak_buffer_bytes = 0;  // peak bytes held by all buffers together
+  uint64_t cache_bytes = 0;        // bytes held by memory caches at the end
+  uint64_t disk_cache_bytes = 0;   // bytes written to or replayed from disk caches
+  bool stopped_early = false;      // max_seconds reached before the end of the data
+  std::vector<StageSummary> stages;
+  uint64_t failed_elements = 0;    // sum over stages (on_error skip)
+  // The first few failure messages, each naming the stage and the element.
+  std::vector<std::string> errors;
+};
+
+// JSON for `pipetune run --summary`: throughput, examples_per_second,
+// elements (= outputs), seconds, stall_fraction, failed_elements,
+// peak_buffer_bytes, cache_bytes, disk_cache_bytes, stopped_early, errors,
+// and stages[] {name, op, elements, consumed, parallelism, failed, bytes,
+// busy_seconds, wait_input_seconds, wait_output_seconds, peak_buffer_bytes,
+// cache_bytes}.
+nlohmann::ordered_json SummaryToJson(const RunSummary& summary);
+
+// Builds the pipeline (bad fn or args: kInvalidInput naming stage and key),
+// runs it with the config's consumer and returns the summary. An element
+// function failing on a stage with on_error "stop" ends the run promptly with
+// kFailed naming the stage, the element (id and path) and the function's
+// message; with on_error "skip" the element is counted in `failed` and the
+// run goes on.
+StatusOr<RunSummary> RunPipeline(const models::PipelineConfig& config,
+                                 const RunOptions& options = {});
+
+class PipelineImpl;
+
+// The pull API. Not thread-safe: one consumer thread calls Next().
+class Pipeline {
+ public:
+  // Builds every stage; threads start on the first Next() (or Start()).
+  static StatusOr<std::unique_ptr<Pipeline>> Create(const models::PipelineConfig& config,
+                                                    const BuildOptions& options = {});
+  static StatusOr<std::unique_ptr<Pipeline>> Create(const models::PipelineConfig& config,
+                                                    const FunctionRegistry* registry);
+  // Stops and joins every thread.
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Starts the stage threads; idempotent.
+  void Start();
+  // Blocks for the next output. True: *out holds it. False: the end of the
+  // data (or Stop()). An error: a stage with on_error "stop" failed (kFailed,
+  // naming stage, element and message); the pipeline has stopped.
+  StatusOr<bool> Next(Element* out);
+  // Stops every stage promptly and joins their threads; later Next() calls
+  // return false. Safe to call from another thread while Next() blocks.
+  void Stop();
+
+  // Counters so far (complete once Next() returned false or after Stop()).
+  // `seconds`, `outputs`, throughput and stall are left for the caller.
+  std::vector<StageSummary> StageSummaries() const;
+  uint64_t PeakBufferBytes() const;
+  uint64_t BufferBytes() const;
+  uint64_t CacheBytes() const;
+  uint64_t DiskCacheBytes() const;
+  uint64_t FailedElements() const;
+  std::vector<std::string> Errors() const;
+
+ private:
+  explicit Pipeline(std::unique_ptr<PipelineImpl> impl);
+  std::unique_ptr<PipelineImpl> impl_;
+};
+
+}  // namespace pipetune::runtime

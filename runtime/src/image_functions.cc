@@ -1,0 +1,393 @@
+// The image element functions: jpeg_decode, resize, random_crop_flip and
+// normalize (docs/image-example.md describes their args and what makes them
+// fast). Each factory parses and checks its stage's args once; Apply is the
+// hot path and allocates exactly one output buffer per element.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "image_buffers.h"
+#include "image_jpeg.h"
+#include "image_kernels.h"
+#include "pipetune/base/status.h"
+#include "pipetune/models/config.h"
+#include "pipetune/runtime/element.h"
+#include "pipetune/runtime/function_registry.h"
+
+namespace pipetune::runtime {
+namespace {
+
+using image::CropRect;
+using image::ImageView;
+using image::kChannels;
+using models::Json;
+using models::StageConfig;
+
+
+std::string DescribeElement(const Element& element) {
+  std::string text = "element " + std::to_string(element.id);
+  if (!element.path.empty()) text += " (" + element.path + ")";
+  return text;
+}
+
+Status ElementError(const char* fn, const Element& element, const std::string& what) {
+  return Failed(std::string(fn) + ": " + DescribeElement(element) + ": " + what);
+}
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kNone: return "no payload";
+    case DType::kBytes: return "bytes";
+    case DType::kU8: return "a u8 image";
+    case DType::kF32: return "an f32 image";
+  }
+  return "?";
+}
+
+// A 3-channel u8 image with a payload that matches its shape.
+Status CheckU8Image(const char* fn, const Element& element) {
+  if (element.dtype != DType::kU8 || !element.data) {
+    return ElementError(fn, element,
+                        std::string("expects a u8 image (decode it with jpeg_decode first), got ") +
+                            DTypeName(element.dtype));
+  }
+  const auto& shape = element.shape;
+  if (shape[2] != kChannels || shape[0] < 1 || shape[1] < 1 ||
+      element.data->size() != static_cast<size_t>(shape[0]) * shape[1] * kChannels) {
+    return ElementError(fn, element,
+                        "expects a height x width x 3 image, got shape " + std::to_string(shape[0]) + "x" +
+                            std::to_string(shape[1]) + "x" + std::to_string(shape[2]) + " with " +
+                            std::to_string(element.data->size()) + " bytes");
+  }
+  return Status::Ok();
+}
+
+ImageView ViewOf(const Element& element) {
+  return {element.data->data(), element.shape[0], element.shape[1],
+          static_cast<ptrdiff_t>(element.shape[1]) * kChannels};
+}
+
+void SetImage(Element& element, DType dtype, int height, int width, std::shared_ptr<const Bytes> data) {
+  element.dtype = dtype;
+  element.shape = {height, width, kChannels};
+  element.data = std::move(data);
+}
+
+
+Status KeyError(const StageConfig& stage, const std::string& key, const std::string& what) {
+  return InvalidInput(models::StageKeyError(stage, "args." + key, what));
+}
+
+std::string Describe(const Json& value) {
+  std::string text = value.dump();
+  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+}
+
+// An array of `count` numbers, each checked by `valid`; absent: `fallback`.
+template <size_t kCount>
+StatusOr<std::array<double, kCount>> ArgNumbers(const StageConfig& stage, const std::string& key,
+                                                std::array<double, kCount> fallback, const char* expected,
+                                                bool (*valid)(const std::array<double, kCount>&)) {
+  if (!stage.args.is_object() || !stage.args.contains(key)) return fallback;
+  const Json& value = stage.args.at(key);
+  std::array<double, kCount> numbers{};
+  bool ok = value.is_array() && value.size() == kCount;
+  for (size_t i = 0; ok && i < kCount; ++i) {
+    ok = value[i].is_number();
+    if (ok) numbers[i] = value[i].get<double>();
+  }
+  if (!ok || !valid(numbers)) return KeyError(stage, key, std::string("expected ") + expected + ", got " + Describe(value));
+  return numbers;
+}
+
+// `size`, `scale`, `ratio`, `flip_probability`, `antialias`: the crop spec
+// shared by random_crop_flip and the fused jpeg_decode (with key prefix).
+struct CropSpec {
+  int size = 224;
+  image::ResizedCropSampling sampling;
+  double flip_probability = 0.5;
+  bool antialias = true;
+};
+
+StatusOr<CropSpec> ParseCropSpec(const StageConfig& stage, const char* size_key) {
+  CropSpec spec;
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> size, models::ArgInt(stage, size_key, 1));
+  if (!size) return KeyError(stage, size_key, "required: the side of the square output in pixels");
+  if (*size > 65535) return KeyError(stage, size_key, "expected at most 65535, got " + std::to_string(*size));
+  spec.size = static_cast<int>(*size);
+  PIPETUNE_ASSIGN_OR_RETURN(
+      auto scale, ArgNumbers<2>(stage, "scale", {0.08, 1.0}, "[min, max] with 0 < min <= max <= 1",
+                                [](const std::array<double, 2>& v) { return v[0] > 0 && v[0] <= v[1] && v[1] <= 1; }));
+  PIPETUNE_ASSIGN_OR_RETURN(
+      auto ratio, ArgNumbers<2>(stage, "ratio", {3.0 / 4.0, 4.0 / 3.0}, "[min, max] with 0 < min <= max",
+                                [](const std::array<double, 2>& v) { return v[0] > 0 && v[0] <= v[1]; }));
+  spec.sampling = {scale[0], scale[1], ratio[0], ratio[1]};
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<double> flip, models::ArgNumber(stage, "flip_probability", 0.0));
+  if (flip && *flip > 1.0) return KeyError(stage, "flip_probability", "expected a number in [0, 1], got " + std::to_string(*flip));
+  spec.flip_probability = flip.value_or(0.5);
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<bool> antialias, models::ArgBool(stage, "antialias"));
+  spec.antialias = antialias.value_or(true);
+  if (!stage.random) {
+    return InvalidInput(models::StageKeyError(
+        stage, "random",
+        "a random crop differs every epoch: set \"random\": true so that no cache is placed after it"));
+  }
+  return spec;
+}
+
+// The crop and flip for one element: torchvision's RandomResizedCrop draws,
+// then RandomHorizontalFlip's, from the element's seed.
+struct CropDraw {
+  image::PixelCrop crop;
+  bool flip = false;
+};
+
+CropDraw DrawCrop(const CropSpec& spec, int height, int width, uint64_t seed) {
+  image::Rng rng(seed);
+  CropDraw draw;
+  draw.crop = image::SampleResizedCrop(height, width, spec.sampling, rng);
+  draw.flip = rng.Uniform(0.0, 1.0) < spec.flip_probability;
+  return draw;
+}
+
+
+// The largest allowed DCT downscale (1, 2, 4, 8) that keeps `width` x
+// `height` source pixels at least `need_width` x `need_height` once scaled.
+int ChooseScaleDown(int width, int height, int need_width, int need_height, int max_scale_down) {
+  for (int scale = max_scale_down; scale > 1; scale /= 2) {
+    if (width >= need_width * scale && height >= need_height * scale) return scale;
+  }
+  return 1;
+}
+
+class JpegDecode final : public MapFunction {
+ public:
+  JpegDecode(image::JpegDecodeOptions options, int max_scale_down, std::optional<int> target_size,
+             std::optional<CropSpec> crop)
+      : options_(options), max_scale_down_(max_scale_down), target_size_(target_size), crop_(crop) {}
+
+  Status Apply(Element& element, const FnContext& context) const override {
+    if (element.dtype != DType::kBytes || !element.data) {
+      return ElementError("jpeg_decode", element, std::string("expects encoded bytes (read_file), got ") +
+                                                      DTypeName(element.dtype));
+    }
+    const Bytes& jpeg = *element.data;
+    StatusOr<image::JpegInfo> info = image::ReadJpegInfo(jpeg.data(), jpeg.size());
+    if (!info.ok()) return ElementError("jpeg_decode", element, info.status().message());
+    Status status = crop_ ? DecodeCropped(element, *info, context.seed) : DecodeWhole(element, *info);
+    if (!status.ok()) return ElementError("jpeg_decode", element, status.message());
+    return Status::Ok();
+  }
+
+ private:
+  Status DecodeWhole(Element& element, const image::JpegInfo& info) const {
+    image::JpegDecodeOptions options = options_;
+    if (target_size_) {
+      const int short_side = std::min(info.width, info.height);
+      options.scale_down = ChooseScaleDown(short_side, short_side, *target_size_, *target_size_, max_scale_down_);
+    }
+    const int width = image::ScaledDimension(info.width, options.scale_down);
+    const int height = image::ScaledDimension(info.height, options.scale_down);
+    auto pixels = image::AcquireBuffer(static_cast<size_t>(width) * height * kChannels);
+    PIPETUNE_RETURN_IF_ERROR(image::DecodeJpeg(element.data->data(), element.data->size(), info, options,
+                                               pixels->data()));
+    SetImage(element, DType::kU8, height, width, std::move(pixels));
+    return Status::Ok();
+  }
+
+  // Fused decode + random resized crop + flip: the crop is drawn from the
+  // header's dimensions, so the decode can run at the smallest DCT scale
+  // whose pixels still cover the crop at >= the output resolution. The
+  // decoded image lives in per-thread scratch; the output is the only
+  // allocation.
+  Status DecodeCropped(Element& element, const image::JpegInfo& info, uint64_t seed) const {
+    const CropDraw draw = DrawCrop(*crop_, info.height, info.width, seed);
+    image::JpegDecodeOptions options = options_;
+    options.scale_down = ChooseScaleDown(draw.crop.width, draw.crop.height, crop_->size, crop_->size,
+                                         max_scale_down_);
+    const int width = image::ScaledDimension(info.width, options.scale_down);
+    const int height = image::ScaledDimension(info.height, options.scale_down);
+    thread_local Bytes decoded;
+    decoded.resize(static_cast<size_t>(width) * height * kChannels);
+    PIPETUNE_RETURN_IF_ERROR(
+        image::DecodeJpeg(element.data->data(), element.data->size(), info, options, decoded.data()));
+    const double s = 1.0 / options.scale_down;
+    const CropRect rect{draw.crop.x * s, draw.crop.y * s, draw.crop.width * s, draw.crop.height * s};
+    auto out = image::AcquireBuffer(static_cast<size_t>(crop_->size) * crop_->size * kChannels);
+    image::ResampleCrop({decoded.data(), height, width, static_cast<ptrdiff_t>(width) * kChannels}, rect,
+                        crop_->size, crop_->size, draw.flip, crop_->antialias, out->data());
+    if (decoded.capacity() > (64u << 20)) Bytes().swap(decoded);  // do not pin a huge image per thread
+    SetImage(element, DType::kU8, crop_->size, crop_->size, std::move(out));
+    return Status::Ok();
+  }
+
+  image::JpegDecodeOptions options_;
+  int max_scale_down_;
+  std::optional<int> target_size_;
+  std::optional<CropSpec> crop_;
+};
+
+StatusOr<std::unique_ptr<MapFunction>> MakeJpegDecode(const StageConfig& stage) {
+  image::JpegDecodeOptions options;
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<bool> fast_dct, models::ArgBool(stage, "fast_dct"));
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<bool> fast_upsample, models::ArgBool(stage, "fast_upsample"));
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<bool> strict, models::ArgBool(stage, "strict"));
+  options.fast_dct = fast_dct.value_or(false);
+  options.fast_upsample = fast_upsample.value_or(false);
+  options.strict = strict.value_or(false);
+
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> target_size, models::ArgInt(stage, "target_size", 1));
+  std::optional<CropSpec> crop;
+  if (stage.args.is_object() && stage.args.contains("crop_size")) {
+    PIPETUNE_ASSIGN_OR_RETURN(CropSpec spec, ParseCropSpec(stage, "crop_size"));
+    crop = spec;
+    if (target_size) return KeyError(stage, "target_size", "not allowed with crop_size (the crop sets the scale)");
+  }
+  // Scaled decode is opt-in: only a size hint (target_size or crop_size)
+  // enables it, and then max_scale_down (default 8) bounds it.
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> max_scale, models::ArgInt(stage, "max_scale_down", 1));
+  const int64_t max_scale_down = max_scale.value_or(target_size || crop ? 8 : 1);
+  if (max_scale_down != 1 && max_scale_down != 2 && max_scale_down != 4 && max_scale_down != 8) {
+    return KeyError(stage, "max_scale_down", "expected 1, 2, 4 or 8, got " + std::to_string(max_scale_down));
+  }
+  std::optional<int> target;
+  if (target_size) target = static_cast<int>(std::min<int64_t>(*target_size, 1 << 20));
+  return std::unique_ptr<MapFunction>(
+      std::make_unique<JpegDecode>(options, static_cast<int>(max_scale_down), target, crop));
+}
+
+
+class Resize final : public MapFunction {
+ public:
+  // Either `shorter_side` (aspect kept) or both `height` and `width`.
+  Resize(std::optional<int> shorter_side, int height, int width, bool antialias)
+      : shorter_side_(shorter_side), height_(height), width_(width), antialias_(antialias) {}
+
+  Status Apply(Element& element, const FnContext&) const override {
+    PIPETUNE_RETURN_IF_ERROR(CheckU8Image("resize", element));
+    const int in_height = element.shape[0], in_width = element.shape[1];
+    int height = height_, width = width_;
+    if (shorter_side_) {
+      // torchvision.transforms.Resize(int): the shorter side becomes `size`,
+      // the longer one int(size * long / short).
+      const int size = *shorter_side_;
+      if (in_height <= in_width) {
+        height = size;
+        width = std::max(1, static_cast<int>(static_cast<int64_t>(size) * in_width / in_height));
+      } else {
+        width = size;
+        height = std::max(1, static_cast<int>(static_cast<int64_t>(size) * in_height / in_width));
+      }
+    }
+    auto out = image::AcquireBuffer(static_cast<size_t>(height) * width * kChannels);
+    image::ResampleCrop(ViewOf(element), CropRect{0, 0, double(in_width), double(in_height)}, height, width,
+                        /*flip=*/false, antialias_, out->data());
+    SetImage(element, DType::kU8, height, width, std::move(out));
+    return Status::Ok();
+  }
+
+ private:
+  std::optional<int> shorter_side_;
+  int height_, width_;
+  bool antialias_;
+};
+
+StatusOr<std::unique_ptr<MapFunction>> MakeResize(const StageConfig& stage) {
+  constexpr int64_t kMaxSide = 65535;
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> size, models::ArgInt(stage, "size", 1));
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> height, models::ArgInt(stage, "height", 1));
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> width, models::ArgInt(stage, "width", 1));
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<bool> antialias, models::ArgBool(stage, "antialias"));
+  if (size && (height || width)) {
+    return KeyError(stage, "size", "give either size (shorter side) or height and width, not both");
+  }
+  if (!size && !(height && width)) {
+    return KeyError(stage, height ? "width" : (width ? "height" : "size"),
+                    "required: size (the shorter side, aspect kept) or both height and width");
+  }
+  for (const auto& [key, value] : {std::pair{"size", size}, {"height", height}, {"width", width}}) {
+    if (value && *value > kMaxSide) return KeyError(stage, key, "expected at most 65535, got " + std::to_string(*value));
+  }
+  std::optional<int> shorter;
+  if (size) shorter = static_cast<int>(*size);
+  return std::unique_ptr<MapFunction>(std::make_unique<Resize>(
+      shorter, static_cast<int>(height.value_or(0)), static_cast<int>(width.value_or(0)), antialias.value_or(true)));
+}
+
+
+class RandomCropFlip final : public MapFunction {
+ public:
+  explicit RandomCropFlip(CropSpec spec) : spec_(spec) {}
+
+  Status Apply(Element& element, const FnContext& context) const override {
+    PIPETUNE_RETURN_IF_ERROR(CheckU8Image("random_crop_flip", element));
+    const CropDraw draw = DrawCrop(spec_, element.shape[0], element.shape[1], context.seed);
+    auto out = image::AcquireBuffer(static_cast<size_t>(spec_.size) * spec_.size * kChannels);
+    const CropRect rect{double(draw.crop.x), double(draw.crop.y), double(draw.crop.width), double(draw.crop.height)};
+    image::ResampleCrop(ViewOf(element), rect, spec_.size, spec_.size, draw.flip, spec_.antialias, out->data());
+    SetImage(element, DType::kU8, spec_.size, spec_.size, std::move(out));
+    return Status::Ok();
+  }
+
+ private:
+  CropSpec spec_;
+};
+
+StatusOr<std::unique_ptr<MapFunction>> MakeRandomCropFlip(const StageConfig& stage) {
+  PIPETUNE_ASSIGN_OR_RETURN(CropSpec spec, ParseCropSpec(stage, "size"));
+  return std::unique_ptr<MapFunction>(std::make_unique<RandomCropFlip>(spec));
+}
+
+
+class Normalize final : public MapFunction {
+ public:
+  explicit Normalize(image::NormalizeParams params) : params_(params) {}
+
+  Status Apply(Element& element, const FnContext&) const override {
+    PIPETUNE_RETURN_IF_ERROR(CheckU8Image("normalize", element));
+    const int height = element.shape[0], width = element.shape[1];
+    auto out = image::AcquireBuffer(static_cast<size_t>(height) * width * kChannels * sizeof(float));
+    // operator new aligns the buffer for any scalar type, float included.
+    image::NormalizeToFloat(element.data->data(), height, width, params_, reinterpret_cast<float*>(out->data()));
+    SetImage(element, DType::kF32, height, width, std::move(out));
+    return Status::Ok();
+  }
+
+ private:
+  image::NormalizeParams params_;
+};
+
+StatusOr<std::unique_ptr<MapFunction>> MakeNormalize(const StageConfig& stage) {
+  image::NormalizeParams params;
+  PIPETUNE_ASSIGN_OR_RETURN(
+      auto mean, ArgNumbers<3>(stage, "mean", {0.485, 0.456, 0.406}, "an array of 3 numbers (one per channel)",
+                               [](const std::array<double, 3>& v) { return std::isfinite(v[0] + v[1] + v[2]); }));
+  PIPETUNE_ASSIGN_OR_RETURN(
+      auto std, ArgNumbers<3>(stage, "std", {0.229, 0.224, 0.225}, "an array of 3 numbers > 0 (one per channel)",
+                              [](const std::array<double, 3>& v) { return v[0] > 0 && v[1] > 0 && v[2] > 0; }));
+  for (int c = 0; c < kChannels; ++c) {
+    params.mean[c] = static_cast<float>(mean[c]);
+    params.std[c] = static_cast<float>(std[c]);
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<std::string> layout, models::ArgString(stage, "layout"));
+  if (layout && *layout != "hwc" && *layout != "chw") {
+    return KeyError(stage, "layout", "expected \"hwc\" or \"chw\", got \"" + *layout + "\"");
+  }
+  params.channels_first = layout && *layout == "chw";
+  return std::unique_ptr<MapFunction>(std::make_unique<Normalize>(params));
+}
+
+}  // namespace
+
+void RegisterImageFunctions(FunctionRegistry& registry) {
+  registry.RegisterMap("jpeg_decode", MakeJpegDecode);
+  registry.RegisterMap("resize", MakeResize);
+  registry.RegisterMap("random_crop_flip", MakeRandomCropFlip);
+  registry.RegisterMap("normalize", MakeNormalize);
+}
+
+}  // namespace pipetune::runtime

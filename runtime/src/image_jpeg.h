@@ -1,0 +1,43 @@
+// JPEG decoding through TurboJPEG (libjpeg-turbo's 2.x API), with a
+// TurboJPEG handle per thread: handles are not thread-safe, and the element
+// function that owns them is shared by every worker of its stage.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "pipetune/base/status.h"
+
+namespace pipetune::runtime::image {
+
+struct JpegInfo {
+  int width = 0;
+  int height = 0;
+};
+
+struct JpegDecodeOptions {
+  // DCT-domain downscale: 1, 2, 4 or 8. libjpeg-turbo then runs a reduced
+  // IDCT and converts and upsamples only the smaller image; the entropy
+  // decoding, usually the larger part of the cost, is the same.
+  int scale_down = 1;
+  bool fast_dct = false;       // TJFLAG_FASTDCT: the integer "ifast" IDCT
+  bool fast_upsample = false;  // TJFLAG_FASTUPSAMPLE: no fancy chroma upsampling
+  // libjpeg warnings (corrupt data it could recover from) fail the decode.
+  // Without it only truncation ("Premature end of JPEG file") does, which is
+  // what Pillow and tf.image.decode_jpeg do by default.
+  bool strict = false;
+};
+
+// Reads the header. Errors (kFailed) carry libjpeg's message.
+StatusOr<JpegInfo> ReadJpegInfo(const uint8_t* data, size_t size);
+
+// Output size of a dimension after a 1/scale_down DCT-domain scale (rounds up).
+int ScaledDimension(int dimension, int scale_down);
+
+// Decodes to interleaved RGB (grayscale is expanded) into `out`, which holds
+// ScaledDimension(height) rows of ScaledDimension(width) * 3 bytes.
+Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info,
+                  const JpegDecodeOptions& options, uint8_t* out);
+
+}  // namespace pipetune::runtime::image

@@ -1,0 +1,102 @@
+// Pixel kernels behind the image element functions: crop + resample + mirror
+// in one pass, normalisation to float, and torchvision's RandomResizedCrop
+// sampling. Pure functions over caller-owned buffers: no allocation on the hot
+// path beyond per-thread scratch that is reused from image to image.
+//
+// Images are 8-bit, 3 channels, interleaved (HxWx3), rows `stride` bytes
+// apart.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace pipetune::runtime::image {
+
+inline constexpr int kChannels = 3;
+
+struct ImageView {
+  const uint8_t* data = nullptr;
+  int height = 0;
+  int width = 0;
+  ptrdiff_t stride = 0;  // bytes from one row to the next
+};
+
+// A region of the source in pixel units. Fractional edges are allowed: a crop
+// chosen on the full-size image keeps its exact position after a scaled
+// (1/2, 1/4, 1/8) decode.
+struct CropRect {
+  double x = 0;
+  double y = 0;
+  double width = 0;
+  double height = 0;
+};
+
+// Resamples `crop` of `src` to out_height x out_width into `out` (tightly
+// packed, out_width * 3 bytes per row), mirrored left-right when `flip`.
+//
+// The filter is the triangle (bilinear) filter with pixel centres at +0.5,
+// as in Pillow and OpenCV. With `antialias`, a downscale widens the filter to
+// the scale factor (Pillow's resize, which torchvision uses on PIL images);
+// without it every output reads at most 2x2 source pixels (OpenCV's
+// INTER_LINEAR). Samples never read outside the crop (edges clamp), exactly
+// like cropping first and resizing the crop. Fixed point: 8-bit weights, a
+// 16-bit intermediate row, one rounding at the end.
+//
+// Preconditions (checked by the callers): crop non-empty and inside the
+// image, output sizes >= 1.
+void ResampleCrop(const ImageView& src, const CropRect& crop, int out_height, int out_width,
+                  bool flip, bool antialias, uint8_t* out);
+
+// Per-channel affine map of 8-bit pixels to float: out = (in / 255 - mean) / std.
+struct NormalizeParams {
+  std::array<float, kChannels> mean{0.485f, 0.456f, 0.406f};  // ImageNet
+  std::array<float, kChannels> std{0.229f, 0.224f, 0.225f};
+  bool channels_first = false;  // out is CHW planes instead of interleaved HWC
+};
+void NormalizeToFloat(const uint8_t* in, int height, int width, const NormalizeParams& params,
+                      float* out);
+
+// A small, fast generator seeded from FnContext::seed (splitmix64). Same seed,
+// same sequence on every thread and machine.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [lo, hi).
+  double Uniform(double lo, double hi) {
+    return lo + (hi - lo) * (static_cast<double>(Next() >> 11) * 0x1.0p-53);
+  }
+  // Uniform integer in [lo, hi] (hi >= lo).
+  int IntInclusive(int lo, int hi) {
+    const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
+    return lo + static_cast<int>(Next() % span);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// torchvision.transforms.RandomResizedCrop's parameters.
+struct ResizedCropSampling {
+  double scale_min = 0.08, scale_max = 1.0;             // of the image area
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;  // width / height
+};
+
+struct PixelCrop {
+  int x = 0, y = 0, width = 0, height = 0;
+};
+
+// RandomResizedCrop.get_params (torchvision 0.14): up to 10 draws of an area
+// fraction (uniform in scale) and a log-uniform aspect ratio; the first crop
+// that fits is placed uniformly at random. If none fits, the central crop with
+// the aspect ratio clamped into `ratio`. Sizes round half to even, as Python's
+// round() does.
+PixelCrop SampleResizedCrop(int height, int width, const ResizedCropSampling& sampling, Rng& rng);
+
+}  // namespace pipetune::runtime::image

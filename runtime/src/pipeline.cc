@@ -1,0 +1,209 @@
+// Building a pipeline from its config, and the pull API over it.
+#include <pthread.h>
+
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "pipetune/base/check.h"
+#include "pipetune/runtime/pipeline.h"
+#include "stages.h"
+
+namespace pipetune::runtime {
+namespace {
+
+// What the stages up to and including `index` compute (op, fn, args,
+// random), hashed with FNV-1a: a disk cache is reused only by a pipeline
+// whose stages before it compute the same thing. Knobs do not count.
+uint64_t Fingerprint(const models::PipelineConfig& config, size_t index) {
+  models::Json what = models::Json::array();
+  for (size_t i = 0; i <= index; ++i) {
+    const models::StageConfig& stage = config.stages[i];
+    models::Json one = models::Json::object();
+    one["op"] = models::OpName(stage.op);
+    one["fn"] = stage.fn;
+    one["args"] = stage.args;
+    one["random"] = stage.random;
+    what.push_back(std::move(one));
+  }
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c : what.dump()) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+StatusOr<std::unique_ptr<Stage>> MakeStage(const models::PipelineConfig& config, size_t index,
+                                           RunState* run, const FunctionRegistry& registry) {
+  const models::StageConfig& stage = config.stages[index];
+  using models::Op;
+  switch (stage.op) {
+    case Op::kRange:
+    case Op::kListFiles:
+      return MakeSourceStage(stage, run);
+    case Op::kReadFile:
+    case Op::kMap:
+      return MakeParallelStage(stage, run, registry);
+    case Op::kRepeat:
+      return MakeRepeatStage(stage, run);
+    case Op::kCache:
+      return MakeCacheStage(stage, run, Fingerprint(config, index));
+    case Op::kFilter:
+    case Op::kShuffle:
+    case Op::kBatch:
+    case Op::kPrefetch:
+    case Op::kTake:
+      return MakeSequentialStage(stage, run, registry);
+  }
+  return InvalidInput(models::StageKeyError(stage, "op", "unknown op"));
+}
+
+}  // namespace
+
+class PipelineImpl {
+ public:
+  explicit PipelineImpl(const BuildOptions& options)
+      : run_(std::make_unique<RunState>(options)) {}
+  ~PipelineImpl() { Stop(); }
+
+  Status Build(const models::PipelineConfig& config) {
+    PIPETUNE_RETURN_IF_ERROR(models::Validate(config));
+    const FunctionRegistry& registry =
+        run_->options().registry != nullptr ? *run_->options().registry : FunctionRegistry::Builtins();
+    for (size_t i = 0; i < config.stages.size(); ++i) {
+      PIPETUNE_ASSIGN_OR_RETURN(auto stage, MakeStage(config, i, run_.get(), registry));
+      stage->AllocateCounters();
+      stages_.push_back(std::move(stage));
+    }
+    // Stage i's output is stage i+1's input; the last one's is the consumer's.
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      bool multi_consumer = i + 1 < stages_.size() && stages_[i + 1]->workers() > 1;
+      stages_[i]->SetOutput(std::make_unique<Queue>(stages_[i]->OutputLimits(), multi_consumer,
+                                                    &run_->buffers(), stages_[i]->trace_id()));
+      if (i > 0) stages_[i]->Connect(stages_[i - 1].get(), stages_[i - 1]->output());
+    }
+    run_->SetStopHandler([this] {
+      for (auto& stage : stages_) stage->output()->Close();
+      for (auto& stage : stages_) stage->Shutdown();
+    });
+    return Status::Ok();
+  }
+
+  void Start() {
+    if (started_) return;
+    started_ = true;
+    for (auto& stage : stages_) {
+      for (int i = 0; i < stage->workers(); ++i) {
+        Stage* s = stage.get();
+        threads_.emplace_back([s, i] {
+          // Thread names show up in debuggers, top -H and perf.
+          std::string name = s->config().name.substr(0, 12);
+          if (s->workers() > 1) name += fmt::format("/{}", i);
+          pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+          s->RunWorker(i);
+        });
+      }
+    }
+    stages_.back()->RequestPass(0);
+  }
+
+  StatusOr<bool> Next(Element* out) {
+    if (finished_) return Finished();
+    Start();
+    while (true) {
+      if (pos_ < in_.size()) {
+        Item& item = in_[pos_++];
+        if (item.end_of_pass) {  // the end of the one pass we asked for
+          Stop();
+          return false;
+        }
+        *out = std::move(item.element);
+        return true;
+      }
+      in_.clear();
+      pos_ = 0;
+      uint64_t now = 0, waited = 0;
+      Queue::PopResult popped = stages_.back()->output()->Pop(in_, 64, /*block=*/true, now, &waited);
+      if (popped.status == Queue::PopStatus::kClosed) {
+        Stop();
+        return Finished();
+      }
+    }
+  }
+
+  void Stop() {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    finished_ = true;
+    if (joined_) return;
+    run_->StopAll();
+    for (std::thread& thread : threads_) thread.join();
+    threads_.clear();
+    for (auto& stage : stages_) tracer::RetireStage(stage->trace_id());
+    joined_ = true;
+  }
+
+  RunState& run() { return *run_; }
+  const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
+
+ private:
+  StatusOr<bool> Finished() {
+    Status error = run_->error();
+    if (!error.ok()) return error;
+    return false;
+  }
+
+  // Declared first: destroyed last, after the stages that report to it.
+  std::unique_ptr<RunState> run_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::vector<std::thread> threads_;
+  bool started_ = false;
+  std::atomic<bool> finished_{false};
+  std::mutex stop_mu_;
+  bool joined_ = false;
+  // The consumer's side of the last buffer.
+  std::vector<Item> in_;
+  size_t pos_ = 0;
+};
+
+Pipeline::Pipeline(std::unique_ptr<PipelineImpl> impl) : impl_(std::move(impl)) {}
+Pipeline::~Pipeline() = default;
+
+StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const models::PipelineConfig& config,
+                                                     const BuildOptions& options) {
+  auto impl = std::make_unique<PipelineImpl>(options);
+  PIPETUNE_RETURN_IF_ERROR(impl->Build(config));
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(impl)));
+}
+
+StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const models::PipelineConfig& config,
+                                                     const FunctionRegistry* registry) {
+  BuildOptions options;
+  options.registry = registry;
+  return Create(config, options);
+}
+
+void Pipeline::Start() { impl_->Start(); }
+StatusOr<bool> Pipeline::Next(Element* out) { return impl_->Next(out); }
+void Pipeline::Stop() { impl_->Stop(); }
+
+std::vector<StageSummary> Pipeline::StageSummaries() const {
+  std::vector<StageSummary> out;
+  for (const auto& stage : impl_->stages()) out.push_back(stage->Summary());
+  return out;
+}
+
+uint64_t Pipeline::PeakBufferBytes() const { return impl_->run().buffers().peak(); }
+uint64_t Pipeline::BufferBytes() const { return impl_->run().buffers().current(); }
+uint64_t Pipeline::CacheBytes() const { return impl_->run().cache().current(); }
+uint64_t Pipeline::DiskCacheBytes() const {
+  return impl_->run().disk_cache_bytes().load(std::memory_order_relaxed);
+}
+uint64_t Pipeline::FailedElements() const {
+  uint64_t failed = 0;
+  for (const auto& stage : impl_->stages()) failed += stage->Summary().failed;
+  return failed;
+}
+std::vector<std::string> Pipeline::Errors() const { return impl_->run().errors(); }
+
+}  // namespace pipetune::runtime

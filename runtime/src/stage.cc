@@ -1,0 +1,251 @@
+#include "stage.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "pipetune/base/check.h"
+
+namespace pipetune::runtime {
+namespace {
+
+// Output chunks: big enough to amortize a lock round trip over many cheap
+// elements, small enough (in bytes and in time) that expensive elements go
+// downstream one at a time without waiting for company.
+constexpr size_t kMaxChunkItems = 64;
+constexpr uint64_t kMaxChunkBytes = 256u << 10;
+constexpr uint64_t kMaxChunkAgeNs = 20'000;
+// Failure messages kept for the summary.
+constexpr size_t kMaxMessages = 8;
+
+}  // namespace
+
+void RunState::StopAll() {
+  stopping_.store(true, std::memory_order_relaxed);
+  std::call_once(stop_once_, [this] {
+    if (stop_handler_) stop_handler_();
+  });
+}
+
+void RunState::RecordFailure(const models::StageConfig& stage, const Element& element,
+                             const Status& status) {
+  std::string which = fmt::format("element {}", element.id);
+  if (element.epoch > 0) which += fmt::format(" of epoch {}", element.epoch);
+  if (!element.path.empty()) which += fmt::format(" ({})", element.path);
+  std::string message = models::StageKeyError(stage, "", fmt::format("{}: {}", which, status.message()));
+  bool stop = stage.on_error == models::OnError::kStop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (messages_.size() < kMaxMessages) messages_.push_back(message);
+    if (stop && error_.ok()) error_ = Failed(message);
+  }
+  if (stop) StopAll();
+}
+
+void RunState::Fail(const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (messages_.size() < kMaxMessages) messages_.push_back(status.message());
+    if (error_.ok()) error_ = status;
+  }
+  StopAll();
+}
+
+Status RunState::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+std::vector<std::string> RunState::errors() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return messages_;
+}
+
+void RequestChannel::Post(uint32_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.push_back(Request{epoch, posted_++});
+  cv_.notify_one();
+}
+
+void RequestChannel::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_upto_.store(posted_, std::memory_order_relaxed);
+}
+
+bool RequestChannel::Wait(const RunState& run, Request* request) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return shutdown_ || run.stopping() || !pending_.empty(); });
+  if (shutdown_ || run.stopping()) return false;
+  *request = pending_.front();
+  pending_.pop_front();
+  return true;
+}
+
+void RequestChannel::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  cv_.notify_all();
+}
+
+Stage::Stage(const models::StageConfig& config, RunState* run)
+    : config_(config),
+      run_(run),
+      trace_id_(tracer::RegisterStage(tracer::StageInfo{
+          config.name, models::OpName(config.op), static_cast<uint32_t>(config.parallelism)})) {}
+
+void Stage::AllocateCounters() {
+  counters_.clear();
+  for (int i = 0; i < workers(); ++i) counters_.push_back(std::make_unique<WorkerCounters>());
+}
+
+void Stage::AccountState(int64_t delta) {
+  uint64_t now = state_bytes_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed) +
+                 static_cast<uint64_t>(delta);
+  if (delta > 0 && now > peak_state_bytes_.load(std::memory_order_relaxed)) {
+    peak_state_bytes_.store(now, std::memory_order_relaxed);
+  }
+  run_->buffers().Add(delta);
+}
+
+StageSummary Stage::Summary() const {
+  StageSummary s;
+  s.name = config_.name;
+  s.op = models::OpName(config_.op);
+  s.parallelism = workers();
+  uint64_t busy = 0, wait_in = 0, wait_out = 0;
+  for (const auto& c : counters_) {
+    s.elements += c->produced.load(std::memory_order_relaxed);
+    s.consumed += c->consumed.load(std::memory_order_relaxed);
+    s.failed += c->failed.load(std::memory_order_relaxed);
+    s.bytes += c->bytes.load(std::memory_order_relaxed);
+    busy += c->busy_ns.load(std::memory_order_relaxed);
+    wait_in += c->wait_input_ns.load(std::memory_order_relaxed);
+    wait_out += c->wait_output_ns.load(std::memory_order_relaxed);
+  }
+  s.busy_seconds = static_cast<double>(busy) * 1e-9;
+  s.wait_input_seconds = static_cast<double>(wait_in) * 1e-9;
+  s.wait_output_seconds = static_cast<double>(wait_out) * 1e-9;
+  s.peak_buffer_bytes = (output_ ? output_->peak_bytes() : 0) +
+                        peak_state_bytes_.load(std::memory_order_relaxed);
+  s.cache_bytes = CacheBytes();
+  return s;
+}
+
+StageWorker::StageWorker(Stage& stage, int index)
+    : stage_(stage),
+      counters_(stage.counters(index)),
+      trace_(tracer::AttachWorker(stage.trace_id())),
+      parallel_(stage.workers() > 1) {
+  in_.reserve(kMaxChunkItems);
+  out_.reserve(kMaxChunkItems);
+  now_ns = tracer::NowNs();
+}
+
+StageWorker::~StageWorker() { tracer::DetachWorker(trace_); }
+
+void StageWorker::set_max_chunk(size_t items) { max_chunk_ = std::clamp<size_t>(items, 1, kMaxChunkItems); }
+
+size_t StageWorker::PopSize() const {
+  if (!parallel_) return max_chunk_;
+  // Workers of a parallel stage take only about a chunk's worth of time each,
+  // so that one worker does not sit on elements its siblings could run.
+  uint64_t cost = std::max<uint64_t>(last_cost_ns_, 1);
+  return std::clamp<size_t>(kMaxChunkAgeNs / cost, 1, max_chunk_);
+}
+
+StageWorker::Input StageWorker::Next(Item* item) {
+  if (in_pos_ == in_.size()) {
+    in_.clear();
+    in_pos_ = 0;
+    Queue* input = stage_.input();
+    PIPETUNE_CHECK(input != nullptr);
+    uint64_t waited = 0;
+    Queue::PopResult popped = input->Pop(in_, PopSize(), /*block=*/false, now_ns, &waited);
+    if (popped.status == Queue::PopStatus::kEmpty) {
+      // Nothing ready: hand on what we have before we sleep.
+      if (!Flush()) return Input::kClosed;
+      popped = input->Pop(in_, PopSize(), /*block=*/true, now_ns, &waited);
+    }
+    if (waited > 0) {
+      WorkerCounters::Add(counters_.wait_input_ns, waited);
+      trace_->WaitInput(waited);
+    }
+    if (popped.status == Queue::PopStatus::kClosed) return Input::kClosed;
+    in_first_seq_ = popped.first_seq;
+    if (popped.status == Queue::PopStatus::kItems) {
+      WorkerCounters::Add(counters_.consumed, in_.size());
+      trace_->Consumed(in_.size());
+    }
+  }
+  seq_ = in_first_seq_ + in_pos_;
+  *item = std::move(in_[in_pos_++]);
+  if (item->end_of_pass) return Input::kEndOfPass;
+  if (report_done_) ++pending_done_;
+  return Input::kElement;
+}
+
+void StageWorker::WorkDone(uint64_t begin_ns, uint64_t element_id) {
+  uint64_t end = tracer::NowNs();
+  uint64_t cost = end > begin_ns ? end - begin_ns : 0;
+  WorkerCounters::Add(counters_.busy_ns, cost);
+  trace_->Work(begin_ns, end, element_id);
+  last_cost_ns_ = cost;
+  now_ns = end;
+}
+
+bool StageWorker::ShouldFlush() const {
+  if (out_.size() >= max_chunk_ || out_bytes_ >= kMaxChunkBytes) return true;
+  // Would waiting for one more element make the chunk too old?
+  return (now_ns - out_first_ns_) + last_cost_ns_ >= kMaxChunkAgeNs;
+}
+
+bool StageWorker::Emit(Element&& element) {
+  if (out_.empty()) out_first_ns_ = now_ns;
+  Item& item = out_.emplace_back();
+  item.bytes = element.ByteSize();
+  item.element = std::move(element);
+  out_bytes_ += item.bytes;
+  if (ShouldFlush()) return Flush();
+  return true;
+}
+
+bool StageWorker::EmitEndOfPass() {
+  out_.push_back(Item::EndOfPass());
+  return Flush();
+}
+
+bool StageWorker::PushChunk(std::vector<Item>& chunk) {
+  uint64_t elements = 0, bytes = 0;
+  for (const Item& item : chunk) {
+    if (item.end_of_pass) continue;
+    ++elements;
+    bytes += item.bytes;
+  }
+  uint64_t blocked = 0;
+  bool ok = stage_.output()->Push(chunk, now_ns, &blocked);
+  if (blocked > 0) {
+    WorkerCounters::Add(counters_.wait_output_ns, blocked);
+    trace_->WaitOutput(blocked);
+  }
+  if (!ok) return false;
+  WorkerCounters::Add(counters_.produced, elements);
+  WorkerCounters::Add(counters_.bytes, bytes);
+  trace_->Produced(elements, bytes);
+  return true;
+}
+
+bool StageWorker::Flush() {
+  if (!out_.empty()) {
+    bool ok = PushChunk(out_);
+    out_bytes_ = 0;
+    if (!ok) return false;
+  }
+  if (pending_done_ > 0) {
+    stage_.input()->Done(pending_done_);
+    pending_done_ = 0;
+  }
+  return !stage_.run().stopping();
+}
+
+}  // namespace pipetune::runtime

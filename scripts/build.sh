@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures and builds pipetune. Usage: scripts/build.sh [BUILD_DIR] [cmake args...]
+# BUILD_DIR defaults to build/. Set PIPETUNE_JOBS to limit parallel jobs.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${1:-$root/build}"
+shift || true
+jobs="${PIPETUNE_JOBS:-$(nproc)}"
+cmake -S "$root" -B "$build_dir" -G Ninja "$@" >"$build_dir.configure.log" 2>&1 || {
+  cat "$build_dir.configure.log"; exit 1; }
+grep -E "^-- pipetune:" "$build_dir.configure.log" || true
+cmake --build "$build_dir" -j "$jobs"

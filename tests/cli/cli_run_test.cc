@@ -1,0 +1,161 @@
+// `pipetune run`: what a user sees for good and bad configs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+
+namespace pipetune::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kSmallPipeline = R"({
+  "name": "small",
+  "stages": [
+    {"name": "numbers", "op": "range", "args": {"count": 1000, "bytes": 100}},
+    {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 5}, "parallelism": 2},
+    {"name": "batch", "op": "batch", "args": {"size": 10}},
+    {"name": "prefetch", "op": "prefetch", "buffer": 2}
+  ]
+})";
+
+TEST(CliUsage, NoCommandIsAUsageError) {
+  CommandResult result = RunPipetune("");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err + result.out, HasSubstr("run"));
+}
+
+TEST(CliUsage, HelpListsTheCommands) {
+  CommandResult result = RunPipetune("--help");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr("run"));
+  EXPECT_THAT(result.out, HasSubstr("profile"));
+}
+
+TEST(CliUsage, UnknownFlagIsAUsageError) {
+  TempDir dir("cli");
+  WriteFile(dir / "p.json", kSmallPipeline);
+  EXPECT_EQ(RunPipetune("run " + (dir / "p.json") + " --sekonds 3").exit_code, 2);
+  EXPECT_EQ(RunPipetune("run " + (dir / "p.json") + " --seconds -1").exit_code, 2);
+}
+
+TEST(CliRun, SmallPipelineWritesASummaryWithTheCounts) {
+  TempDir dir("cli");
+  WriteFile(dir / "p.json", kSmallPipeline);
+  CommandResult result = RunPipetune("run " + (dir / "p.json") + " --summary " + (dir / "summary.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("small: 100 outputs (1000 examples)"));
+  EXPECT_THAT(result.out, HasSubstr("work"));
+  EXPECT_EQ(result.err, "") << "no progress output when stderr is not a terminal";
+  auto summary = nlohmann::json::parse(ReadFile(dir / "summary.json"));
+  EXPECT_EQ(summary["elements"], 100);
+  EXPECT_GT(summary["throughput"].get<double>(), 0);
+  EXPECT_GT(summary["examples_per_second"].get<double>(), summary["throughput"].get<double>());
+  EXPECT_GE(summary["stall_fraction"].get<double>(), 0);
+  EXPECT_LE(summary["stall_fraction"].get<double>(), 1);
+  EXPECT_GT(summary["seconds"].get<double>(), 0);
+  ASSERT_EQ(summary["stages"].size(), 4u);
+  EXPECT_EQ(summary["stages"][1]["name"], "work");
+  EXPECT_EQ(summary["stages"][1]["parallelism"], 2);
+  EXPECT_EQ(summary["stages"][1]["elements"], 1000);
+}
+
+TEST(CliRun, SecondsStopsAnEndlessPipeline) {
+  TempDir dir("cli");
+  WriteFile(dir / "endless.json", R"({"stages": [
+      {"name": "numbers", "op": "range"},
+      {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 20}}]})");
+  CommandResult result = RunPipetune("run " + (dir / "endless.json") + " --seconds 0.5 --summary " + (dir / "s.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto summary = nlohmann::json::parse(ReadFile(dir / "s.json"));
+  EXPECT_LT(summary["seconds"].get<double>(), 5.0);
+  EXPECT_GT(summary["elements"].get<uint64_t>(), 0u);
+}
+
+TEST(CliRun, BadConfigExitsTwoNamingFileStageAndKey) {
+  TempDir dir("cli");
+  std::string text = kSmallPipeline;
+  text.replace(text.find("\"parallelism\": 2"), 16, "\"parallelism\": 0");
+  WriteFile(dir / "bad.json", text);
+  CommandResult result = RunPipetune("run " + (dir / "bad.json") + " --summary " + (dir / "s.json"));
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("bad.json: stage \"work\" (#2): key \"parallelism\""));
+  EXPECT_FALSE(std::filesystem::exists(dir / "s.json")) << "no summary for a run that never started";
+}
+
+TEST(CliRun, UnknownFunctionListsTheKnownOnes) {
+  TempDir dir("cli");
+  std::string text = kSmallPipeline;
+  text.replace(text.find("cpu_work"), 8, "cpu_wrok");
+  WriteFile(dir / "bad.json", text);
+  CommandResult result = RunPipetune("run " + (dir / "bad.json"));
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("stage \"work\" (#2)"));
+  EXPECT_THAT(result.err, HasSubstr("cpu_wrok"));
+  EXPECT_THAT(result.err, HasSubstr("cpu_work"));
+}
+
+TEST(CliRun, MissingConfigFileExitsTwo) {
+  CommandResult result = RunPipetune("run /no/such/pipeline.json");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("/no/such/pipeline.json"));
+}
+
+TEST(CliRun, NotJsonExitsTwoWithLineAndColumn) {
+  TempDir dir("cli");
+  WriteFile(dir / "broken.json", "{\n  \"stages\": [\n    {\"name\": \"x\",}\n  ]\n}\n");
+  CommandResult result = RunPipetune("run " + (dir / "broken.json"));
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("broken.json: not valid JSON at line 3"));
+}
+
+// Elements that a function cannot process: "stop" ends the run with exit 2
+// naming stage and element; "skip" counts them and finishes.
+TEST(CliRun, FailingElementsStopOrAreCountedAsTheConfigSays) {
+  TempDir dir("cli");
+  std::string config = R"({"stages": [
+      {"name": "numbers", "op": "range", "args": {"count": 50, "bytes": 64}},
+      {"name": "decode", "op": "map", "fn": "jpeg_decode", "parallelism": 4, "on_error": "ON_ERROR"}]})";
+  std::string stop = config;
+  stop.replace(stop.find("ON_ERROR"), 8, "stop");
+  WriteFile(dir / "stop.json", stop);
+  CommandResult stopped = RunPipetune("run " + (dir / "stop.json"));
+  EXPECT_EQ(stopped.exit_code, 2);
+  EXPECT_THAT(stopped.err, HasSubstr("decode"));
+
+  std::string skip = config;
+  skip.replace(skip.find("ON_ERROR"), 8, "skip");
+  WriteFile(dir / "skip.json", skip);
+  CommandResult skipped = RunPipetune("run " + (dir / "skip.json") + " --summary " + (dir / "s.json"));
+  ASSERT_EQ(skipped.exit_code, 0) << skipped.err;
+  EXPECT_THAT(skipped.out, HasSubstr("50 elements failed"));
+  auto summary = nlohmann::json::parse(ReadFile(dir / "s.json"));
+  EXPECT_EQ(summary["failed_elements"], 50);
+  EXPECT_EQ(summary["elements"], 0);
+}
+
+TEST(CliRun, SummaryIsNotWrittenIntoAMissingDirectory) {
+  TempDir dir("cli");
+  WriteFile(dir / "p.json", kSmallPipeline);
+  CommandResult result = RunPipetune("run " + (dir / "p.json") + " --summary /no/such/dir/s.json");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("/no/such/dir/s.json"));
+}
+
+TEST(CliProfile, ProgramWithoutTheTracerIsToldSo) {
+  TempDir dir("cli");
+  CommandResult result = RunPipetune("profile --trace " + (dir / "t.trace") + " -- true");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("wrote no trace"));
+}
+
+TEST(CliProfile, MissingProgramIsAUsageError) {
+  CommandResult result = RunPipetune("profile -- /no/such/program");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("cannot run /no/such/program"));
+}
+
+}  // namespace
+}  // namespace pipetune::testing

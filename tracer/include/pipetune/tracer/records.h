@@ -1,0 +1,166 @@
+// The records a trace holds, as plain structs shared by the recording side
+// (tracer.h) and the reading side (reader.h). Every time is nanoseconds on the
+// host's CLOCK_MONOTONIC (the clock NowNs() reads), every counter is
+// cumulative since the session started, unless a field says otherwise.
+// docs/trace-format.md describes how each struct is laid out in the file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pipetune::tracer {
+
+// Index of a registered stage; stable for the life of the process.
+using StageId = uint32_t;
+inline constexpr StageId kInvalidStage = 0xffffffffu;
+
+// How a trace's timestamps relate to the world.
+struct ClockInfo {
+  std::string name = "CLOCK_MONOTONIC";
+  uint32_t clock_id = 1;        // the POSIX clockid_t value
+  uint64_t resolution_ns = 0;   // clock_getres
+  uint64_t start_ns = 0;        // the clock when the session started
+  int64_t start_unix_ns = 0;    // CLOCK_REALTIME at the same moment
+};
+
+// What the process may use on the host it ran on, read when the session
+// started. -1 means "no such limit" (or "could not be read").
+struct HostFacts {
+  std::string hostname;
+  uint32_t cores_online = 0;          // sysconf(_SC_NPROCESSORS_ONLN)
+  uint32_t cores_allowed = 0;         // sched_getaffinity
+  uint32_t cgroup_version = 0;        // 0: none found, 1 or 2
+  int64_t cpu_quota_us = -1;          // cgroup CPU quota per period (cpu.max)
+  int64_t cpu_period_us = -1;
+  int64_t memory_limit_bytes = -1;    // cgroup memory limit (memory.max)
+  int64_t memory_available_bytes = -1;  // MemAvailable
+  int64_t memory_total_bytes = -1;      // MemTotal
+
+  // The CPU quota in cores (quota / period), or 0 when there is none.
+  double CpuQuotaCores() const {
+    if (cpu_quota_us <= 0 || cpu_period_us <= 0) return 0.0;
+    return static_cast<double>(cpu_quota_us) / static_cast<double>(cpu_period_us);
+  }
+  // Cores the process can keep busy: the affinity mask, capped by the quota.
+  double UsableCores() const {
+    double cores = static_cast<double>(cores_allowed);
+    double quota = CpuQuotaCores();
+    return (quota > 0.0 && (cores == 0.0 || quota < cores)) ? quota : cores;
+  }
+  // Memory the process can use: the cgroup limit, else MemAvailable; -1 unknown.
+  int64_t UsableMemoryBytes() const {
+    if (memory_limit_bytes >= 0) return memory_limit_bytes;
+    return memory_available_bytes;
+  }
+};
+
+// A stage as registered (RegisterStage). parallelism is the value at
+// registration; snapshots carry its later changes.
+struct StageDef {
+  StageId id = kInvalidStage;
+  std::string name;
+  std::string op;
+  uint32_t parallelism = 1;
+};
+
+// A worker thread attached to a stage (AttachWorker). `worker` is unique in
+// the process for its life, in attach order; spans name it.
+struct WorkerDef {
+  uint32_t worker = 0;
+  StageId stage = kInvalidStage;
+  uint32_t os_tid = 0;     // Linux thread id, for matching other tools
+  uint64_t attach_ns = 0;
+};
+
+// One stage's counters at one snapshot.
+struct StageSnapshot {
+  uint64_t time_ns = 0;
+  StageId stage = kInvalidStage;
+  uint32_t parallelism = 1;
+  uint32_t live_workers = 0;
+  uint64_t produced = 0;        // elements
+  uint64_t consumed = 0;        // elements
+  uint64_t bytes_produced = 0;
+  uint64_t cpu_ns = 0;          // CPU time of the stage's worker threads
+  uint64_t work_ns = 0;         // wall time in the stage's own work
+  uint64_t wait_input_ns = 0;   // blocked waiting for input
+  uint64_t wait_output_ns = 0;  // blocked on a full output buffer
+  int64_t occupancy_elements = 0;  // gauge: the stage's output buffer now
+  int64_t occupancy_bytes = 0;     // gauge
+  uint64_t spans_recorded = 0;
+  uint64_t spans_dropped = 0;   // sampled but lost: a worker's span ring was full
+};
+
+// One sampled element: the wall time of one Work() call.
+struct SpanRecord {
+  StageId stage = kInvalidStage;
+  uint32_t worker = 0;
+  uint64_t element_id = 0;
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
+};
+
+// One training step: it waited wait_ns for its input, then ran step_ns,
+// ending at end_ns. `consumer` numbers the calling thread (0 for the first).
+struct ConsumerStepRecord {
+  uint32_t consumer = 0;
+  uint64_t wait_ns = 0;
+  uint64_t step_ns = 0;
+  uint64_t end_ns = 0;
+};
+
+// Every step counted, recorded individually or not.
+struct ConsumerTotals {
+  uint64_t time_ns = 0;
+  uint64_t steps = 0;
+  uint64_t wait_ns = 0;
+  uint64_t step_ns = 0;
+  uint64_t steps_recorded = 0;
+  uint64_t steps_dropped = 0;
+};
+
+// The whole process, from /proc/self, at one snapshot.
+struct ProcessSample {
+  uint64_t time_ns = 0;
+  uint64_t cpu_ns = 0;             // user + system CPU since the session started
+  uint64_t rss_bytes = 0;          // gauge
+  int64_t read_bytes = -1;         // bytes fetched from storage (/proc/self/io); -1 unreadable
+  int64_t read_syscall_bytes = -1; // bytes read by read(2) and friends, page cache included
+  uint32_t threads = 0;
+};
+
+// Events that could not be stored, cumulative. Budget sampling (spans or
+// steps beyond their per-second budget) is not a drop; a full buffer is.
+struct DropCounts {
+  uint64_t time_ns = 0;
+  uint64_t spans = 0;
+  uint64_t consumer_steps = 0;
+  uint64_t gpu_records = 0;            // dropped by the tracer (its buffer was full)
+  uint64_t gpu_records_at_source = 0;  // dropped by the GPU activity source (CUPTI)
+  uint64_t Total() const { return spans + consumer_steps + gpu_records + gpu_records_at_source; }
+};
+
+enum class GpuActivityKind : uint32_t { kKernel = 1, kMemcpy = 2, kMemset = 3 };
+
+// One GPU operation, with its start and end mapped onto the host clock.
+struct GpuActivity {
+  GpuActivityKind kind = GpuActivityKind::kKernel;
+  uint32_t device = 0;
+  uint32_t stream = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t bytes = 0;           // copies and memsets; 0 for kernels
+  uint64_t correlation_id = 0;  // ties the activity to the API call that launched it
+  std::string name;             // kernel name, or the copy kind ("HtoD")
+};
+
+const char* GpuActivityKindName(GpuActivityKind kind);
+
+// The pipeline a session describes. The header holds the values given to
+// Start(); SetPipelineInfo() later in the run writes a newer one.
+struct PipelineInfo {
+  std::string name;
+  std::string config_json;
+};
+
+}  // namespace pipetune::tracer

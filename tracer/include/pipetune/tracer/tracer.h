@@ -1,0 +1,269 @@
+// The recording API: what a pipeline (the pipetune runtime, or any program
+// that links pipetune::tracer) calls to describe its stages and report work.
+//
+// Cost model. Everything a worker calls per element (Worker::Produced,
+// Consumed, Work, WaitInput, WaitOutput, and ConsumerStep) is lock-free,
+// allocation-free and makes no system call: it adds to counters the calling
+// thread owns. When tracing is off each is one relaxed load and a branch. The
+// caller reads the clock (NowNs) and chains timestamps, so that one clock read
+// per event suffices. A single sampler thread, started by Start(), reads the
+// counters and each worker's CPU clock every snapshot interval and appends a
+// chunk to the trace file.
+//
+// Threading. Registration, attach/detach and Start/Stop take a mutex and may
+// be called from any thread. A Worker belongs to the thread that attached it:
+// only that thread may call its methods, and it must DetachWorker before it
+// exits. ConsumerStep may be called from any thread; each calling thread gets
+// its own counters.
+#pragma once
+
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "pipetune/base/status.h"
+#include "pipetune/tracer/records.h"
+
+namespace pipetune::tracer {
+
+// CLOCK_MONOTONIC in nanoseconds: a vDSO call, no system call. Every time the
+// API takes is on this clock.
+inline uint64_t NowNs() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+struct SessionOptions {
+  std::string path;           // the trace file; created or truncated
+  std::string pipeline_name;
+  std::string config_json;    // the pipeline config as run, stored verbatim
+  uint32_t snapshot_interval_ms = 100;
+  // Budgets for individually recorded events. Beyond them events are still
+  // counted (sampling), only not recorded one by one. 0 records none.
+  uint32_t spans_per_stage_per_second = 200;
+  uint32_t consumer_steps_per_second = 1000;
+};
+
+// Opens options.path, writes the header (host facts, config, the stages
+// registered so far) and starts the sampler thread. Fails when a session is
+// already running, except one started from PIPETUNE_TRACE, which an explicit
+// Start() closes and replaces. Counters count from here on.
+Status Start(const SessionOptions& options);
+
+// Stops the sampler, writes a final snapshot and an end record, closes the
+// file. Returns the first write error of the session, if any. Safe to call
+// when no session runs (returns Ok). In a child process forked from a traced
+// one it only turns recording off: the file belongs to the parent.
+Status Stop();
+
+// Starts a session when the environment variable PIPETUNE_TRACE names a path,
+// with `defaults` for everything else (PIPETUNE_TRACE_INTERVAL_MS overrides
+// the snapshot interval). A no-op when PIPETUNE_TRACE is unset or empty. When
+// a session is already running, it only records defaults' pipeline name and
+// config (SetPipelineInfo) if given. Stop() is registered with atexit.
+//
+// Any program linking the tracer also calls this once before main() (a
+// static initializer), so `pipetune profile -- PROGRAM` traces programs that
+// never call it. Programs that know their pipeline (the pipetune runtime, C
+// API users) call it again once they do, to put name and config in the trace.
+Status StartFromEnvironment(const SessionOptions& defaults = {});
+
+// Records the pipeline's name and config in the running trace (readers take
+// the latest). Without a session it does nothing.
+void SetPipelineInfo(const std::string& pipeline_name, const std::string& config_json);
+
+// What this process may use on this host (affinity, cgroup v1/v2 CPU quota
+// and memory limit, MemAvailable): the facts a trace's header records. Reads
+// /proc and /sys; a fact that cannot be read is left at its "unknown" value.
+HostFacts CollectHostFacts();
+
+namespace internal {
+extern std::atomic<bool> g_enabled;
+
+// Per-stage sampling budget, shared by the stage's workers. A Generic Cell
+// Rate Algorithm: next_ns is the earliest time the next event conforms (less
+// burst_ns of tolerance), and each accepted event pushes it one interval on.
+// The gate is judged on an event's *begin* time so that, unlike picking "the
+// element in flight at time t", long elements are not favoured.
+// interval_ns and burst_ns are set by Start() and only read here; they are
+// atomic because a worker may still be inside Work() when a session starts.
+struct alignas(64) RateGate {
+  std::atomic<uint64_t> next_ns{~uint64_t{0}};  // max: closed (budget 0)
+  std::atomic<uint64_t> interval_ns{0};
+  std::atomic<uint64_t> burst_ns{0};
+
+  bool TryAcquire(uint64_t t) noexcept {
+    uint64_t next = next_ns.load(std::memory_order_relaxed);
+    // A closed gate's next is max, so this also rejects when the budget is 0.
+    if (t + burst_ns.load(std::memory_order_relaxed) < next) return false;
+    uint64_t after = (next > t ? next : t) + interval_ns.load(std::memory_order_relaxed);
+    // Losing the race to another worker means "not this one", never a retry.
+    return next_ns.compare_exchange_strong(next, after, std::memory_order_relaxed);
+  }
+};
+
+struct StageState;
+struct WorkerAccess;
+void RecordConsumerStep(uint64_t wait_ns, uint64_t step_ns, uint64_t end_ns) noexcept;
+}  // namespace internal
+
+// True while a session records. A relaxed load: instrumented code may test it
+// to skip preparing arguments.
+inline bool Enabled() noexcept {
+  return internal::g_enabled.load(std::memory_order_relaxed);
+}
+
+struct StageInfo {
+  std::string name;
+  std::string op;
+  uint32_t parallelism = 1;
+};
+
+// Registers a stage and returns its id. Works with or without a session:
+// stages registered before Start() are written when it starts. Returns
+// kInvalidStage after 16384 stages; every function accepts kInvalidStage and
+// does nothing with it.
+StageId RegisterStage(const StageInfo& info);
+
+// The stage is finished: its last counters go into the next snapshot, and
+// later snapshots leave it out. Detach its workers first.
+void RetireStage(StageId stage);
+
+void SetParallelism(StageId stage, uint32_t parallelism);
+
+// The stage's output buffer now holds this many elements and bytes (a gauge,
+// read at each snapshot). Two relaxed stores; kept even when tracing is off
+// so that a session started later sees the current value.
+void SetBufferOccupancy(StageId stage, int64_t elements, int64_t bytes);
+
+// The recorder of one worker thread of one stage. Obtain it on the worker
+// thread with AttachWorker(); all methods must be called on that thread.
+class Worker {
+ public:
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // The stage emitted `elements` elements totalling `bytes`.
+  void Produced(uint64_t elements, uint64_t bytes) noexcept {
+    if (!Enabled()) return;
+    Add(produced_, elements);
+    Add(bytes_, bytes);
+  }
+  // The stage took `elements` elements from its input.
+  void Consumed(uint64_t elements) noexcept {
+    if (!Enabled()) return;
+    Add(consumed_, elements);
+  }
+  // The stage's own work on one element ran from begin_ns to end_ns. Adds
+  // the wall time, and records the element as a span when the stage's
+  // per-second span budget allows.
+  void Work(uint64_t begin_ns, uint64_t end_ns, uint64_t element_id) noexcept {
+    if (!Enabled()) return;
+    Add(work_ns_, end_ns > begin_ns ? end_ns - begin_ns : 0);
+    if (gate_->TryAcquire(begin_ns)) PushSpan(begin_ns, end_ns, element_id);
+  }
+  // Time blocked waiting for an input element.
+  void WaitInput(uint64_t ns) noexcept {
+    if (!Enabled()) return;
+    Add(wait_input_ns_, ns);
+  }
+  // Time blocked because the output buffer was full.
+  void WaitOutput(uint64_t ns) noexcept {
+    if (!Enabled()) return;
+    Add(wait_output_ns_, ns);
+  }
+
+  StageId stage() const noexcept { return stage_; }
+  uint32_t index() const noexcept { return index_; }  // WorkerDef::worker
+
+ private:
+  friend struct internal::WorkerAccess;
+  Worker(StageId stage, uint32_t index, internal::RateGate* gate, internal::StageState* state)
+      : gate_(gate), state_(state), stage_(stage), index_(index) {}
+
+  // The counters have one writer, this thread, so a relaxed load and store
+  // (two plain moves on x86) suffice; they are atomic only so that the
+  // sampler may read them concurrently.
+  static void Add(std::atomic<uint64_t>& counter, uint64_t delta) noexcept {
+    counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  }
+
+  // Single-producer (this thread), single-consumer (the sampler) ring.
+  void PushSpan(uint64_t begin_ns, uint64_t end_ns, uint64_t element_id) noexcept {
+    uint64_t head = span_head_.load(std::memory_order_relaxed);
+    if (head - span_tail_.load(std::memory_order_acquire) >= kSpanRing) {
+      Add(spans_dropped_, 1);
+      return;
+    }
+    spans_[head % kSpanRing] = SpanSlot{begin_ns, end_ns, element_id};
+    span_head_.store(head + 1, std::memory_order_release);
+  }
+
+  static constexpr uint32_t kSpanRing = 512;
+  struct SpanSlot {
+    uint64_t begin_ns, end_ns, element_id;
+  };
+
+  // Written by the owning thread; read by the sampler.
+  std::atomic<uint64_t> produced_{0};
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> consumed_{0};
+  std::atomic<uint64_t> work_ns_{0};
+  std::atomic<uint64_t> wait_input_ns_{0};
+  std::atomic<uint64_t> wait_output_ns_{0};
+  std::atomic<uint64_t> spans_dropped_{0};
+  std::atomic<uint64_t> span_head_{0};
+  internal::RateGate* const gate_;
+  internal::StageState* const state_;
+  const StageId stage_;
+  const uint32_t index_;
+  // Written by the sampler only; on its own cache line so that draining does
+  // not bounce the line the worker writes its counters to.
+  alignas(64) std::atomic<uint64_t> span_tail_{0};
+  alignas(64) SpanSlot spans_[kSpanRing];
+};
+
+// Creates the calling thread's recorder for `stage` (it notes the thread's
+// CPU clock for the sampler). Never returns null; for kInvalidStage the
+// recorder counts into nothing. Works with or without a session.
+Worker* AttachWorker(StageId stage);
+
+// Call on the worker's thread before it exits: folds the thread's final CPU
+// time and counters into the stage, so the sampler never reads the clock of a
+// dead thread. Frees `worker`; null is ignored.
+void DetachWorker(Worker* worker);
+
+// AttachWorker for the scope of an object, DetachWorker on its destruction.
+class ScopedWorker {
+ public:
+  explicit ScopedWorker(StageId stage) : worker_(AttachWorker(stage)) {}
+  ~ScopedWorker() { DetachWorker(worker_); }
+  ScopedWorker(const ScopedWorker&) = delete;
+  ScopedWorker& operator=(const ScopedWorker&) = delete;
+  Worker* operator->() const noexcept { return worker_; }
+  Worker& operator*() const noexcept { return *worker_; }
+
+ private:
+  Worker* worker_;
+};
+
+// One training step of the consumer: it waited wait_ns for its input, then
+// its step ran step_ns, ending at end_ns. Always counted; recorded one by one
+// up to the session's consumer_steps_per_second.
+inline void ConsumerStep(uint64_t wait_ns, uint64_t step_ns, uint64_t end_ns) noexcept {
+  if (!Enabled()) return;
+  internal::RecordConsumerStep(wait_ns, step_ns, end_ns);
+}
+
+// GPU activity from an activity source (the CUPTI tracer): copied into a
+// bounded buffer (at most 65536 records between snapshots, names cut to 512
+// bytes); beyond it records are dropped and counted. Takes a mutex: for
+// batches of records from a source's buffer callback, not per element.
+void RecordGpuActivity(const GpuActivity& activity);
+// Records the source itself lost (CUPTI's dropped-record count).
+void RecordGpuDrops(uint64_t records);
+
+}  // namespace pipetune::tracer

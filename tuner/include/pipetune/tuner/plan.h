@@ -1,0 +1,144 @@
+// What the tuner takes and what it returns (../shared/DESIGN.md, "The
+// tuner"): a profile, the budgets and an objective in; a plan out, with every
+// knob's old and new value, the predicted throughput before and after, the
+// memory and threads it uses, the bound that binds and one line of reason per
+// knob. The solver (solver.h) makes plans; rewrite.h turns one into a config;
+// plan_report.h prints one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipetune/models/config.h"
+#include "pipetune/models/memory_model.h"
+#include "pipetune/models/profile.h"
+#include "pipetune/models/queue_model.h"
+#include "pipetune/models/rate_model.h"
+
+namespace pipetune::tuner {
+
+enum class Objective {
+  kMax,     // the highest throughput within the budgets
+  kDemand,  // the consumer's rate with the fewest cores, then the least memory
+};
+
+const char* ObjectiveName(Objective objective);  // "max", "demand"
+
+// The budgets a plan must stay within.
+struct Resources {
+  double cores = 0;             // CPU cores the pipeline process may use (> 0)
+  uint64_t memory_bytes = 0;    // for buffers and memory caches (> 0)
+  std::optional<double> storage_bytes_per_second;  // nullopt: the profile's, else unbounded
+  // A directory for disk caches; nullopt: no cache on disk. disk_free_bytes
+  // is the space there when known; a disk cache must fit in it.
+  std::optional<std::string> disk_cache_dir;
+  std::optional<uint64_t> disk_free_bytes;
+  // Threads of all stages together (map / read_file workers, one per other
+  // stage). AUTOTUNE users hit thread explosions; this stops them.
+  int max_threads = 256;
+  // Where each budget came from ("--cores", "the config's resources", "the
+  // host (trace header)"), for the plan's text.
+  std::string cores_source;
+  std::string memory_source;
+};
+
+// Everything the solver knows about the pipeline.
+struct TuneInput {
+  models::Profile profile;
+  // The config as it ran (the trace header's copy). Needed to rewrite, and
+  // for the sizes of shuffle buffers; without it the plan can only be printed.
+  std::optional<models::PipelineConfig> config;
+  // The spread of the pipeline's output inter-arrival times, when measured;
+  // the queue model assumes cv 1 (Poisson-like) otherwise.
+  std::optional<models::ArrivalSpread> output_spread;
+};
+
+enum class CacheKind { kNone, kMemory, kDisk };
+
+const char* CacheKindName(CacheKind kind);  // "none", "memory", "disk"
+
+// Where a cache goes: right after stage `after` (an index into the profile's
+// stages).
+struct CacheChoice {
+  CacheKind kind = CacheKind::kNone;
+  size_t after = 0;
+
+  bool operator==(const CacheChoice& other) const {
+    return kind == other.kind && (kind == CacheKind::kNone || after == other.after);
+  }
+};
+
+// One stage of a planned pipeline.
+struct PlannedStage {
+  std::string name;
+  models::Op op = models::Op::kMap;
+  std::string op_name;
+  std::optional<size_t> profile_index;  // nullopt: inserted by the plan
+  bool parallel = false;                // parallelism is a knob
+  int parallelism = 1;
+  int old_parallelism = 1;
+  std::optional<int64_t> buffer;        // prefetch stages
+  std::optional<int64_t> old_buffer;
+  std::optional<std::string> location;  // cache stages: "memory" or a directory
+  std::optional<std::string> old_location;
+  bool cached = false;                  // replayed by the cache after the first epoch
+  double bytes_per_element = 0;         // S of its output
+  double input_bytes_per_element = 0;   // S of its input
+  double state_bytes = 0;               // shuffle buffer, partial batch
+  double cache_bytes = 0;               // cache stages: the epoch they hold
+
+  bool inserted() const { return !profile_index.has_value(); }
+};
+
+// One knob (or a stage inserted or removed), before and after.
+struct KnobChange {
+  std::string stage;
+  std::string knob;       // "parallelism", "buffer", "location", "stage"
+  std::string old_value;  // "-" when absent
+  std::string new_value;  // "-" when removed
+  bool changed = false;
+  std::string reason;     // one line
+};
+
+// What the solver found for one cache choice, for the plan's explanation.
+struct CacheOption {
+  CacheChoice choice;
+  std::string description;   // "no cache", "memory cache after \"decode\""
+  bool feasible = false;
+  double throughput = 0;     // the best under the budgets (feasible only)
+  double cores_needed = 0;
+  double memory_bytes = 0;
+  std::string note;          // why not admissible or not feasible, or what limits it
+};
+
+struct Plan {
+  std::string pipeline_name;
+  Objective objective = Objective::kMax;
+  Resources resources;
+  std::vector<PlannedStage> stages;           // the tuned pipeline, in order
+  std::vector<std::string> removed_stages;    // stages of the run the plan drops (a moved cache)
+  CacheChoice cache;
+  std::optional<size_t> cache_stage;          // index into `stages` of the cache stage, if any
+  std::vector<KnobChange> knobs;
+
+  double measured_throughput = 0;             // of the traced run
+  double predicted_throughput_before = 0;     // the model on the traced config
+  double predicted_throughput = 0;            // after tuning (steady state)
+  models::BoundKind binding = models::BoundKind::kCpu;
+  std::optional<std::string> binding_stage;
+  std::string binding_reason;                 // what stops the plan going faster
+  std::optional<double> demand_throughput;    // 1 / step time, when the consumer has one
+  bool demand_met = false;
+
+  double cores_used = 0;      // at the predicted throughput, other process load included
+  int cores_needed = 0;       // whole cores the plan needs (demand: with its headroom)
+  models::MemoryEstimate memory;
+  int threads = 0;
+
+  std::vector<CacheOption> cache_options;
+  std::vector<std::string> notes;             // budgets, fallbacks, assumptions
+};
+
+}  // namespace pipetune::tuner

@@ -1,0 +1,63 @@
+// The solver: profile + budgets + objective -> plan, exact under the rate
+// model (../shared/DESIGN.md, "The tuner"; docs/tuner.md has the argument).
+//
+// For every admissible cache choice (none; memory or disk after each stage
+// that may be cached) it finds the highest throughput X any integer
+// parallelism reaches within the budgets, then picks the best choice for the
+// objective. For one choice:
+//
+//  - the bounds that do not depend on parallelism (CPU, storage, demand,
+//    sequential stages) give an upper limit U;
+//  - the throughput a configuration reaches is min(U, f_i(p_i)) over the
+//    parallel stages, where f_i(p) = p / (V_i L_i(p)) is stage i's Little's-law
+//    bound (L_i(p) from its fitted scaling curve);
+//  - so the optimum is one of the finite set {U} u {f_i(p)}; for a target X
+//    the cheapest configuration gives each stage the least p with
+//    f_i(p) >= X, and threads and memory only grow with p, so "X is
+//    reachable within the budgets" is monotone in X and a binary search over
+//    the sorted candidate values finds the optimum exactly.
+//
+// The plan never exceeds a budget: cores (the CPU bound is one of the
+// bounds), memory (buffers, in-flight elements, state and a memory cache,
+// estimated by the memory model) and threads. Once X is fixed, what budget is
+// left buys headroom: workers so that no stage is busier than the utilisation
+// target, workers for cached stages to fill the cache quickly, and a prefetch
+// buffer from the queue model. None of these lowers X.
+#pragma once
+
+#include "pipetune/base/status.h"
+#include "pipetune/tuner/candidate.h"
+#include "pipetune/tuner/plan.h"
+
+namespace pipetune::tuner {
+
+struct SolverOptions {
+  // No stage's workers busier than this share of the time after tuning, where
+  // threads and memory allow (Little's law at 100% leaves no room for
+  // variance). The demand objective aims at demand / utilisation_target.
+  double utilisation_target = 0.9;
+  // Cache choices whose throughput is within this share of the best count as
+  // equal; among them the fewest cores, then the least memory win.
+  double tie_tolerance = 0.01;
+  double stall_probability = 0.01;   // the queue model's target for the last buffer
+  int64_t max_prefetch_buffer = 128;
+  // The passes after X is fixed (headroom, cache fill workers, buffer depth).
+  // Off: every knob at the least value that reaches X (what tests compare
+  // with a brute-force search).
+  bool spend_leftover_budget = true;
+};
+
+// Errors (kInvalidInput): budgets that make no sense (cores or memory <= 0,
+// fewer threads than stages); no configuration fits, with the reason for
+// each cache choice (e.g. "with every stage at one worker the buffers hold
+// 600 MiB of the 512 MiB budget").
+StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objective objective,
+                     const SolverOptions& options = {});
+
+// The exact search for one candidate (every knob of `candidate` at its
+// minimum, as MakeCandidate builds it): sets each parallel stage to the least
+// parallelism that reaches the highest feasible X and returns that X.
+// kInvalidInput, saying why, when even the minimum is over a budget.
+StatusOr<double> MaximiseThroughput(Candidate& candidate, const Resources& resources);
+
+}  // namespace pipetune::tuner

@@ -1,0 +1,28 @@
+// One line of reason per knob of a plan, in the user's words. Private to the
+// tuner: the solver fills what it knows into ExplainFacts and calls
+// ExplainPlan on the plan PlanFromCandidate built.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "pipetune/models/queue_model.h"
+#include "pipetune/tuner/candidate.h"
+#include "pipetune/tuner/plan.h"
+
+namespace pipetune::tuner {
+
+struct ExplainFacts {
+  double throughput = 0;      // X the plan reaches (steady state)
+  double sized_for = 0;       // the X parallelism was sized for (headroom included)
+  std::string limit;          // what stops X going higher (the search's words)
+  std::map<std::string, int> fill_parallelism;  // cached stages: the uncached plan's workers
+  models::PrefetchSizing last_buffer;           // the queue model's answer for the last prefetch
+  bool last_buffer_capped_by_memory = false;
+  std::optional<std::string> moved_cache_reason;
+};
+
+void ExplainPlan(const TuneInput& input, const Resources& resources, const Candidate& candidate,
+                 const ExplainFacts& facts, Plan& plan);
+
+}  // namespace pipetune::tuner

@@ -1,0 +1,89 @@
+// A finished candidate -> the plan a user reads (candidate.h, PlanFromCandidate).
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "pipetune/tuner/candidate.h"
+
+namespace pipetune::tuner {
+namespace {
+
+using models::Op;
+
+std::string OptionalNumber(const std::optional<int64_t>& value) {
+  return value ? std::to_string(*value) : "-";
+}
+
+std::string InsertedValue(const PlannedStage& stage) {
+  if (stage.op == Op::kPrefetch) return fmt::format("prefetch (buffer {})", stage.buffer.value_or(1));
+  if (stage.op == Op::kCache) return fmt::format("cache ({})", stage.location.value_or("memory"));
+  return stage.op_name;
+}
+
+void AddKnobs(const Candidate& candidate, Plan& plan) {
+  for (const std::string& name : candidate.removed_stages) {
+    plan.knobs.push_back({name, "stage", "cache", "-", true, "the cache moves to where the plan puts it"});
+  }
+  for (const PlannedStage& stage : candidate.stages) {
+    if (stage.inserted()) {
+      plan.knobs.push_back({stage.name, "stage", "-", InsertedValue(stage), true, ""});
+      continue;
+    }
+    if (stage.parallel) {
+      plan.knobs.push_back({stage.name, "parallelism", std::to_string(stage.old_parallelism),
+                            std::to_string(stage.parallelism), stage.parallelism != stage.old_parallelism, ""});
+    }
+    if (stage.op == Op::kPrefetch) {
+      plan.knobs.push_back({stage.name, "buffer", OptionalNumber(stage.old_buffer), OptionalNumber(stage.buffer),
+                            stage.buffer != stage.old_buffer, ""});
+    }
+    if (stage.op == Op::kCache) {
+      plan.knobs.push_back({stage.name, "location", stage.old_location.value_or("-"), stage.location.value_or("-"),
+                            stage.location != stage.old_location, ""});
+    }
+  }
+  for (KnobChange& knob : plan.knobs) {
+    if (knob.reason.empty()) knob.reason = knob.changed ? "set by the plan" : "unchanged";
+  }
+}
+
+}  // namespace
+
+Plan PlanFromCandidate(const TuneInput& input, const Resources& resources, Objective objective,
+                       const Candidate& candidate) {
+  Plan plan;
+  plan.pipeline_name = input.profile.pipeline_name;
+  plan.objective = objective;
+  plan.resources = resources;
+  plan.stages = candidate.stages;
+  plan.removed_stages = candidate.removed_stages;
+  plan.cache = candidate.choice;
+  plan.cache_stage = candidate.cache_stage;
+  AddKnobs(candidate, plan);
+
+  plan.measured_throughput = input.profile.measured_throughput;
+  models::Configuration before = models::ObservedConfiguration(input.profile);
+  before.cores = resources.cores;
+  if (resources.storage_bytes_per_second) before.storage_bytes_per_second = resources.storage_bytes_per_second;
+  plan.predicted_throughput_before = models::Predict(input.profile, before).throughput;
+
+  models::Prediction after = Evaluate(candidate, resources);
+  plan.predicted_throughput = after.throughput;
+  plan.binding = after.binding.kind;
+  if (after.bottleneck_stage && *after.bottleneck_stage < candidate.stages.size()) {
+    plan.binding_stage = candidate.stages[*after.bottleneck_stage].name;
+  }
+  if (input.profile.step_time_seconds && *input.profile.step_time_seconds > 0) {
+    plan.demand_throughput = 1.0 / *input.profile.step_time_seconds;
+    plan.demand_met = after.throughput >= *plan.demand_throughput * (1 - 1e-6);
+  }
+  plan.cores_used = after.cores_used;
+  plan.cores_needed = std::max(1, static_cast<int>(std::ceil(after.cores_used - 1e-9)));
+  plan.memory = Memory(candidate);
+  plan.threads = Threads(candidate);
+  plan.notes = candidate.notes;
+  return plan;
+}
+
+}  // namespace pipetune::tuner

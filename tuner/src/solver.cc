@@ -1,0 +1,294 @@
+// Profile + budgets + objective -> plan (solver.h).
+#include "pipetune/tuner/solver.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "explain.h"
+#include "pipetune/base/check.h"
+#include "search.h"
+
+namespace pipetune::tuner {
+namespace {
+
+using models::Op;
+
+
+// Everything the solver worked out for one cache choice.
+struct Solved {
+  CacheOption option;
+  std::unique_ptr<Candidate> candidate;  // null: not admissible or nothing fits
+  double best = 0;            // the exact optimum X of this choice
+  double sized_for = 0;       // the X the parallelism is sized for
+  bool meets_demand = false;
+  std::string limit;
+  models::PrefetchSizing last_buffer;
+  bool last_buffer_capped = false;
+  int cores_needed = 0;
+  double memory = 0;
+  int threads = 0;
+};
+
+Status CheckResources(const Resources& resources) {
+  if (!(resources.cores > 0)) return InvalidInput("the core budget must be > 0");
+  if (resources.memory_bytes == 0) return InvalidInput("the memory budget must be > 0");
+  if (resources.max_threads < 1) return InvalidInput("the thread limit must be >= 1");
+  return Status::Ok();
+}
+
+std::optional<double> Demand(const TuneInput& input) {
+  const std::optional<double>& step = input.profile.step_time_seconds;
+  if (!step || *step <= 0) return std::nullopt;
+  return 1.0 / *step;
+}
+
+// CPU-seconds per output of the stages the cache does not replace.
+double CpuPerOutput(const Candidate& candidate) {
+  double cpu = 0;
+  for (size_t i = 0; i < candidate.stages.size(); ++i) {
+    if (!candidate.stages[i].cached) cpu += candidate.profile.stages[i].cpu_seconds_per_output;
+  }
+  return cpu;
+}
+
+// Stages the window never saw work keep the workers they had: the model has
+// nothing to size them by.
+void KeepUnmeasured(Candidate& candidate, ParallelismSearch& search) {
+  for (size_t i = 0; i < candidate.stages.size(); ++i) {
+    PlannedStage& stage = candidate.stages[i];
+    if (stage.parallel && !stage.cached && candidate.profile.stages[i].latency_seconds <= 0) {
+      search.RaiseWithinBudget(i, stage.old_parallelism);
+    }
+  }
+}
+
+// Headroom: no searched stage busier than the utilisation target at X, the
+// busiest first, as far as threads and memory allow.
+void AddHeadroom(ParallelismSearch& search, double x, double utilisation_target) {
+  std::vector<size_t> stages = search.SearchedStages();
+  std::vector<std::pair<int, size_t>> order;  // (-p needed, stage): most workers needed first
+  for (size_t i : stages) order.push_back({-search.LeastParallelismFor(i, x / utilisation_target), i});
+  std::sort(order.begin(), order.end());
+  for (auto [negative, i] : order) search.RaiseWithinBudget(i, -negative);
+}
+
+// Cached stages only fill the cache; give them the workers the uncached plan
+// had, so that the first epoch is not slower than without a cache.
+void AddFillWorkers(Candidate& candidate, ParallelismSearch& search, const std::map<std::string, int>& fill) {
+  for (size_t i = 0; i < candidate.stages.size(); ++i) {
+    const PlannedStage& stage = candidate.stages[i];
+    if (!stage.parallel || !stage.cached) continue;
+    auto found = fill.find(stage.name);
+    int wanted = found != fill.end() ? found->second : stage.old_parallelism;
+    search.RaiseWithinBudget(i, wanted);
+  }
+}
+
+// Elements of `bytes` each that fit in what the memory budget has left, on
+// top of the one a buffer already counts.
+int64_t ElementsThatFit(const Candidate& candidate, const Resources& resources, double bytes) {
+  double left = static_cast<double>(resources.memory_bytes) - Memory(candidate).Total();
+  if (bytes <= 0) return std::numeric_limits<int32_t>::max();
+  return std::max<int64_t>(0, static_cast<int64_t>(std::floor(left / bytes)));
+}
+
+// Prefetch depths: the ones inside the pipeline keep their value where it
+// fits; the last one follows the queue model, within what memory is left.
+void SizeBuffers(Candidate& candidate, const TuneInput& input, const Resources& resources,
+                 const SolverOptions& options, Solved& solved) {
+  for (size_t i = 0; i + 1 < candidate.stages.size(); ++i) {
+    PlannedStage& stage = candidate.stages[i];
+    if (stage.op != Op::kPrefetch) continue;
+    int64_t wanted = stage.old_buffer.value_or(1);
+    stage.buffer = 1 + std::min(wanted - 1, ElementsThatFit(candidate, resources, stage.bytes_per_element));
+  }
+  PlannedStage& last = candidate.stages.back();
+  PIPETUNE_CHECK(last.op == Op::kPrefetch);
+  models::Configuration unconstrained = CandidateConfiguration(candidate, resources);
+  unconstrained.step_time_seconds.reset();
+  models::PrefetchQuery query;
+  query.producer_throughput = models::Predict(candidate.profile, unconstrained).throughput;
+  query.step_seconds = input.profile.step_time_seconds;
+  query.arrival_cv = input.output_spread ? input.output_spread->cv : 1.0;
+  query.stall_probability = options.stall_probability;
+  query.max_buffer = options.max_prefetch_buffer;
+  solved.last_buffer = models::SizePrefetch(query);
+  last.buffer = 1;
+  int64_t room = 1 + ElementsThatFit(candidate, resources, last.bytes_per_element);
+  last.buffer = std::min(solved.last_buffer.buffer, room);
+  solved.last_buffer_capped = room < solved.last_buffer.buffer;
+}
+
+Solved SolveChoice(const TuneInput& input, const Resources& resources, Objective objective,
+                   const SolverOptions& options, const CacheChoice& choice, const std::map<std::string, int>& fill) {
+  Solved solved;
+  solved.option.choice = choice;
+  solved.option.description = DescribeChoice(input, choice);
+  StatusOr<Candidate> made = MakeCandidate(input, resources, choice);
+  if (!made.ok()) {
+    solved.option.note = made.status().message();
+    return solved;
+  }
+  auto candidate = std::make_unique<Candidate>(std::move(made).value());
+  ParallelismSearch search(*candidate, resources);
+  Status prepared = search.Prepare();
+  if (!prepared.ok()) {
+    solved.option.note = prepared.message();
+    return solved;
+  }
+  double best = search.Maximise();
+  solved.best = best;
+  solved.limit = search.limit();
+  solved.sized_for = best;
+  std::optional<double> demand = Demand(input);
+  solved.meets_demand = demand && best >= *demand * (1 - 1e-9);
+  if (objective == Objective::kDemand && solved.meets_demand) {
+    solved.sized_for = std::min(*demand / options.utilisation_target, best);
+    PIPETUNE_CHECK(search.Assign(solved.sized_for));
+  }
+  if (options.spend_leftover_budget) {
+    KeepUnmeasured(*candidate, search);
+    if (objective == Objective::kMax || !solved.meets_demand) {
+      AddHeadroom(search, best, options.utilisation_target);
+      solved.sized_for = std::isfinite(best) ? best / options.utilisation_target : best;
+    }
+    AddFillWorkers(*candidate, search, fill);
+    SizeBuffers(*candidate, input, resources, options, solved);
+  }
+  PIPETUNE_CHECK(search.Fits());
+
+  models::Prediction prediction = Evaluate(*candidate, resources);
+  // Demand: the cores for the rate the workers were sized for (demand plus
+  // headroom); otherwise the cores the predicted throughput keeps busy.
+  double cores = prediction.cores_used;
+  if (objective == Objective::kDemand && solved.meets_demand) {
+    cores = solved.sized_for * CpuPerOutput(*candidate) + candidate->profile.other_cpu_cores;
+  }
+  cores = std::min(cores, resources.cores);
+  solved.cores_needed = std::max(1, static_cast<int>(std::ceil(cores - 1e-9)));
+  solved.memory = Memory(*candidate).Total();
+  solved.threads = Threads(*candidate);
+  solved.option.feasible = true;
+  solved.option.throughput = prediction.throughput;
+  solved.option.cores_needed = solved.cores_needed;
+  solved.option.memory_bytes = solved.memory;
+  solved.option.note = solved.limit;
+  solved.candidate = std::move(candidate);
+  return solved;
+}
+
+// Fewer cores, then less memory, then fewer threads.
+bool Cheaper(const Solved& a, const Solved& b) {
+  if (a.cores_needed != b.cores_needed) return a.cores_needed < b.cores_needed;
+  if (a.memory != b.memory) return a.memory < b.memory;
+  return a.threads < b.threads;
+}
+
+const Solved* PickMax(const std::vector<Solved>& all, double tolerance) {
+  double best = -1;
+  for (const Solved& s : all) {
+    if (s.candidate) best = std::max(best, s.best);
+  }
+  const Solved* chosen = nullptr;
+  for (const Solved& s : all) {
+    if (!s.candidate) continue;
+    bool tied = std::isinf(best) ? std::isinf(s.best) : s.best >= best * (1 - tolerance);
+    if (!tied) continue;
+    if (chosen == nullptr || Cheaper(s, *chosen) || (!Cheaper(*chosen, s) && s.best > chosen->best)) chosen = &s;
+  }
+  return chosen;
+}
+
+const Solved* PickDemand(const std::vector<Solved>& all) {
+  const Solved* chosen = nullptr;
+  for (const Solved& s : all) {
+    if (!s.candidate || !s.meets_demand) continue;
+    if (chosen == nullptr || Cheaper(s, *chosen)) chosen = &s;
+  }
+  return chosen;
+}
+
+std::string NothingFits(const std::vector<Solved>& all, const std::vector<CacheOption>& rejected) {
+  std::string why = "no configuration fits the budgets:";
+  for (const Solved& s : all) why += fmt::format("\n  {}: {}", s.option.description, s.option.note);
+  for (const CacheOption& r : rejected) why += fmt::format("\n  {}: not admissible: {}", r.description, r.note);
+  return why;
+}
+
+std::optional<std::string> MovedCacheReason(const TuneInput& input, const Solved& chosen) {
+  if (chosen.candidate->removed_stages.empty()) return std::nullopt;
+  if (chosen.option.choice.kind == CacheKind::kNone) {
+    return std::string("dropped: no cache point pays for its memory within the budgets");
+  }
+  return fmt::format("replaced by the {}", DescribeChoice(input, chosen.option.choice));
+}
+
+}  // namespace
+
+StatusOr<double> MaximiseThroughput(Candidate& candidate, const Resources& resources) {
+  PIPETUNE_RETURN_IF_ERROR(CheckResources(resources));
+  ParallelismSearch search(candidate, resources);
+  PIPETUNE_RETURN_IF_ERROR(search.Prepare());
+  return search.Maximise();
+}
+
+StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objective objective,
+                     const SolverOptions& options) {
+  PIPETUNE_RETURN_IF_ERROR(CheckResources(resources));
+  if (input.profile.stages.empty()) return InvalidInput("the profile has no stages: nothing to tune");
+  std::vector<CacheOption> rejected;
+  std::vector<CacheChoice> choices = CacheChoices(input, resources, &rejected);
+
+  // The cache-less plan first: its workers are what cached stages get for
+  // filling the cache.
+  std::vector<Solved> all;
+  std::map<std::string, int> fill;
+  for (const CacheChoice& choice : choices) {
+    all.push_back(SolveChoice(input, resources, objective, options, choice, fill));
+    if (choice.kind == CacheKind::kNone && all.back().candidate) {
+      for (const PlannedStage& stage : all.back().candidate->stages) fill[stage.name] = stage.parallelism;
+    }
+  }
+
+  std::vector<std::string> notes;
+  const Solved* chosen = nullptr;
+  std::optional<double> demand = Demand(input);
+  if (objective == Objective::kDemand) {
+    if (!demand) {
+      notes.push_back("the consumer drains as fast as it can, so there is no demand to meet: maximising throughput");
+    } else {
+      chosen = PickDemand(all);
+      if (chosen == nullptr) {
+        notes.push_back(fmt::format(
+            "the consumer's demand of {:.4g} outputs/s cannot be met within the budgets: maximising throughput",
+            *demand));
+      }
+    }
+  }
+  if (chosen == nullptr) chosen = PickMax(all, options.tie_tolerance);
+  if (chosen == nullptr) return InvalidInput(NothingFits(all, rejected));
+
+  Plan plan = PlanFromCandidate(input, resources, objective, *chosen->candidate);
+  plan.cores_needed = chosen->cores_needed;
+  for (const Solved& s : all) plan.cache_options.push_back(s.option);
+  for (const CacheOption& r : rejected) plan.cache_options.push_back(r);
+  plan.notes.insert(plan.notes.end(), notes.begin(), notes.end());
+
+  ExplainFacts facts;
+  facts.throughput = plan.predicted_throughput;
+  facts.sized_for = chosen->sized_for;
+  facts.limit = chosen->limit;
+  facts.fill_parallelism = fill;
+  facts.last_buffer = chosen->last_buffer;
+  facts.last_buffer_capped_by_memory = chosen->last_buffer_capped;
+  facts.moved_cache_reason = MovedCacheReason(input, *chosen);
+  ExplainPlan(input, resources, *chosen->candidate, facts, plan);
+  return plan;
+}
+
+}  // namespace pipetune::tuner
