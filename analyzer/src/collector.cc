@@ -116,10 +116,15 @@ void TraceCollector::AdvanceTo(uint64_t time_ns) {
 
 void TraceCollector::Commit() {
   if (!current_dirty_) return;
-  // Integrate the buffer gauges over the time since the previous snapshot.
+  // Integrate the buffer gauges over the time since the previous snapshot
+  // (trapezoids: the gauge moved somehow between the two readings).
   double dt = static_cast<double>(current_.time_ns - std::min(current_.time_ns, previous_time_ns_)) / 1e9;
-  for (StageCounters& stage : current_.stages) {
-    stage.occupancy_byte_seconds += static_cast<double>(std::max<int64_t>(0, stage.occupancy_bytes)) * dt;
+  previous_occupancy_.resize(current_.stages.size(), 0);
+  for (size_t i = 0; i < current_.stages.size(); ++i) {
+    StageCounters& stage = current_.stages[i];
+    double now = static_cast<double>(std::max<int64_t>(0, stage.occupancy_bytes));
+    stage.occupancy_byte_seconds += 0.5 * (previous_occupancy_[i] + now) * dt;
+    previous_occupancy_[i] = now;
   }
   previous_time_ns_ = current_.time_ns;
   trace_.peak_rss_bytes = std::max(trace_.peak_rss_bytes, current_.rss_bytes);

@@ -1,1 +1,146 @@
-int main(){}
+// Runtime overhead, measured as what a user of the engine would see:
+//
+//  BM_CpuBoundPipeline: range -> cpu_work 500 us (p=2) -> cpu_work 500 us
+//    (p=2) -> consumer. Its known costs allow cores / 1 ms elements per
+//    second; `ratio` = achieved / that capacity (target >= 0.90).
+//  BM_NoOpPipeline: range -> map(no-op) at parallelism P -> consumer: how
+//    many elements per second the engine itself moves (target >= 1e6 at P=1).
+//
+// Each prints its ratio (or rate) as the last counter. Run on an otherwise
+// idle machine; docs/benchmarks-runtime.md has the figures and the command.
+#include <sched.h>
+
+#include <fmt/format.h>
+
+#include <benchmark/benchmark.h>
+
+#include "pipetune/models/config.h"
+#include "pipetune/runtime/pipeline.h"
+
+namespace pipetune::runtime {
+namespace {
+
+int CoresAllowed() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
+const FunctionRegistry& BenchRegistry() {
+  static const FunctionRegistry registry = [] {
+    FunctionRegistry r;
+    RegisterSyntheticFunctions(r);
+    r.RegisterMap("noop", [](const models::StageConfig&) -> StatusOr<std::unique_ptr<MapFunction>> {
+      struct NoOp : MapFunction {
+        Status Apply(Element&, const FnContext&) const override { return Status::Ok(); }
+      };
+      return std::unique_ptr<MapFunction>(new NoOp());
+    });
+    return r;
+  }();
+  return registry;
+}
+
+models::PipelineConfig Parse(const std::string& json) {
+  auto config = models::ParseConfig(json, "bench");
+  if (!config.ok()) {
+    fmt::print(stderr, "{}\n", config.status().message());
+    std::abort();
+  }
+  return std::move(config).value();
+}
+
+RunSummary Run(const models::PipelineConfig& config, benchmark::State& state) {
+  RunOptions options;
+  options.registry = &BenchRegistry();
+  auto summary = RunPipeline(config, options);
+  if (!summary.ok()) {
+    state.SkipWithError(summary.status().message().c_str());
+    return {};
+  }
+  return std::move(summary).value();
+}
+
+void BM_CpuBoundPipeline(benchmark::State& state) {
+  const int parallelism = static_cast<int>(state.range(0));
+  const int64_t elements = state.range(1);
+  const double us_per_stage = 500;
+  auto config = Parse(fmt::format(R"({{"name": "two_stage_cpu", "stages": [
+      {{"name": "src", "op": "range", "args": {{"count": {0}}}}},
+      {{"name": "a", "op": "map", "fn": "cpu_work", "args": {{"us": {1}}}, "parallelism": {2}}},
+      {{"name": "b", "op": "map", "fn": "cpu_work", "args": {{"us": {1}}}, "parallelism": {2}}}]}})",
+                                  elements, us_per_stage, parallelism));
+  // What the known costs allow: every stage's CPU on the cores we may use,
+  // and no stage faster than its workers can go.
+  const double cores = CoresAllowed();
+  const double cpu_bound = cores / (2 * us_per_stage * 1e-6);
+  const double worker_bound = parallelism / (us_per_stage * 1e-6);
+  const double capacity = std::min(cpu_bound, worker_bound);
+  double seconds = 0, outputs = 0;
+  for (auto _ : state) {
+    RunSummary summary = Run(config, state);
+    seconds += summary.seconds;
+    outputs += static_cast<double>(summary.outputs);
+    state.SetIterationTime(summary.seconds);
+  }
+  double achieved = seconds > 0 ? outputs / seconds : 0;
+  state.counters["achieved_per_s"] = achieved;
+  state.counters["capacity_per_s"] = capacity;
+  state.counters["cores"] = cores;
+  state.counters["ratio"] = achieved / capacity;
+}
+BENCHMARK(BM_CpuBoundPipeline)
+    ->Args({2, 4000})
+    ->Args({1, 4000})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
+
+void BM_NoOpPipeline(benchmark::State& state) {
+  const int parallelism = static_cast<int>(state.range(0));
+  const int64_t elements = state.range(1);
+  auto config = Parse(fmt::format(R"({{"name": "noop", "stages": [
+      {{"name": "src", "op": "range", "args": {{"count": {}}}}},
+      {{"name": "noop", "op": "map", "fn": "noop", "parallelism": {}}}]}})",
+                                  elements, parallelism));
+  double seconds = 0, outputs = 0;
+  for (auto _ : state) {
+    RunSummary summary = Run(config, state);
+    seconds += summary.seconds;
+    outputs += static_cast<double>(summary.outputs);
+    state.SetIterationTime(summary.seconds);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(outputs));
+  state.counters["elements_per_s"] = seconds > 0 ? outputs / seconds : 0;
+}
+BENCHMARK(BM_NoOpPipeline)
+    ->Args({1, 5'000'000})
+    ->Args({2, 5'000'000})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+// The same no-op chain with a batch and a prefetch: what the cheap
+// sequential ops cost per element.
+void BM_NoOpBatchPrefetch(benchmark::State& state) {
+  auto config = Parse(R"({"name": "noop_batch", "stages": [
+      {"name": "src", "op": "range", "args": {"count": 5000000}},
+      {"name": "noop", "op": "map", "fn": "noop"},
+      {"name": "batch", "op": "batch", "args": {"size": 64}},
+      {"name": "prefetch", "op": "prefetch", "buffer": 4}]})");
+  double seconds = 0, examples = 0;
+  for (auto _ : state) {
+    RunSummary summary = Run(config, state);
+    seconds += summary.seconds;
+    examples += static_cast<double>(summary.source_elements);
+    state.SetIterationTime(summary.seconds);
+  }
+  state.counters["elements_per_s"] = seconds > 0 ? examples / seconds : 0;
+}
+BENCHMARK(BM_NoOpBatchPrefetch)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+}  // namespace pipetune::runtime
+
+BENCHMARK_MAIN();

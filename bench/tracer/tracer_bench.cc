@@ -6,12 +6,13 @@
 // not timed (manual time), so they measure the recording path itself. The
 // others run at the default budgets, where nearly every event is only
 // counted, as in a real pipeline.
+#include <benchmark/benchmark.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
-
-#include <benchmark/benchmark.h>
 
 #include "pipetune/tracer/tracer.h"
 
@@ -136,7 +137,58 @@ void BM_ConsumerStepRecorded(benchmark::State& state) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
   }
 }
-BENCHMARK(BM_ConsumerStepRecorded)->UseManualTime()->Iterations(300)->Setup(SetupRecordAll)->Teardown(Teardown);
+BENCHMARK(BM_ConsumerStepRecorded)
+    ->UseManualTime()
+    ->Iterations(300)
+    ->Setup(SetupRecordAll)
+    ->Teardown(Teardown);
+
+// Trace size against run length: two stages producing flat out (one thread
+// each) and a consumer, at the default budgets, for range(0) milliseconds.
+// The size must follow the run length, not the element count.
+void BM_TraceSize(benchmark::State& state) {
+  const uint64_t run_ns = static_cast<uint64_t>(state.range(0)) * 1000000;
+  uint64_t elements = 0;
+  for (auto _ : state) {
+    pt::StageId stages[2] = {pt::RegisterStage({"size_a", "map", 1}),
+                             pt::RegisterStage({"size_b", "map", 1})};
+    StartSession(0, 100);
+    std::atomic<uint64_t> produced{0};
+    auto stage = [&](pt::StageId id) {
+      pt::ScopedWorker w(id);
+      uint64_t start = pt::NowNs(), begin = start, n = 0;
+      while (begin - start < run_ns) {
+        uint64_t end = pt::NowNs();
+        w->Work(begin, end, n++);
+        w->Produced(1, 1024);
+        if (n % 64 == 0) pt::ConsumerStep(100, 100, end);
+        begin = end;
+      }
+      produced += n;
+    };
+    std::thread a(stage, stages[0]), b(stage, stages[1]);
+    a.join();
+    b.join();
+    (void)pt::Stop();
+    for (pt::StageId id : stages) pt::RetireStage(id);
+    elements = produced.load();
+  }
+  struct stat st {};
+  stat(TracePath().c_str(), &st);
+  unlink(TracePath().c_str());
+  double bytes = static_cast<double>(st.st_size);
+  state.counters["trace_KB"] = bytes / 1e3;
+  state.counters["Melements"] = static_cast<double>(elements) / 1e6;
+  state.counters["KB_per_Melement"] = bytes / 1e3 / (static_cast<double>(elements) / 1e6);
+  state.counters["KB_per_s"] = bytes / 1e3 / (static_cast<double>(run_ns) / 1e9);
+}
+BENCHMARK(BM_TraceSize)
+    ->ArgName("ms")
+    ->Arg(500)
+    ->Arg(1000)
+    ->Arg(2000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -1,14 +1,13 @@
 // `pipetune export TRACE --format chrome -o FILE`: a timeline for
 // ui.perfetto.dev. The JSON goes to a temporary file beside FILE and is
 // renamed into place, so FILE is never left half written.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -47,7 +46,8 @@ int Export(const ExportFlags& flags) {
     std::remove(temp_path.c_str());
     return ReportError(IoError(flags.output_path + ": cannot rename the finished output into place"));
   }
-  if (!stats.read_report.warning.empty()) fmt::print(stderr, "pipetune: warning: {}\n", stats.read_report.warning);
+  if (!stats.read_report.warning.empty())
+    fmt::print(stderr, "pipetune: warning: {}\n", stats.read_report.warning);
   fmt::print("wrote {} events to {}", stats.events_written, flags.output_path);
   if (stats.events_dropped > 0) {
     fmt::print(" ({} more left out by --max-events {})", stats.events_dropped, flags.max_events);
@@ -60,7 +60,8 @@ int Export(const ExportFlags& flags) {
 
 void RegisterExportCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ExportFlags>();
-  CLI::App* sub = app.add_subcommand("export", "Convert a trace for a timeline viewer (Chrome JSON for ui.perfetto.dev)");
+  CLI::App* sub =
+      app.add_subcommand("export", "Convert a trace for a timeline viewer (Chrome JSON for ui.perfetto.dev)");
   sub->add_option("trace", flags->trace_path, "Trace file written by pipetune run or profile")->required();
   sub->add_option("--format", flags->format, "Output format")
       ->check(CLI::IsMember({"chrome"}))

@@ -380,18 +380,22 @@ int main(int argc, char** argv) {
       if (!WriteImages(options, t, options.threads, done, total_bytes)) ok = false;
     });
   }
-  // Progress: a live counter on a terminal, a line every two seconds otherwise.
+  // Progress: a live counter on a terminal, a line per 10% otherwise.
   const bool tty = isatty(fileno(stdout)) != 0;
-  const auto report_every = std::chrono::milliseconds(tty ? 200 : 2000);
-  auto last_report = std::chrono::steady_clock::now();
+  int reported_tenths = 0;
+  auto last_draw = std::chrono::steady_clock::now();
   while (done.load() < options.count && ok.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const auto now = std::chrono::steady_clock::now();
-    if (!options.quiet && now - last_report >= report_every) {
-      std::printf(tty ? "\rwriting images: %d/%d" : "writing images: %d/%d\n", done.load(), options.count);
-      std::fflush(stdout);
-      last_report = now;
+    if (options.quiet) continue;
+    const int now_done = done.load();
+    if (tty && std::chrono::steady_clock::now() - last_draw >= std::chrono::milliseconds(200)) {
+      std::printf("\rwriting images: %d/%d", now_done, options.count);
+      last_draw = std::chrono::steady_clock::now();
+    } else if (!tty && now_done * 10 / options.count > reported_tenths) {
+      reported_tenths = now_done * 10 / options.count;
+      std::printf("writing images: %d/%d\n", now_done, options.count);
     }
+    std::fflush(stdout);
   }
   for (std::thread& worker : workers) worker.join();
   if (!ok) return 1;

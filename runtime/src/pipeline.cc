@@ -69,6 +69,13 @@ class PipelineImpl {
 
   Status Build(const models::PipelineConfig& config) {
     PIPETUNE_RETURN_IF_ERROR(models::Validate(config));
+    // A program that embeds the engine is traced when PIPETUNE_TRACE names a
+    // file (`pipetune profile`); a running session just learns the config.
+    tracer::SessionOptions session;
+    session.pipeline_name = config.name;
+    session.config_json = models::Serialize(config);
+    Status traced = tracer::StartFromEnvironment(session);
+    if (!traced.ok()) run_->Note("tracing is off: " + traced.message());
     const FunctionRegistry& registry =
         run_->options().registry != nullptr ? *run_->options().registry : FunctionRegistry::Builtins();
     for (size_t i = 0; i < config.stages.size(); ++i) {
@@ -78,8 +85,8 @@ class PipelineImpl {
     }
     // Stage i's output is stage i+1's input; the last one's is the consumer's.
     for (size_t i = 0; i < stages_.size(); ++i) {
-      bool multi_consumer = i + 1 < stages_.size() && stages_[i + 1]->workers() > 1;
-      stages_[i]->SetOutput(std::make_unique<Queue>(stages_[i]->OutputLimits(), multi_consumer,
+      int consumers = i + 1 < stages_.size() ? stages_[i + 1]->workers() : 1;
+      stages_[i]->SetOutput(std::make_unique<Queue>(stages_[i]->OutputLimits(), consumers,
                                                     &run_->buffers(), stages_[i]->trace_id()));
       if (i > 0) stages_[i]->Connect(stages_[i - 1].get(), stages_[i - 1]->output());
     }
@@ -124,7 +131,10 @@ class PipelineImpl {
       in_.clear();
       pos_ = 0;
       uint64_t now = 0, waited = 0;
-      Queue::PopResult popped = stages_.back()->output()->Pop(in_, 64, /*block=*/true, now, &waited);
+      // Out of a prefetch buffer one at a time: what it holds is what it was
+      // told to hold, not moved here in bulk.
+      size_t take = stages_.back()->config().op == models::Op::kPrefetch ? 1 : 64;
+      Queue::PopResult popped = stages_.back()->output()->Pop(in_, take, /*block=*/true, now, &waited);
       if (popped.status == Queue::PopStatus::kClosed) {
         Stop();
         return Finished();

@@ -5,8 +5,12 @@
 
 namespace pipetune::runtime {
 
-Queue::Queue(Limits limits, bool multi_consumer, MemoryAccount* account, tracer::StageId owner)
-    : limits_(limits), multi_consumer_(multi_consumer), account_(account), owner_(owner) {
+Queue::Queue(Limits limits, int consumers, MemoryAccount* account, tracer::StageId owner)
+    : limits_(limits),
+      consumers_(std::max(consumers, 1)),
+      multi_consumer_(consumers_ > 1),
+      account_(account),
+      owner_(owner) {
   size_t capacity = 16;
   while (capacity < std::min<size_t>(limits_.max_elements, 256)) capacity *= 2;
   ring_.resize(capacity);
@@ -113,7 +117,8 @@ Queue::PopResult Queue::Pop(std::vector<Item>& out, size_t max_items, bool block
       popped = 1;
       if (multi_consumer_) paused_ = true;
     } else {
-      max_items = std::max<size_t>(max_items, 1);
+      size_t fair_share = (count_ + consumers_ - 1) / consumers_;
+      max_items = std::max<size_t>(std::min(max_items, fair_share), 1);
       while (popped < max_items && count_ > 0 && !ring_[head_].end_of_pass) {
         Item& item = ring_[head_];
         bytes_ -= item.bytes;

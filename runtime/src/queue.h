@@ -67,11 +67,12 @@ class Queue {
     uint64_t first_seq = 0;  // sequence number of the first item popped
   };
 
-  // `multi_consumer`: several workers pop. Then popping a marker pauses the
-  // queue until Resume(), so the worker that took it can wait for the others
-  // to finish the elements before it (Outstanding()) and forward the marker
-  // in order. `owner` gets the occupancy gauge in the trace.
-  Queue(Limits limits, bool multi_consumer, MemoryAccount* account, tracer::StageId owner);
+  // `consumers`: how many workers pop. With more than one, a pop takes at
+  // most a fair share of what is there, and popping a marker pauses the
+  // queue until Resume(), so that the worker that took it can wait for the
+  // others to finish the elements before it (WaitOutstanding) and forward
+  // the marker in order. `owner` gets the occupancy gauge in the trace.
+  Queue(Limits limits, int consumers, MemoryAccount* account, tracer::StageId owner);
   ~Queue();
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
@@ -110,6 +111,7 @@ class Queue {
   void Publish(int64_t elements, uint64_t bytes, int64_t bytes_delta);
 
   const Limits limits_;
+  const int consumers_;
   const bool multi_consumer_;
   MemoryAccount* const account_;
   const tracer::StageId owner_;

@@ -180,7 +180,8 @@ class BatchStage : public SequentialStage {
 
 // Its own thread keeps up to `buffer` elements ready in its output buffer,
 // so the consumer takes them without waiting while the stages before work on
-// the next ones.
+// the next ones. It moves one element at a time, so that it holds at most
+// `buffer` elements plus the one in its hands: the memory the tuner budgets.
 class PrefetchStage : public SequentialStage {
  public:
   PrefetchStage(const models::StageConfig& config, RunState* run, size_t buffer)
@@ -191,7 +192,7 @@ class PrefetchStage : public SequentialStage {
   }
 
  private:
-  void Configure(StageWorker& worker) override { worker.set_max_chunk(buffer_); }
+  void Configure(StageWorker& worker) override { worker.set_max_chunk(1); }
 
   bool OnElement(StageWorker& worker, Element&& element) override {
     worker.WorkDone(worker.now_ns, element.id);

@@ -52,6 +52,11 @@ void RunState::Fail(const Status& status) {
   StopAll();
 }
 
+void RunState::Note(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (messages_.size() < kMaxMessages) messages_.push_back(message);
+}
+
 Status RunState::error() const {
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
@@ -148,10 +153,11 @@ void StageWorker::set_max_chunk(size_t items) { max_chunk_ = std::clamp<size_t>(
 
 size_t StageWorker::PopSize() const {
   if (!parallel_) return max_chunk_;
-  // Workers of a parallel stage take only about a chunk's worth of time each,
-  // so that one worker does not sit on elements its siblings could run.
-  uint64_t cost = std::max<uint64_t>(last_cost_ns_, 1);
-  return std::clamp<size_t>(kMaxChunkAgeNs / cost, 1, max_chunk_);
+  // Workers of a parallel stage take only about a chunk's worth of time each
+  // (one element until they know what one costs), so that one worker does
+  // not sit on elements its siblings could run.
+  if (last_cost_ns_ == 0) return 1;
+  return std::clamp<size_t>(kMaxChunkAgeNs / last_cost_ns_, 1, max_chunk_);
 }
 
 StageWorker::Input StageWorker::Next(Item* item) {

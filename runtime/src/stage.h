@@ -51,6 +51,8 @@ class RunState {
                      const Status& status);
   // A failure that is not one element's (a disk cache that cannot be written).
   void Fail(const Status& status);
+  // A problem worth reporting that does not stop the run.
+  void Note(const std::string& message);
   Status error() const;
   std::vector<std::string> errors() const;
 

@@ -40,7 +40,7 @@ TEST(CacheTest, MemoryCacheRunsUpstreamOnceAndCountsItsBytes) {
       {"name": "upstream", "op": "map", "fn": "count"},
       {"name": "cached", "op": "cache", "location": "memory"},
       {"name": "repeat", "op": "repeat", "args": {"count": 4}})");
-  config.stages[0].args["bytes"] = 1000;
+  config.stages[0].args["bytes"] = uint64_t{1000};
   Outputs out = Drain(config, Options());
   ASSERT_TRUE(out.status.ok()) << out.status.message();
   EXPECT_EQ(Histogram(out.elements).size(), 400u);
@@ -72,7 +72,7 @@ TEST(CacheTest, DiskCacheReplaysPayloadsAndBatches) {
       {{"name": "batch", "op": "batch", "args": {{"size": 8}}}},
       {{"name": "cached", "op": "cache", "location": "{}"}},
       {{"name": "repeat", "op": "repeat", "args": {{"count": 2}}}})", dir));
-  config.stages[0].args["bytes"] = 64;
+  config.stages[0].args["bytes"] = uint64_t{64};
   Outputs out = Drain(config);
   ASSERT_TRUE(out.status.ok()) << out.status.message();
   ASSERT_EQ(out.elements.size(), 14u);

@@ -4,8 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "pipetune/runtime/function_registry.h"
 #include "test_util.h"
@@ -61,7 +64,7 @@ TEST(CpuWorkTest, BurnsTheRequestedCpuTime) {
   auto fn = FunctionRegistry::Builtins().MakeMap(MapStage("cpu_work", {{"us", 20000}}));
   ASSERT_TRUE(fn.ok()) << fn.status().message();
   Element element;
-  (*fn)->Apply(element, FnContext{});  // the first call may calibrate
+  ASSERT_TRUE((*fn)->Apply(element, FnContext{}).ok());  // the first call may calibrate
   double begin = ThreadCpuSeconds();
   for (uint64_t id = 0; id < 5; ++id) {
     element.id = id;

@@ -57,7 +57,7 @@ TEST(RunTest, SlowPipelineStallsTheConsumer) {
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ(summary->outputs, 20u);
   EXPECT_GT(summary->stall_fraction, 0.8);
-  EXPECT_NEAR(summary->throughput, 100, 30);
+  EXPECT_LT(summary->throughput, 101);
 }
 
 TEST(RunTest, SummaryJsonHasWhatRunReports) {
@@ -138,21 +138,23 @@ TEST(ScalingTest, IoWaitAtParallelism8IsAbout8TimesFaster) {
     EXPECT_TRUE(summary.ok());
     return summary.ok() ? summary->throughput : 0.0;
   };
+  // A ratio, not absolute rates: on a loaded machine every sleep overshoots.
   double one = run(1), eight = run(8);
-  EXPECT_NEAR(one, 100, 25);
-  EXPECT_GT(eight / one, 6.0) << "p=1: " << one << "/s, p=8: " << eight << "/s";
+  EXPECT_LT(one, 101);
+  EXPECT_GT(eight / one, 5.5) << "p=1: " << one << "/s, p=8: " << eight << "/s";
 }
 
-// Two stages of 1 ms each on their own threads overlap: a pipeline, not a
-// sequence, so it outruns one stage doing both (on 2 or more cores).
+// Every stage has its own thread: two stages of 20 ms each overlap (a
+// pipeline, not a sequence), so the pair runs at one stage's rate (50/s, 25/s
+// if they took turns). Latency (io_wait) rather than CPU, so that the test
+// does not depend on idle cores.
 TEST(ScalingTest, SequentialStagesRunConcurrently) {
-  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs 2 cores";
-  auto config = RangeThen(200, R"(
-      {"name": "a", "op": "map", "fn": "cpu_work", "args": {"us": 1000}},
-      {"name": "b", "op": "map", "fn": "cpu_work", "args": {"us": 1000}})");
+  auto config = RangeThen(30, R"(
+      {"name": "a", "op": "map", "fn": "io_wait", "args": {"ms": 20}},
+      {"name": "b", "op": "map", "fn": "io_wait", "args": {"ms": 20}})");
   auto summary = RunPipeline(config);
   ASSERT_TRUE(summary.ok());
-  EXPECT_GT(summary->throughput, 700) << "stages did not overlap";
+  EXPECT_GT(summary->throughput, 36) << "stages did not overlap";
 }
 
 }  // namespace

@@ -315,5 +315,23 @@ TEST(PullApiTest, DestroyingAnUnfinishedPipelineJoinsItsThreads) {
   }
 }
 
+// The bundled synthetic examples are valid configs that run.
+TEST(ExamplesTest, SyntheticExamplesBuildAndRun) {
+  std::filesystem::path dir = std::filesystem::path(PIPETUNE_SOURCE_DIR) / "examples" / "synthetic";
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    ++seen;
+    auto config = models::LoadConfig(entry.path().string());
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    RunOptions options;
+    options.max_seconds = 0.2;
+    auto summary = RunPipeline(*config, options);
+    ASSERT_TRUE(summary.ok()) << entry.path() << ": " << summary.status().message();
+    EXPECT_GT(summary->outputs, 0u) << entry.path();
+  }
+  EXPECT_GE(seen, 5);
+}
+
 }  // namespace
 }  // namespace pipetune::runtime::test

@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <chrono>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -70,7 +71,17 @@ std::atomic<uint64_t>& CallCount() {
   return count;
 }
 
+std::atomic<int64_t>& LastFailureNs() {
+  static std::atomic<int64_t> ns{0};
+  return ns;
+}
+
 namespace {
+
+Status InjectedFailure() {
+  LastFailureNs() = std::chrono::steady_clock::now().time_since_epoch().count();
+  return Failed("injected failure");
+}
 
 class Count : public MapFunction {
  public:
@@ -98,7 +109,7 @@ class Fail : public MapFunction {
  public:
   explicit Fail(FailRule rule) : rule_(rule) {}
   Status Apply(Element& element, const FnContext&) const override {
-    if (rule_.Fails(element.id)) return Failed("injected failure");
+    if (rule_.Fails(element.id)) return InjectedFailure();
     return Status::Ok();
   }
 
@@ -110,7 +121,7 @@ class FailFilter : public FilterFunction {
  public:
   explicit FailFilter(FailRule rule) : rule_(rule) {}
   StatusOr<bool> Keep(const Element& element, const FnContext&) const override {
-    if (rule_.Fails(element.id)) return Failed("injected failure");
+    if (rule_.Fails(element.id)) return InjectedFailure();
     return true;
   }
 

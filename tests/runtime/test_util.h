@@ -44,6 +44,8 @@ std::map<std::pair<uint32_t, uint64_t>, int> Histogram(const std::vector<Element
 //   fail_filter  filter; keeps all, fails like `fail`
 const FunctionRegistry& TestRegistry();
 std::atomic<uint64_t>& CallCount();
+// steady_clock nanoseconds of the last failure `fail` or `fail_filter` returned.
+std::atomic<int64_t>& LastFailureNs();
 
 // A fresh empty directory under the build tree for this test.
 std::string TempDir(const std::string& name);

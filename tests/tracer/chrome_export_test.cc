@@ -1,13 +1,14 @@
 // Chrome export: valid JSON that Perfetto opens, with a track per worker,
 // elements as slices, counters, consumer steps and GPU streams; bounded.
+#include "pipetune/tracer/chrome_export.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "pipetune/tracer/chrome_export.h"
 #include "test_util.h"
 
 namespace pipetune::tracer {

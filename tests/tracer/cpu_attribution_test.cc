@@ -1,12 +1,12 @@
 // CPU attribution: a stage's CPU time is its workers' thread CPU clocks, read
 // by the sampler while they run and folded in when they detach. A worker that
 // burns CPU gets about that CPU; one that sleeps or blocks gets about none.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "pipetune/tracer/tracer.h"
 #include "test_util.h"

@@ -1,14 +1,13 @@
 // A traced run killed with SIGKILL leaves a trace that reads back up to its
 // last whole chunk: chunks are appended and handed to the kernel as the run
 // goes, never buffered in the process.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "pipetune/tracer/tracer.h"
 #include "test_util.h"

@@ -1,16 +1,16 @@
 // The reader: clear errors for files it cannot read at all, and truncated or
 // corrupt traces read up to the last whole chunk with a warning that says how
 // much was lost. Also replays the inputs the fuzzer found (regressions/).
+#include "pipetune/tracer/reader.h"
+
 #include <dirent.h>
+#include <gtest/gtest.h>
 
 #include <cstring>
 #include <sstream>
 
-#include <gtest/gtest.h>
-
 #include "crc32.h"
 #include "pipetune/tracer/chrome_export.h"
-#include "pipetune/tracer/reader.h"
 #include "test_util.h"
 
 namespace pipetune::tracer {
@@ -189,7 +189,8 @@ TEST_F(Reader, HostileCountsAndLengthsStopReadingSafely) {
   // A string length beyond the payload.
   std::string huge_string;
   AppendU32(huge_string, 0xfffffff0u);
-  for (const std::string& tail : {Chunk(3, huge_count), huge_chunk, Chunk(10, huge_string), Chunk(1, huge_string)}) {
+  for (const std::string& tail :
+       {Chunk(3, huge_count), huge_chunk, Chunk(10, huge_string), Chunk(1, huge_string)}) {
     StatusOr<Trace> trace = LoadTraceFromMemory(head + tail);
     ASSERT_TRUE(trace.ok());
     EXPECT_TRUE(trace->report.truncated());

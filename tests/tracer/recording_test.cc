@@ -1,14 +1,14 @@
 // Recording: what a pipeline reports comes back from the trace exactly, the
 // budgets hold, nothing is lost silently, and the file does not grow with the
 // number of elements.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "pipetune/tracer/reader.h"
 #include "pipetune/tracer/tracer.h"
@@ -34,7 +34,7 @@ TEST(Recording, CountsFromManyThreadsComeBackExactly) {
   StageId source = RegisterStage({"source", "range", 1});  // before Start: written at Start
   ASSERT_TRUE(Start(Options(path)).ok());
   EXPECT_TRUE(Enabled());
-  StageId map = RegisterStage({"decode", "map", 1});      // during the session
+  StageId map = RegisterStage({"decode", "map", 1});  // during the session
   SetParallelism(map, 4);
   SetBufferOccupancy(map, 3, 300);
 
@@ -102,9 +102,9 @@ TEST(Recording, CountsFromManyThreadsComeBackExactly) {
       EXPECT_LT(s.element_id, n);
     }
   }
-  EXPECT_EQ(m->spans_recorded, static_cast<uint64_t>(std::count_if(
-                                   trace.spans.begin(), trace.spans.end(),
-                                   [&](const SpanRecord& s) { return s.stage == map; })));
+  EXPECT_EQ(m->spans_recorded,
+            static_cast<uint64_t>(std::count_if(trace.spans.begin(), trace.spans.end(),
+                                                [&](const SpanRecord& s) { return s.stage == map; })));
 
   ASSERT_FALSE(trace.consumer_totals.empty());
   const ConsumerTotals& c = trace.consumer_totals.back();
@@ -329,9 +329,9 @@ TEST(Recording, RetiredStagesLeaveLaterSnapshots) {
   ASSERT_TRUE(Stop().ok());
   Trace trace = LoadOrFail(path);
   ASSERT_NE(trace.LastSnapshot(early), nullptr);
-  EXPECT_EQ(trace.LastSnapshot(early)->produced, 3u);  // its final counts are in
+  EXPECT_EQ(trace.LastSnapshot(early)->produced, 3u);         // its final counts are in
   uint64_t last_time = trace.consumer_totals.back().time_ns;  // one per snapshot
-  EXPECT_LT(trace.LastSnapshot(early)->time_ns, last_time);  // and then it is gone
+  EXPECT_LT(trace.LastSnapshot(early)->time_ns, last_time);   // and then it is gone
 }
 
 TEST(Recording, InvalidStageIsHarmless) {

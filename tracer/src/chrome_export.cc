@@ -55,15 +55,15 @@ class ChromeWriter : public TraceVisitor {
  public:
   ChromeWriter(std::ostream& out, const ChromeExportOptions& options) : out_(out), options_(options) {}
 
-
   // Closes the event array and writes what the export left out. Returns
   // the number of events dropped.
   void End(const ReadReport& report) {
     if (dropped_ > 0) {
       std::string e = "{\"name\":";
-      AppendJsonString(e, "pipetune: " + std::to_string(dropped_) +
-                              " events not exported (max_events=" + std::to_string(options_.max_events) + ")");
-      e += ",\"ph\":\"i\",\"s\":\"g\",\"pid\":" + std::to_string(kPipelinePid) + ",\"tid\":0,\"ts\":" + Ts(last_ns_) + "}";
+      AppendJsonString(e, "pipetune: " + std::to_string(dropped_) + " events not exported (max_events=" +
+                              std::to_string(options_.max_events) + ")");
+      e += ",\"ph\":\"i\",\"s\":\"g\",\"pid\":" + std::to_string(kPipelinePid) +
+           ",\"tid\":0,\"ts\":" + Ts(last_ns_) + "}";
       Write(e, /*force=*/true);
     }
     out_ << "\n],\"otherData\":{\"exporter\":\"pipetune\",\"events_dropped\":" << dropped_
@@ -81,7 +81,8 @@ class ChromeWriter : public TraceVisitor {
   void OnHeader(const TraceHeader& h) override {
     out_ << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
     start_ns_ = h.clock.start_ns;
-    NameProcess(kPipelinePid, "pipeline " + (h.pipeline.name.empty() ? std::string("(unnamed)") : h.pipeline.name));
+    NameProcess(kPipelinePid,
+                "pipeline " + (h.pipeline.name.empty() ? std::string("(unnamed)") : h.pipeline.name));
   }
 
   void OnStage(const StageDef& d) override { stage_names_[d.id] = d.name; }
@@ -112,9 +113,9 @@ class ChromeWriter : public TraceVisitor {
     if (!named_workers_.count(s.worker)) NameWorker(s.worker, s.stage);
     std::string e = "{\"name\":";
     AppendJsonString(e, StageName(s.stage));
-    e += ",\"cat\":\"element\",\"ph\":\"X\",\"ts\":" + Ts(s.begin_ns) + ",\"dur\":" + Dur(s.begin_ns, s.end_ns) +
-         ",\"pid\":1,\"tid\":" + std::to_string(s.worker) + ",\"args\":{\"element\":" +
-         std::to_string(s.element_id) + "}}";
+    e += ",\"cat\":\"element\",\"ph\":\"X\",\"ts\":" + Ts(s.begin_ns) +
+         ",\"dur\":" + Dur(s.begin_ns, s.end_ns) + ",\"pid\":1,\"tid\":" + std::to_string(s.worker) +
+         ",\"args\":{\"element\":" + std::to_string(s.element_id) + "}}";
     Write(e);
   }
 
@@ -149,10 +150,12 @@ class ChromeWriter : public TraceVisitor {
     }
     std::string e = "{\"name\":";
     AppendJsonString(e, a.name.empty() ? GpuActivityKindName(a.kind) : a.name);
-    e += ",\"cat\":\"" + std::string(GpuActivityKindName(a.kind)) + "\",\"ph\":\"X\",\"ts\":" + Ts(a.start_ns) +
-         ",\"dur\":" + Dur(a.start_ns, a.end_ns) + ",\"pid\":2,\"tid\":" + std::to_string(it->second) +
+    e += ",\"cat\":\"" + std::string(GpuActivityKindName(a.kind)) +
+         "\",\"ph\":\"X\",\"ts\":" + Ts(a.start_ns) + ",\"dur\":" + Dur(a.start_ns, a.end_ns) +
+         ",\"pid\":2,\"tid\":" + std::to_string(it->second) +
          ",\"args\":{\"device\":" + std::to_string(a.device) + ",\"stream\":" + std::to_string(a.stream) +
-         ",\"bytes\":" + std::to_string(a.bytes) + ",\"correlation\":" + std::to_string(a.correlation_id) + "}}";
+         ",\"bytes\":" + std::to_string(a.bytes) + ",\"correlation\":" + std::to_string(a.correlation_id) +
+         "}}";
     Write(e);
   }
 
@@ -192,7 +195,8 @@ class ChromeWriter : public TraceVisitor {
   }
 
   void NameProcess(int pid, const std::string& name) {
-    std::string e = "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"args\":{\"name\":";
+    std::string e =
+        "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"args\":{\"name\":";
     AppendJsonString(e, name);
     Write(e + "}}");
   }
@@ -227,8 +231,8 @@ class ChromeWriter : public TraceVisitor {
 
   void Slice(const char* name, const char* cat, uint64_t begin, uint64_t end, uint64_t tid, int pid) {
     Write(std::string("{\"name\":\"") + name + "\",\"cat\":\"" + cat + "\",\"ph\":\"X\",\"ts\":" + Ts(begin) +
-          ",\"dur\":" + Dur(begin, end) + ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
-          "}");
+          ",\"dur\":" + Dur(begin, end) + ",\"pid\":" + std::to_string(pid) +
+          ",\"tid\":" + std::to_string(tid) + "}");
   }
 
   std::ostream& out_;
@@ -264,8 +268,8 @@ Status ExportChrome(const std::string& trace_path, std::ostream& out, const Chro
   return Export([&](TraceVisitor& v) { return ReadTrace(trace_path, v); }, out, options, stats);
 }
 
-Status ExportChromeFromMemory(std::string_view trace_bytes, std::ostream& out, const ChromeExportOptions& options,
-                              ChromeExportStats* stats) {
+Status ExportChromeFromMemory(std::string_view trace_bytes, std::ostream& out,
+                              const ChromeExportOptions& options, ChromeExportStats* stats) {
   return Export([&](TraceVisitor& v) { return ReadTraceFromMemory(trace_bytes, v); }, out, options, stats);
 }
 

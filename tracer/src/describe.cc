@@ -113,10 +113,11 @@ StatusOr<std::string> DescribeTrace(const std::string& path) {
   out << HostLine(h) << "\n";
   out << "stages (" << s.order.size() << "):" << (s.order.empty() ? " none" : "") << "\n";
   for (size_t i = 0; i < s.order.size() && i < kMaxStagesListed; ++i) out << StageLine(s, s.order[i]) << "\n";
-  if (s.order.size() > kMaxStagesListed) out << "  ... and " << s.order.size() - kMaxStagesListed << " more\n";
-  out << "records: " << s.snapshots << " snapshots, " << s.spans << " sampled spans, "
-      << s.steps_recorded << " of " << s.consumer.steps << " consumer steps, " << s.gpu
-      << " GPU activities; peak RSS " << HumanBytes(static_cast<double>(s.max_rss)) << "\n";
+  if (s.order.size() > kMaxStagesListed)
+    out << "  ... and " << s.order.size() - kMaxStagesListed << " more\n";
+  out << "records: " << s.snapshots << " snapshots, " << s.spans << " sampled spans, " << s.steps_recorded
+      << " of " << s.consumer.steps << " consumer steps, " << s.gpu << " GPU activities; peak RSS "
+      << HumanBytes(static_cast<double>(s.max_rss)) << "\n";
   if (s.drops.Total() == 0) {
     out << "drops: none\n";
   } else {

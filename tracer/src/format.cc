@@ -117,8 +117,7 @@ void AppendWorkersChunk(std::string& out, const std::vector<WorkerDef>& workers)
                      });
 }
 
-void AppendSnapshotChunk(std::string& out, uint64_t time_ns,
-                         const std::vector<StageSnapshot>& stages) {
+void AppendSnapshotChunk(std::string& out, uint64_t time_ns, const std::vector<StageSnapshot>& stages) {
   ChunkBuilder chunk(out, ChunkType::kSnapshot);
   ByteWriter& w = chunk.w();
   w.U64(time_ns);
@@ -181,14 +180,13 @@ void AppendDropsChunk(std::string& out, const DropCounts& d) {
 }
 
 void AppendSpansChunk(std::string& out, const std::vector<SpanRecord>& spans) {
-  AppendRecordChunks(out, ChunkType::kSpans, kSpanRecordBytes, spans,
-                     [](ByteWriter& w, const SpanRecord& s) {
-                       w.U32(s.stage);
-                       w.U32(s.worker);
-                       w.U64(s.element_id);
-                       w.U64(s.begin_ns);
-                       w.U64(s.end_ns);
-                     });
+  AppendRecordChunks(out, ChunkType::kSpans, kSpanRecordBytes, spans, [](ByteWriter& w, const SpanRecord& s) {
+    w.U32(s.stage);
+    w.U32(s.worker);
+    w.U64(s.element_id);
+    w.U64(s.begin_ns);
+    w.U64(s.end_ns);
+  });
 }
 
 void AppendConsumerStepsChunk(std::string& out, const std::vector<ConsumerStepRecord>& steps) {

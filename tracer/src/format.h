@@ -82,14 +82,16 @@ class ByteReader {
   uint32_t U32() {
     if (!Need(4)) return 0;
     uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      v |= static_cast<uint32_t>(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
     pos_ += 4;
     return v;
   }
   uint64_t U64() {
     if (!Need(8)) return 0;
     uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
+    for (int i = 0; i < 8; ++i)
+      v |= static_cast<uint64_t>(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
     pos_ += 8;
     return v;
   }
@@ -132,8 +134,7 @@ class ByteReader {
 std::string EncodeFilePreamble(const TraceHeader& header);
 void AppendStagesChunk(std::string& out, const std::vector<StageDef>& stages);
 void AppendWorkersChunk(std::string& out, const std::vector<WorkerDef>& workers);
-void AppendSnapshotChunk(std::string& out, uint64_t time_ns,
-                         const std::vector<StageSnapshot>& stages);
+void AppendSnapshotChunk(std::string& out, uint64_t time_ns, const std::vector<StageSnapshot>& stages);
 void AppendConsumerTotalsChunk(std::string& out, const ConsumerTotals& totals);
 void AppendProcessSampleChunk(std::string& out, const ProcessSample& sample);
 void AppendDropsChunk(std::string& out, const DropCounts& drops);

@@ -219,7 +219,8 @@ ClockInfo DescribeClock() {
   clock.clock_id = CLOCK_MONOTONIC;
   timespec res{};
   if (clock_getres(CLOCK_MONOTONIC, &res) == 0) {
-    clock.resolution_ns = static_cast<uint64_t>(res.tv_sec) * 1000000000u + static_cast<uint64_t>(res.tv_nsec);
+    clock.resolution_ns =
+        static_cast<uint64_t>(res.tv_sec) * 1000000000u + static_cast<uint64_t>(res.tv_nsec);
   }
   timespec wall{};
   clock.start_ns = NowNs();

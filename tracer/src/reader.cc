@@ -1,6 +1,8 @@
 // The trace reader in two steps: the framing (file preamble, chunk headers,
 // checksums, deciding where reading must stop) and the decoding of each
 // chunk's payload into records for the visitor.
+#include "pipetune/tracer/reader.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,7 +17,6 @@
 
 #include "crc32.h"
 #include "format.h"
-#include "pipetune/tracer/reader.h"
 
 namespace pipetune::tracer {
 namespace {
@@ -187,8 +188,7 @@ struct Scratch {
   std::vector<GpuActivity> gpu;
 };
 
-bool DecodeChunk(ChunkType type, std::string_view payload, TraceVisitor& v, Scratch& scratch,
-                 bool* known) {
+bool DecodeChunk(ChunkType type, std::string_view payload, TraceVisitor& v, Scratch& scratch, bool* known) {
   ByteReader r(payload);
   uint32_t count = 0, rec = 0;
   *known = true;
@@ -363,8 +363,9 @@ void FinishReport(ReadReport* report, uint64_t offset, const std::string& reason
   if (reason.empty()) return;
   report->stop_reason = reason;
   char percent[32];
-  std::snprintf(percent, sizeof(percent), "%.1f",
-                100.0 * static_cast<double>(report->bytes_not_read) / static_cast<double>(report->file_bytes));
+  std::snprintf(
+      percent, sizeof(percent), "%.1f",
+      100.0 * static_cast<double>(report->bytes_not_read) / static_cast<double>(report->file_bytes));
   report->warning = report->path + ": trace truncated at byte " + std::to_string(offset) + ": " +
                     std::to_string(report->bytes_not_read) + " bytes (" + percent +
                     "%) after the last whole chunk were not read (" + reason + ")";

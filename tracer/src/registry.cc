@@ -216,8 +216,7 @@ ConsumerCounts ConsumerCountsNow(const Registry& r) {
 }
 
 // Moves a consumer ring into `out` up to `cap`, counting the rest in *dropped.
-size_t DrainSteps(ConsumerSlot& s, std::vector<ConsumerStepRecord>* out, size_t cap,
-                  uint64_t* dropped) {
+size_t DrainSteps(ConsumerSlot& s, std::vector<ConsumerStepRecord>* out, size_t cap, uint64_t* dropped) {
   uint64_t head = s.head.load(std::memory_order_acquire);
   uint64_t tail = s.tail.load(std::memory_order_relaxed);
   size_t taken = 0;
@@ -241,8 +240,7 @@ void RetireConsumer(ConsumerSlot* slot) {
     ConsumerCounts final_counts;
     final_counts.Add(*slot);
     uint64_t lost = 0;
-    size_t taken = DrainSteps(*slot, r.session_active ? &r.orphan_steps : nullptr,
-                              kMaxOrphanRecords, &lost);
+    size_t taken = DrainSteps(*slot, r.session_active ? &r.orphan_steps : nullptr, kMaxOrphanRecords, &lost);
     r.steps_recorded += taken;
     final_counts.dropped += r.session_active ? lost : 0;
     r.consumers_detached.steps += final_counts.steps;
@@ -378,9 +376,9 @@ void CollectTick(Tick* tick) {
   for (ConsumerSlot* s : r.consumers) r.steps_recorded += DrainSteps(*s, &tick->steps, SIZE_MAX, nullptr);
   ConsumerCounts c = ConsumerCountsNow(r);
   const ConsumerCounts& b = r.consumers_baseline;
-  tick->consumer = ConsumerTotals{tick->time_ns,         Minus(c.steps, b.steps),
-                                  Minus(c.wait_ns, b.wait_ns), Minus(c.step_ns, b.step_ns),
-                                  r.steps_recorded,      Minus(c.dropped, b.dropped)};
+  tick->consumer = ConsumerTotals{
+      tick->time_ns,    Minus(c.steps, b.steps),    Minus(c.wait_ns, b.wait_ns), Minus(c.step_ns, b.step_ns),
+      r.steps_recorded, Minus(c.dropped, b.dropped)};
 
   tick->gpu.swap(r.gpu_pending);
   r.gpu_pending.clear();
@@ -412,8 +410,7 @@ void QueuePipelineInfo(const PipelineInfo& info) {
 void InstallForkHandlers() {
   // Called from GetRegistry()'s initializer; the handlers run at fork time,
   // when the registry exists.
-  pthread_atfork([] { GetRegistry().mu.lock(); },
-                 [] { GetRegistry().mu.unlock(); },
+  pthread_atfork([] { GetRegistry().mu.lock(); }, [] { GetRegistry().mu.unlock(); },
                  [] {
                    // The child has no session (session.cc's handler), so it
                    // must not queue records for one.

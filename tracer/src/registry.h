@@ -19,9 +19,9 @@
 namespace pipetune::tracer::internal {
 
 inline constexpr uint32_t kMaxStages = 16384;
-inline constexpr size_t kMaxGpuPending = 65536;       // GPU records between two ticks
+inline constexpr size_t kMaxGpuPending = 65536;  // GPU records between two ticks
 inline constexpr size_t kMaxGpuNameBytes = 512;
-inline constexpr size_t kMaxOrphanRecords = 65536;    // of detached threads, between ticks
+inline constexpr size_t kMaxOrphanRecords = 65536;  // of detached threads, between ticks
 // Budget sampling tolerates bursts of this much time's worth of events, so a
 // stage running exactly at its budget is not thinned by jitter.
 inline constexpr uint64_t kBurstNs = 100'000'000;
@@ -56,11 +56,11 @@ struct StageState {
 
   // Guarded by Registry::mu.
   std::vector<WorkerEntry> workers;
-  Totals detached;            // folded in by DetachWorker
-  Totals baseline;            // the totals when the session started
+  Totals detached;              // folded in by DetachWorker
+  Totals baseline;              // the totals when the session started
   uint64_t spans_recorded = 0;  // drained in this session
-  bool announced = false;     // its StageDef is in the current trace
-  bool finished = false;      // retired, and its last snapshot written
+  bool announced = false;       // its StageDef is in the current trace
+  bool finished = false;        // retired, and its last snapshot written
 };
 
 // Everything the sampler collects in one tick. Reused from tick to tick so

@@ -172,8 +172,7 @@ TraceHeader MakeHeader(const SessionOptions& options) {
 // A forked child inherits the session's globals but not its sampler thread,
 // and the file is the parent's: the child starts with no session.
 void InstallForkHandlers() {
-  pthread_atfork([] { g_session_mu.lock(); },
-                 [] { g_session_mu.unlock(); },
+  pthread_atfork([] { g_session_mu.lock(); }, [] { g_session_mu.unlock(); },
                  [] {
                    internal::g_enabled.store(false, std::memory_order_relaxed);
                    g_session = nullptr;  // leaked: its thread object must not be destroyed

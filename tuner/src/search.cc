@@ -101,8 +101,13 @@ int ParallelismSearch::LeastParallelismFor(size_t index, double x) const {
   for (size_t p = 0; p < table->bound.size(); ++p) {
     if (table->bound[p] >= x * (1 - kRelativeSlack)) return static_cast<int>(p) + 1;
   }
-  auto best = std::max_element(table->bound.begin(), table->bound.end());
-  return static_cast<int>(best - table->bound.begin()) + 1;
+  // Out of reach: the least parallelism within 1% of the best the stage can
+  // do, so that a scaling curve that creeps up forever is not chased.
+  double best = *std::max_element(table->bound.begin(), table->bound.end());
+  for (size_t p = 0; p < table->bound.size(); ++p) {
+    if (table->bound[p] >= best * 0.99) return static_cast<int>(p) + 1;
+  }
+  return 1;
 }
 
 bool ParallelismSearch::Assign(double x) {

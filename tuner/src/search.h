@@ -38,8 +38,8 @@ class ParallelismSearch {
   int RaiseWithinBudget(size_t index, int parallelism);
 
   bool Fits() const;
-  // The least parallelism whose bound reaches `x` for a searched stage, or
-  // the one with the highest bound when none does.
+  // The least parallelism whose bound reaches `x` for a searched stage, or,
+  // when none does, the least within 1% of the highest bound.
   int LeastParallelismFor(size_t index, double x) const;
   // Indices (into the candidate's stages) of the stages the search sets.
   std::vector<size_t> SearchedStages() const;

@@ -124,6 +124,7 @@ class TraceCollector : public tracer::TraceVisitor {
   uint64_t snapshots_since_kept_ = 0;
   std::vector<tracer::StageId> stage_ids_;   // index -> id
   uint64_t previous_time_ns_ = 0;            // of the last committed snapshot time
+  std::vector<double> previous_occupancy_;   // per stage, at that snapshot
 };
 
 // Reads the trace at `path` through a TraceCollector. Errors: the reader's

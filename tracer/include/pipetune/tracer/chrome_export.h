@@ -43,12 +43,11 @@ struct ChromeExportStats {
 // written part of the JSON) when the trace cannot be read or `out` fails; a
 // truncated trace is exported up to its last whole chunk, with the warning in
 // stats->read_report.
-Status ExportChrome(const std::string& trace_path, std::ostream& out,
-                    const ChromeExportOptions& options = {}, ChromeExportStats* stats = nullptr);
+Status ExportChrome(const std::string& trace_path, std::ostream& out, const ChromeExportOptions& options = {},
+                    ChromeExportStats* stats = nullptr);
 
 // The same for a trace already in memory.
 Status ExportChromeFromMemory(std::string_view trace_bytes, std::ostream& out,
-                              const ChromeExportOptions& options = {},
-                              ChromeExportStats* stats = nullptr);
+                              const ChromeExportOptions& options = {}, ChromeExportStats* stats = nullptr);
 
 }  // namespace pipetune::tracer

@@ -24,11 +24,11 @@ inline constexpr uint32_t kTraceFormatVersion = 1;
 
 struct TraceHeader {
   uint32_t format_version = 0;
-  std::string tracer_version;     // "pipetune 0.1.0"
+  std::string tracer_version;  // "pipetune 0.1.0"
   uint32_t pid = 0;
   ClockInfo clock;
   HostFacts host;
-  PipelineInfo pipeline;          // as given to Start()
+  PipelineInfo pipeline;  // as given to Start()
   uint32_t snapshot_interval_ms = 0;
   uint32_t spans_per_stage_per_second = 0;
   uint32_t consumer_steps_per_second = 0;
@@ -42,7 +42,7 @@ struct TraceEnd {
 // What reading covered. When not everything could be read, `warning` is a
 // sentence for the user and the numbers say how much was lost.
 struct ReadReport {
-  std::string path;             // or the name given for an in-memory trace
+  std::string path;  // or the name given for an in-memory trace
   uint64_t file_bytes = 0;
   uint64_t header_bytes = 0;
   uint64_t chunks_read = 0;
@@ -99,7 +99,7 @@ struct Trace {
   std::vector<ConsumerTotals> consumer_totals;
   std::vector<ProcessSample> process_samples;
   std::vector<GpuActivity> gpu_activity;
-  DropCounts drops;   // the last (cumulative) drop counts
+  DropCounts drops;  // the last (cumulative) drop counts
   bool has_end = false;
   TraceEnd end;
   ReadReport report;

@@ -17,22 +17,22 @@ inline constexpr StageId kInvalidStage = 0xffffffffu;
 // How a trace's timestamps relate to the world.
 struct ClockInfo {
   std::string name = "CLOCK_MONOTONIC";
-  uint32_t clock_id = 1;        // the POSIX clockid_t value
-  uint64_t resolution_ns = 0;   // clock_getres
-  uint64_t start_ns = 0;        // the clock when the session started
-  int64_t start_unix_ns = 0;    // CLOCK_REALTIME at the same moment
+  uint32_t clock_id = 1;       // the POSIX clockid_t value
+  uint64_t resolution_ns = 0;  // clock_getres
+  uint64_t start_ns = 0;       // the clock when the session started
+  int64_t start_unix_ns = 0;   // CLOCK_REALTIME at the same moment
 };
 
 // What the process may use on the host it ran on, read when the session
 // started. -1 means "no such limit" (or "could not be read").
 struct HostFacts {
   std::string hostname;
-  uint32_t cores_online = 0;          // sysconf(_SC_NPROCESSORS_ONLN)
-  uint32_t cores_allowed = 0;         // sched_getaffinity
-  uint32_t cgroup_version = 0;        // 0: none found, 1 or 2
-  int64_t cpu_quota_us = -1;          // cgroup CPU quota per period (cpu.max)
+  uint32_t cores_online = 0;    // sysconf(_SC_NPROCESSORS_ONLN)
+  uint32_t cores_allowed = 0;   // sched_getaffinity
+  uint32_t cgroup_version = 0;  // 0: none found, 1 or 2
+  int64_t cpu_quota_us = -1;    // cgroup CPU quota per period (cpu.max)
   int64_t cpu_period_us = -1;
-  int64_t memory_limit_bytes = -1;    // cgroup memory limit (memory.max)
+  int64_t memory_limit_bytes = -1;      // cgroup memory limit (memory.max)
   int64_t memory_available_bytes = -1;  // MemAvailable
   int64_t memory_total_bytes = -1;      // MemTotal
 
@@ -68,7 +68,7 @@ struct StageDef {
 struct WorkerDef {
   uint32_t worker = 0;
   StageId stage = kInvalidStage;
-  uint32_t os_tid = 0;     // Linux thread id, for matching other tools
+  uint32_t os_tid = 0;  // Linux thread id, for matching other tools
   uint64_t attach_ns = 0;
 };
 
@@ -78,17 +78,17 @@ struct StageSnapshot {
   StageId stage = kInvalidStage;
   uint32_t parallelism = 1;
   uint32_t live_workers = 0;
-  uint64_t produced = 0;        // elements
-  uint64_t consumed = 0;        // elements
+  uint64_t produced = 0;  // elements
+  uint64_t consumed = 0;  // elements
   uint64_t bytes_produced = 0;
-  uint64_t cpu_ns = 0;          // CPU time of the stage's worker threads
-  uint64_t work_ns = 0;         // wall time in the stage's own work
-  uint64_t wait_input_ns = 0;   // blocked waiting for input
-  uint64_t wait_output_ns = 0;  // blocked on a full output buffer
+  uint64_t cpu_ns = 0;             // CPU time of the stage's worker threads
+  uint64_t work_ns = 0;            // wall time in the stage's own work
+  uint64_t wait_input_ns = 0;      // blocked waiting for input
+  uint64_t wait_output_ns = 0;     // blocked on a full output buffer
   int64_t occupancy_elements = 0;  // gauge: the stage's output buffer now
   int64_t occupancy_bytes = 0;     // gauge
   uint64_t spans_recorded = 0;
-  uint64_t spans_dropped = 0;   // sampled but lost: a worker's span ring was full
+  uint64_t spans_dropped = 0;  // sampled but lost: a worker's span ring was full
 };
 
 // One sampled element: the wall time of one Work() call.
@@ -122,10 +122,10 @@ struct ConsumerTotals {
 // The whole process, from /proc/self, at one snapshot.
 struct ProcessSample {
   uint64_t time_ns = 0;
-  uint64_t cpu_ns = 0;             // user + system CPU since the session started
-  uint64_t rss_bytes = 0;          // gauge
-  int64_t read_bytes = -1;         // bytes fetched from storage (/proc/self/io); -1 unreadable
-  int64_t read_syscall_bytes = -1; // bytes read by read(2) and friends, page cache included
+  uint64_t cpu_ns = 0;              // user + system CPU since the session started
+  uint64_t rss_bytes = 0;           // gauge
+  int64_t read_bytes = -1;          // bytes fetched from storage (/proc/self/io); -1 unreadable
+  int64_t read_syscall_bytes = -1;  // bytes read by read(2) and friends, page cache included
   uint32_t threads = 0;
 };
 

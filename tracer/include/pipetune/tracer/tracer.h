@@ -37,9 +37,9 @@ inline uint64_t NowNs() noexcept {
 }
 
 struct SessionOptions {
-  std::string path;           // the trace file; created or truncated
+  std::string path;  // the trace file; created or truncated
   std::string pipeline_name;
-  std::string config_json;    // the pipeline config as run, stored verbatim
+  std::string config_json;  // the pipeline config as run, stored verbatim
   uint32_t snapshot_interval_ms = 100;
   // Budgets for individually recorded events. Beyond them events are still
   // counted (sampling), only not recorded one by one. 0 records none.
@@ -112,9 +112,7 @@ void RecordConsumerStep(uint64_t wait_ns, uint64_t step_ns, uint64_t end_ns) noe
 
 // True while a session records. A relaxed load: instrumented code may test it
 // to skip preparing arguments.
-inline bool Enabled() noexcept {
-  return internal::g_enabled.load(std::memory_order_relaxed);
-}
+inline bool Enabled() noexcept { return internal::g_enabled.load(std::memory_order_relaxed); }
 
 struct StageInfo {
   std::string name;

@@ -22,9 +22,9 @@ typedef uint32_t pipetune_stage_id;
 typedef struct pipetune_worker pipetune_worker;
 
 typedef struct pipetune_session_options {
-  const char* path;           /* required */
-  const char* pipeline_name;  /* may be NULL */
-  const char* config_json;    /* may be NULL */
+  const char* path;          /* required */
+  const char* pipeline_name; /* may be NULL */
+  const char* config_json;   /* may be NULL */
   uint32_t snapshot_interval_ms;
   uint32_t spans_per_stage_per_second;
   uint32_t consumer_steps_per_second;
@@ -58,11 +58,7 @@ void pipetune_wait_output(pipetune_worker* worker, uint64_t ns);
 
 void pipetune_consumer_step(uint64_t wait_ns, uint64_t step_ns, uint64_t end_ns);
 
-enum pipetune_gpu_activity_kind {
-  PIPETUNE_GPU_KERNEL = 1,
-  PIPETUNE_GPU_MEMCPY = 2,
-  PIPETUNE_GPU_MEMSET = 3
-};
+enum pipetune_gpu_activity_kind { PIPETUNE_GPU_KERNEL = 1, PIPETUNE_GPU_MEMCPY = 2, PIPETUNE_GPU_MEMSET = 3 };
 typedef struct pipetune_gpu_activity {
   int kind; /* enum pipetune_gpu_activity_kind */
   uint32_t device;
@@ -78,7 +74,7 @@ void pipetune_record_gpu_activity(const pipetune_gpu_activity* activity);
 void pipetune_record_gpu_drops(uint64_t records);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* PIPETUNE_TRACER_TRACER_C_H_ */

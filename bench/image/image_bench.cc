@@ -1,0 +1,223 @@
+// pipetune_image_bench: the C++ side of the image pipeline comparison with
+// PyTorch's DataLoader (bench/image/compare.sh runs both).
+//
+//   pipetune_image_bench pipeline CONFIG [--seconds S] [--runs N]
+//     Runs CONFIG with RunPipeline, the consumer draining as fast as it can,
+//     and prints images/s in the steady state: from the first batch out to
+//     the last (thread start-up and the first fill of the buffers excluded,
+//     as the Python side excludes worker start-up). Best of N runs.
+//
+//   pipetune_image_bench stages DIR [--count N]
+//     Single-thread cost of each image function, microseconds of CPU per
+//     image over N files of DIR held in memory (file reads excluded):
+//     jpeg_decode, random_crop_flip 224, normalize, and the fused
+//     jpeg_decode{crop_size: 224}. Outputs are dropped in batches of 64, as
+//     a pipeline's consumer drops them, so buffer reuse is what a run sees.
+//
+// Every result line is "key value"; compare.sh greps them.
+#include <glob.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "pipetune/models/config.h"
+#include "pipetune/runtime/function_registry.h"
+#include "pipetune/runtime/pipeline.h"
+
+namespace {
+
+using namespace pipetune;
+using models::Json;
+
+double ThreadCpuMicros() {
+  timespec now;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return now.tv_sec * 1e6 + now.tv_nsec / 1e3;
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "pipetune_image_bench: %s\n", message.c_str());
+  return 2;
+}
+
+int RunPipelineMode(const std::string& config_path, double seconds, int runs) {
+  StatusOr<models::PipelineConfig> config = models::LoadConfig(config_path);
+  if (!config.ok()) return Fail(config.status().message());
+  config->consumer.step_time_ms.reset();  // drain: measure the pipeline, not a trainer
+  double best = 0;
+  for (int run = 0; run < runs; ++run) {
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point first, last;
+    uint64_t images_after_first = 0;
+    bool seen_first = false;
+    runtime::RunOptions options;
+    options.max_seconds = seconds;
+    options.base_dir = std::filesystem::path(config_path).parent_path().string();
+    options.on_output = [&](const runtime::Element& batch) {
+      const Clock::time_point now = Clock::now();
+      if (!seen_first) {
+        seen_first = true;
+        first = now;
+        return;
+      }
+      images_after_first += batch.items.empty() ? 1 : batch.items.size();
+      last = now;
+    };
+    StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(*config, options);
+    if (!summary.ok()) return Fail(summary.status().message());
+    const double window = std::chrono::duration<double>(last - first).count();
+    const double rate = window > 0 ? images_after_first / window : 0;
+    std::printf("run %d: %.1f images/s steady (%.1f overall, %llu images in %.2f s)\n", run + 1, rate,
+                summary->examples_per_second, static_cast<unsigned long long>(summary->source_elements),
+                summary->seconds);
+    best = std::max(best, rate);
+  }
+  std::printf("pipetune_images_per_second %.1f\n", best);
+  return 0;
+}
+
+struct Stage {
+  const char* label;
+  std::unique_ptr<runtime::MapFunction> fn;
+};
+
+StatusOr<std::unique_ptr<runtime::MapFunction>> Make(const runtime::FunctionRegistry& registry,
+                                                     const char* fn, Json args, bool random) {
+  models::StageConfig stage;
+  stage.name = fn;
+  stage.fn = fn;
+  stage.args = std::move(args);
+  stage.random = random;
+  return registry.MakeMap(stage);
+}
+
+// CPU microseconds per image of each stage of a chain, applied image by image.
+StatusOr<std::vector<double>> TimeChain(const std::vector<runtime::Element>& files,
+                                        const std::vector<const runtime::MapFunction*>& chain) {
+  std::vector<double> micros(chain.size(), 0.0);
+  std::vector<runtime::Element> batch;
+  for (int pass = 0; pass < 2; ++pass) {  // pass 0 warms caches and the buffer pool
+    std::fill(micros.begin(), micros.end(), 0.0);
+    for (size_t i = 0; i < files.size(); ++i) {
+      runtime::Element element = files[i];
+      for (size_t s = 0; s < chain.size(); ++s) {
+        const double start = ThreadCpuMicros();
+        Status status = chain[s]->Apply(element, runtime::FnContext{i * 0x9E3779B97F4A7C15ull + s});
+        micros[s] += ThreadCpuMicros() - start;
+        if (!status.ok()) return status;
+      }
+      batch.push_back(std::move(element));
+      if (batch.size() == 64) batch.clear();
+    }
+    batch.clear();
+  }
+  for (double& m : micros) m /= static_cast<double>(files.size());
+  return micros;
+}
+
+int RunStagesMode(const std::string& dir, size_t count) {
+  glob_t matches;
+  const std::string pattern = dir + "/*.jpg";
+  if (glob(pattern.c_str(), 0, nullptr, &matches) != 0) return Fail("no JPEG files in " + dir);
+  std::vector<runtime::Element> files;
+  for (size_t i = 0; i < matches.gl_pathc && files.size() < count; ++i) {
+    std::ifstream in(matches.gl_pathv[i], std::ios::binary);
+    runtime::Element element;
+    element.id = i;
+    element.path = matches.gl_pathv[i];
+    element.dtype = runtime::DType::kBytes;
+    element.data = std::make_shared<runtime::Bytes>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    files.push_back(std::move(element));
+  }
+  globfree(&matches);
+
+  runtime::FunctionRegistry registry;
+  runtime::RegisterImageFunctions(registry);
+  struct Chain {
+    std::string name;
+    std::vector<std::pair<std::string, std::unique_ptr<runtime::MapFunction>>> stages;
+  };
+  auto make = [&](const char* fn, Json args, bool random) {
+    auto made = Make(registry, fn, std::move(args), random);
+    if (!made.ok()) {
+      std::fprintf(stderr, "%s\n", made.status().message().c_str());
+      std::exit(2);
+    }
+    return std::move(made).value();
+  };
+  std::vector<Chain> chains;
+  {
+    Chain c{"separate", {}};
+    c.stages.emplace_back("decode", make("jpeg_decode", Json::object(), false));
+    c.stages.emplace_back("crop_flip", make("random_crop_flip", {{"size", 224}}, true));
+    c.stages.emplace_back("normalize", make("normalize", Json::object(), false));
+    chains.push_back(std::move(c));
+  }
+  {
+    Chain c{"separate_bilinear", {}};
+    c.stages.emplace_back("decode", make("jpeg_decode", Json::object(), false));
+    c.stages.emplace_back("crop_flip", make("random_crop_flip", {{"size", 224}, {"antialias", false}}, true));
+    chains.push_back(std::move(c));
+  }
+  {
+    Chain c{"fused", {}};
+    c.stages.emplace_back("decode_crop_flip", make("jpeg_decode", {{"crop_size", 224}}, true));
+    c.stages.emplace_back("normalize", make("normalize", Json::object(), false));
+    chains.push_back(std::move(c));
+  }
+  std::printf("%zu files from %s, single thread, CPU us per image\n", files.size(), dir.c_str());
+  for (const Chain& chain : chains) {
+    std::vector<const runtime::MapFunction*> fns;
+    for (const auto& stage : chain.stages) fns.push_back(stage.second.get());
+    StatusOr<std::vector<double>> micros = TimeChain(files, fns);
+    if (!micros.ok()) return Fail(micros.status().message());
+    double total = 0;
+    for (size_t s = 0; s < fns.size(); ++s) {
+      std::printf("cpp_us %s.%s %.1f\n", chain.name.c_str(), chain.stages[s].first.c_str(), (*micros)[s]);
+      total += (*micros)[s];
+    }
+    std::printf("cpp_us %s.total %.1f\n", chain.name.c_str(), total);
+  }
+  return 0;
+}
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: pipetune_image_bench pipeline CONFIG [--seconds S] [--runs N]\n"
+               "       pipetune_image_bench stages DIR [--count N]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return Usage();
+  const std::string mode = argv[1], target = argv[2];
+  double seconds = 0;
+  int runs = 1;
+  size_t count = 500;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--seconds") {
+      seconds = std::atof(argv[i + 1]);
+    } else if (flag == "--runs") {
+      runs = std::max(1, std::atoi(argv[i + 1]));
+    } else if (flag == "--count") {
+      count = static_cast<size_t>(std::max(1, std::atoi(argv[i + 1])));
+    } else {
+      return Usage();
+    }
+  }
+  if (mode == "pipeline") return RunPipelineMode(target, seconds, runs);
+  if (mode == "stages") return RunStagesMode(target, count);
+  return Usage();
+}

@@ -1,0 +1,111 @@
+// `pipetune tune`: a traced synthetic pipeline in, a valid tuned config and a
+// plan out; bad input is exit 2 with a message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+
+namespace pipetune::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A CPU-bound map at parallelism 1 with a bigger budget than it uses, an
+// unknown key the rewrite must keep, and no prefetch at the end.
+constexpr const char* kMisconfigured = R"({
+  "name": "tune_me",
+  "owner": "data-team",
+  "resources": {"cores": 2, "memory": "256MiB"},
+  "stages": [
+    {"name": "numbers", "op": "range", "args": {"bytes": 1000}},
+    {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 400}, "parallelism": 1},
+    {"name": "batch", "op": "batch", "args": {"size": 4}}
+  ]
+})";
+
+class CliTune : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("cli_tune");
+    WriteFile(*dir_ / "p.json", kMisconfigured);
+    CommandResult run = RunPipetune("run " + (*dir_ / "p.json") + " --seconds 2 --trace " + (*dir_ / "run.ptrace"));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string Path(const std::string& name) { return *dir_ / name; }
+  static TempDir* dir_;
+};
+
+TempDir* CliTune::dir_ = nullptr;
+
+TEST_F(CliTune, WritesAValidTunedConfigAndPrintsThePlan) {
+  CommandResult result = RunPipetune("tune " + Path("run.ptrace") + " -o " + Path("tuned.json") + " --diff");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("work.parallelism"));
+  EXPECT_THAT(result.out, HasSubstr("tuned config: " + Path("tuned.json")));
+  EXPECT_THAT(result.out, HasSubstr("+++ b/"));  // the diff
+  nlohmann::ordered_json tuned = nlohmann::ordered_json::parse(ReadFile(Path("tuned.json")));
+  EXPECT_EQ(tuned["owner"], "data-team");
+  EXPECT_EQ(tuned.begin().key(), "name");
+  ASSERT_EQ(tuned["stages"].size(), 4u);
+  EXPECT_EQ(tuned["stages"][3]["op"], "prefetch");
+  EXPECT_EQ(tuned["stages"][1]["args"]["us"], 400);
+  EXPECT_GE(tuned["stages"][1]["parallelism"].get<int>(), 2);  // 2 cores for a CPU-bound map
+  // The tuned config runs.
+  CommandResult rerun = RunPipetune("run " + Path("tuned.json") + " --seconds 0.5");
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.err;
+}
+
+TEST_F(CliTune, JsonPlanHasThePredictedThroughput) {
+  CommandResult result = RunPipetune("tune " + Path("run.ptrace") + " --format json -o " + Path("tuned2.json") +
+                                     " --cores 1 --memory 64MiB");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  nlohmann::json plan = nlohmann::json::parse(result.out);
+  EXPECT_GT(plan["predicted_throughput"].get<double>(), 0);
+  EXPECT_GT(plan["measured_throughput"].get<double>(), 0);
+  EXPECT_EQ(plan["budgets"]["cores"], 1.0);
+  EXPECT_EQ(plan["budgets"]["memory_bytes"], 64u << 20);
+  EXPECT_LE(plan["memory"]["total_bytes"].get<double>(), 64u << 20);
+  EXPECT_EQ(plan["config_path"], Path("tuned2.json"));
+  EXPECT_FALSE(plan["knobs"].empty());
+}
+
+TEST_F(CliTune, BadInputIsExitTwoWithAMessage) {
+  CommandResult missing = RunPipetune("tune " + Path("nope.ptrace"));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("nope.ptrace"));
+
+  CommandResult config = RunPipetune("tune " + Path("p.json"));
+  EXPECT_EQ(config.exit_code, 2);
+  EXPECT_THAT(config.err, HasSubstr("--verify"));
+
+  CommandResult memory = RunPipetune("tune " + Path("run.ptrace") + " --memory lots");
+  EXPECT_EQ(memory.exit_code, 2);
+  EXPECT_THAT(memory.err, HasSubstr("--memory"));
+
+  CommandResult objective = RunPipetune("tune " + Path("run.ptrace") + " --objective fastest");
+  EXPECT_EQ(objective.exit_code, 2);
+
+  CommandResult tiny = RunPipetune("tune " + Path("run.ptrace") + " --memory 1KiB -o " + Path("never.json"));
+  EXPECT_EQ(tiny.exit_code, 2);
+  EXPECT_THAT(tiny.err, HasSubstr("no configuration fits"));
+  EXPECT_FALSE(std::filesystem::exists(Path("never.json")));
+}
+
+TEST_F(CliTune, VerifyRunsThePlanAndKeepsTheBestMeasured) {
+  CommandResult result = RunPipetune("tune " + Path("p.json") + " --verify --seconds 1 --rounds 1 -o " +
+                                     Path("verified.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("meas/pred"));
+  EXPECT_THAT(result.out, HasSubstr("best: round"));
+  nlohmann::json tuned = nlohmann::json::parse(ReadFile(Path("verified.json")));
+  EXPECT_EQ(tuned["name"], "tune_me");
+  EXPECT_EQ(result.err, "") << "no progress output when stderr is not a terminal";
+}
+
+}  // namespace
+}  // namespace pipetune::testing

@@ -1,0 +1,81 @@
+// `pipetune tune CONFIG --verify`: the closed loop (../shared/DESIGN.md, "The
+// tuner": "run the plan, measure, refit, re-plan, and keep the best
+// measured"). It runs pipelines, so it sits above the solver (tuner/, which
+// only sees profiles) and the runtime.
+//
+// Round 0 runs the config as given, traced. Every round then profiles its
+// trace together with the traces of the rounds before it (their per-stage
+// latencies at other parallelism levels are scaling points, so a stage whose
+// latency grows with its workers -- a lock inside its function -- gets a
+// fitted curve instead of the linear assumption), solves, and the next round
+// runs the plan. The loop stops after `rounds` plans, or earlier when a plan
+// changes nothing. The result keeps every round, measured against predicted,
+// and the round that measured best.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pipetune/base/status.h"
+#include "pipetune/models/config.h"
+#include "pipetune/runtime/function_registry.h"
+#include "pipetune/runtime/pipeline.h"
+#include "pipetune/tuner/plan.h"
+#include "pipetune/tuner/solver.h"
+#include "pipetune/tuner/tune_input.h"
+
+namespace pipetune::verify {
+
+// What the loop is doing, for a progress line.
+struct Phase {
+  int round = 0;
+  int rounds = 0;
+  std::string what;  // "running", "tuning"
+};
+
+struct VerifyOptions {
+  double seconds = 3;      // each measured run
+  int rounds = 3;          // plans to run after round 0
+  tuner::Objective objective = tuner::Objective::kMax;
+  tuner::BudgetFlags budgets;
+  tuner::SolverOptions solver;
+  std::string base_dir;    // relative paths in the config resolve here
+  // Where the traces go. Empty: a fresh directory under the system's temp
+  // directory, removed when the loop ends.
+  std::string trace_dir;
+  const runtime::FunctionRegistry* registry = nullptr;  // null: the built-ins
+  std::function<void(const Phase&)> on_phase;
+  std::function<void(const runtime::Progress&)> on_run_progress;
+};
+
+struct Round {
+  int index = 0;
+  models::PipelineConfig config;  // what ran
+  std::string changes;            // vs round 0's config, in a few words
+  std::string trace_path;         // empty once the temporary directory is gone
+  double measured_throughput = 0; // the profile's steady window
+  double run_throughput = 0;      // the whole run (the runtime's summary)
+  // The model's prediction for this config: round 0's from its own trace,
+  // later rounds' from the plan that chose them.
+  double predicted_throughput = 0;
+  int threads = 0;                // stage threads the config runs
+  bool has_plan = false;
+  tuner::Plan plan;               // made from this round's traces (the next round's config)
+};
+
+struct VerifyResult {
+  std::vector<Round> rounds;
+  size_t best = 0;                // index into rounds
+  std::string stop_reason;        // "3 rounds", "the plan changed nothing", ...
+};
+
+// Errors: the config does not build or a run fails (kInvalidInput /
+// kFailed), traces cannot be written (kIoError), no plan fits the budgets.
+StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const VerifyOptions& options);
+
+// The rounds as a table: round, changes, predicted, measured, measured /
+// predicted; a line naming the best.
+std::string FormatRoundTable(const VerifyResult& result);
+
+}  // namespace pipetune::verify

@@ -1,0 +1,209 @@
+// The closed tuning loop (verify.h).
+#include "pipetune/verify/verify.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "pipetune/tracer/tracer.h"
+#include "pipetune/tuner/rewrite.h"
+
+namespace pipetune::verify {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A configured trace directory, or a temporary one that is removed with this.
+class TraceDirectory {
+ public:
+  static StatusOr<TraceDirectory> Make(const std::string& configured) {
+    TraceDirectory dir;
+    std::error_code error;
+    if (configured.empty()) {
+      dir.path_ = fs::temp_directory_path(error) / fmt::format("pipetune-verify-{}", static_cast<long>(getpid()));
+      dir.temporary_ = true;
+    } else {
+      dir.path_ = configured;
+    }
+    fs::create_directories(dir.path_, error);
+    if (error) return IoError(fmt::format("{}: cannot create the trace directory: {}", dir.path_.string(), error.message()));
+    return dir;
+  }
+  TraceDirectory() = default;
+  TraceDirectory(TraceDirectory&& other) noexcept : path_(std::move(other.path_)), temporary_(other.temporary_) {
+    other.temporary_ = false;
+  }
+  TraceDirectory& operator=(TraceDirectory&&) = delete;
+  ~TraceDirectory() {
+    std::error_code ignored;
+    if (temporary_) fs::remove_all(path_, ignored);
+  }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+  bool temporary() const { return temporary_; }
+
+ private:
+  fs::path path_;
+  bool temporary_ = false;
+};
+
+int ThreadsOf(const models::PipelineConfig& config) {
+  int threads = 0;
+  for (const models::StageConfig& stage : config.stages) threads += models::OpIsParallel(stage.op) ? stage.parallelism : 1;
+  return threads;
+}
+
+std::string KnobText(const std::optional<int64_t>& value) { return value ? std::to_string(*value) : "-"; }
+
+// "decode.parallelism 1->3, +prefetch, -early_cache": what differs from the original.
+std::string Changes(const models::PipelineConfig& original, const models::PipelineConfig& config) {
+  std::vector<std::string> parts;
+  for (const models::StageConfig& stage : config.stages) {
+    std::optional<size_t> index = original.FindStage(stage.name);
+    if (!index) {
+      parts.push_back(fmt::format("+{}", stage.name));
+      continue;
+    }
+    const models::StageConfig& before = original.stages[*index];
+    if (before.parallelism != stage.parallelism) {
+      parts.push_back(fmt::format("{} p{}->{}", stage.name, before.parallelism, stage.parallelism));
+    }
+    if (before.buffer != stage.buffer) {
+      parts.push_back(fmt::format("{} buffer {}->{}", stage.name, KnobText(before.buffer), KnobText(stage.buffer)));
+    }
+    if (before.location != stage.location) {
+      parts.push_back(fmt::format("{} {}", stage.name, stage.location.value_or("-")));
+    }
+  }
+  for (const models::StageConfig& stage : original.stages) {
+    if (!config.FindStage(stage.name)) parts.push_back(fmt::format("-{}", stage.name));
+  }
+  if (parts.empty()) return "as given";
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : ", ") + part;
+  return text;
+}
+
+StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config, const std::string& trace_path,
+                                        const VerifyOptions& options) {
+  tracer::SessionOptions session;
+  session.path = trace_path;
+  session.pipeline_name = config.name;
+  session.config_json = models::Serialize(config);
+  PIPETUNE_RETURN_IF_ERROR(tracer::Start(session).WithContext("cannot start the trace"));
+  runtime::RunOptions run;
+  run.max_seconds = options.seconds;
+  run.base_dir = options.base_dir;
+  run.registry = options.registry;
+  run.on_progress = options.on_run_progress;
+  StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(config, run);
+  Status closed = tracer::Stop();
+  if (!summary.ok()) return summary.status();
+  if (!closed.ok()) return closed.WithContext(trace_path);
+  return summary;
+}
+
+std::optional<double> DemandOf(const models::PipelineConfig& config) {
+  if (!config.consumer.step_time_ms || *config.consumer.step_time_ms <= 0) return std::nullopt;
+  return 1e3 / *config.consumer.step_time_ms;
+}
+
+// max: the highest measured. demand: among the rounds that measured at least
+// 95% of the demand, the one with the fewest threads; else the highest.
+size_t PickBest(const std::vector<Round>& rounds, tuner::Objective objective, std::optional<double> demand) {
+  size_t best = 0;
+  for (size_t i = 1; i < rounds.size(); ++i) {
+    if (rounds[i].measured_throughput > rounds[best].measured_throughput) best = i;
+  }
+  if (objective != tuner::Objective::kDemand || !demand) return best;
+  std::optional<size_t> cheapest;
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    if (rounds[i].measured_throughput < 0.95 * *demand) continue;
+    if (!cheapest || rounds[i].threads < rounds[*cheapest].threads) cheapest = i;
+  }
+  return cheapest.value_or(best);
+}
+
+void Announce(const VerifyOptions& options, int round, const char* what) {
+  if (options.on_phase) options.on_phase(Phase{round, options.rounds, what});
+}
+
+}  // namespace
+
+StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const VerifyOptions& options) {
+  if (!(options.seconds > 0)) return InvalidInput("--seconds must be > 0");
+  if (options.rounds < 0) return InvalidInput("--rounds must be >= 0");
+  PIPETUNE_RETURN_IF_ERROR(models::Validate(config));
+  PIPETUNE_ASSIGN_OR_RETURN(TraceDirectory dir, TraceDirectory::Make(options.trace_dir));
+
+  VerifyResult result;
+  std::vector<std::string> traces;  // newest first: the newest is profiled, the rest add scaling points
+  models::PipelineConfig current = config;
+  for (int r = 0;; ++r) {
+    Announce(options, r, "running");
+    Round round;
+    round.index = r;
+    round.config = current;
+    round.trace_path = dir.File(fmt::format("{}-round{}.ptrace", config.name, r));
+    PIPETUNE_ASSIGN_OR_RETURN(runtime::RunSummary summary, RunTraced(current, round.trace_path, options));
+    round.run_throughput = summary.throughput;
+    round.threads = ThreadsOf(current);
+    round.changes = Changes(config, current);
+    traces.insert(traces.begin(), round.trace_path);
+
+    Announce(options, r, "tuning");
+    PIPETUNE_ASSIGN_OR_RETURN(tuner::TracedRun traced, tuner::LoadTracedRun(traces));
+    round.measured_throughput = traced.input.profile.measured_throughput;
+    if (r > 0) round.predicted_throughput = result.rounds.back().plan.predicted_throughput;
+    if (r == options.rounds) {
+      result.rounds.push_back(std::move(round));
+      result.stop_reason = fmt::format("{} round{} of tuning", options.rounds, options.rounds == 1 ? "" : "s");
+      break;
+    }
+    PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
+                              tuner::ResolveResources(traced.input, traced.host, options.budgets));
+    PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(traced.input, resources, options.objective, options.solver));
+    if (r == 0) round.predicted_throughput = plan.predicted_throughput_before;
+    PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig next, tuner::ApplyPlan(current, plan));
+    round.plan = std::move(plan);
+    round.has_plan = true;
+    result.rounds.push_back(std::move(round));
+    if (models::Serialize(next) == models::Serialize(current)) {
+      result.stop_reason = "the plan changed nothing";
+      break;
+    }
+    current = std::move(next);
+  }
+  result.best = PickBest(result.rounds, options.objective, DemandOf(config));
+  if (dir.temporary()) {
+    for (Round& round : result.rounds) round.trace_path.clear();
+  }
+  return result;
+}
+
+std::string FormatRoundTable(const VerifyResult& result) {
+  std::string text = fmt::format("{:<7} {:>11} {:>11} {:>9} {:>8}  {}\n", "round", "predicted", "measured",
+                                 "meas/pred", "threads", "config");
+  for (const Round& round : result.rounds) {
+    std::string ratio = round.predicted_throughput > 0
+                            ? fmt::format("{:.2f}", round.measured_throughput / round.predicted_throughput)
+                            : "-";
+    text += fmt::format("{:<7} {:>11} {:>11} {:>9} {:>8}  {}\n",
+                        fmt::format("{}{}", round.index, round.index == static_cast<int>(result.best) ? " *" : ""),
+                        fmt::format("{:.4g}/s", round.predicted_throughput),
+                        fmt::format("{:.4g}/s", round.measured_throughput), ratio, round.threads, round.changes);
+  }
+  const Round& best = result.rounds[result.best];
+  const Round& first = result.rounds.front();
+  text += fmt::format("best: round {} at {:.4g}/s measured", best.index, best.measured_throughput);
+  if (first.measured_throughput > 0 && best.index != first.index) {
+    text += fmt::format(" (x{:.2f} over the config as given)", best.measured_throughput / first.measured_throughput);
+  }
+  text += fmt::format("; stopped after {}\n", result.stop_reason);
+  return text;
+}
+
+}  // namespace pipetune::verify
