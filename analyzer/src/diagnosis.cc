@@ -14,6 +14,8 @@ namespace {
 
 // The timeline charts show at most this many points.
 constexpr size_t kMaxTimelinePoints = 240;
+// Below this busy share a stage is "light": neither its CPU nor its latency matters.
+constexpr double kLightBusyFraction = 0.05;
 
 const StageCounters kNone{};
 const StageCounters& At(const Frame& frame, size_t stage) {
@@ -74,7 +76,15 @@ StageDiagnosis DiagnoseStage(const models::Profile& profile, const models::Predi
   d.busy_fraction = stage.busy_fraction;
   d.wait_input_fraction = stage.wait_input_fraction;
   d.wait_output_fraction = stage.wait_output_fraction;
-  d.limited_by = stage.latency_bound ? "latency" : "cpu";
+  // Only a stage that works a noticeable share of its time is limited by
+  // anything; for the others the label would be noise.
+  if (stage.elements <= 0) {
+    d.limited_by = "idle";
+  } else if (stage.busy_fraction < kLightBusyFraction && prediction.bottleneck_stage != index) {
+    d.limited_by = "light";
+  } else {
+    d.limited_by = stage.latency_bound ? "latency" : "cpu";
+  }
   d.scaling = stage.parallel ? stage.scaling.Describe() : "sequential";
   d.bottleneck = prediction.bottleneck_stage == index;
   if (std::optional<size_t> t = trace.FindStage(stage.name)) {

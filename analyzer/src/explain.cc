@@ -65,7 +65,7 @@ std::optional<Remedy> MoreCores(const models::Profile& profile, const models::Co
   for (double cores = base + 1; cores <= 4 * base; cores += 1) {
     changed.cores = cores;
     models::Prediction p = models::Predict(profile, changed);
-    if (p.throughput >= 0.99 * best) return Remedy{fmt::format("{:.0f} cores", cores), p};
+    if (p.throughput >= 0.99 * best) return Remedy{fmt::format("{} cores", CoreCount(cores)), p};
   }
   return std::nullopt;
 }
@@ -97,7 +97,7 @@ std::string StageLimits(const models::Profile& profile, const models::Configurat
   std::string head = fmt::format("Stage {} limits throughput at {} outputs/s: ", stage.name, Rate(now.throughput));
   std::string kind = stage.latency_bound ? "latency-bound" : "CPU-bound";
   if (stage.parallel) {
-    head += fmt::format("it is {} at parallelism {} on {} cores", kind, stage.parallelism, Rate(profile.cores));
+    head += fmt::format("it is {} at parallelism {} on {} cores", kind, stage.parallelism, CoreCount(profile.cores));
     if (std::optional<Remedy> workers = MoreWorkers(profile, observed, now, index)) {
       return head + "; " + Reach(profile, *workers) + ".";
     }
@@ -117,7 +117,7 @@ std::string StageLimits(const models::Profile& profile, const models::Configurat
 std::string CpuLimits(const models::Profile& profile, const models::Configuration& observed,
                       const models::Prediction& now) {
   std::string head = fmt::format("The pipeline is CPU-bound at {} outputs/s: it uses all {} cores", Rate(now.throughput),
-                                 Rate(profile.cores));
+                                 CoreCount(profile.cores));
   if (now.bottleneck_stage && now.cores_used > 0) {
     const models::StagePrediction& heaviest = now.stages[*now.bottleneck_stage];
     head += fmt::format(", {} of that in stage {}", Percent(heaviest.cores_used / now.cores_used),

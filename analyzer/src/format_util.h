@@ -33,4 +33,10 @@ inline std::string Millis(double ms) {
 
 inline std::string Cores(double cores) { return fmt::format("{:.2f}", cores); }
 
+// A number of cores the run had: "2", or "1.5" for a fractional quota.
+inline std::string CoreCount(double cores) {
+  if (std::fabs(cores - std::round(cores)) < 1e-9) return fmt::format("{:.0f}", cores);
+  return fmt::format("{:.2g}", cores);
+}
+
 }  // namespace pipetune::analyzer::internal

@@ -182,7 +182,7 @@ class HtmlWriter : public ReportWriter {
     html += Card("predicted", fmt::format("{} ({:.2f}x)", Rate(d.predicted_throughput), d.prediction_ratio));
     html += Card("bound", d.bottleneck ? d.bound + ": " + *d.bottleneck : d.bound);
     html += Card("consumer stall", Percent(d.stall_fraction));
-    html += Card("cores used", d.cores_used >= 0 ? Cores(d.cores_used) + " of " + Rate(d.cores) : "unknown");
+    html += Card("cores used", d.cores_used >= 0 ? Cores(d.cores_used) + " of " + CoreCount(d.cores) : "unknown");
     html += Card("peak RSS", models::FormatBytes(static_cast<double>(d.peak_rss_bytes)));
     html += Card("dropped events", DropsText(d) == "none" ? "none" : DropsText(d).substr(0, DropsText(d).find(" (")));
     html += "</div>\n";

@@ -45,7 +45,7 @@ Json StageJson(const StageDiagnosis& s) {
       {"busy_fraction", Number(s.busy_fraction)},
       {"wait_input_fraction", Number(s.wait_input_fraction)},
       {"wait_output_fraction", Number(s.wait_output_fraction)},
-      {"limited_by", s.elements > 0 ? s.limited_by : "idle"},
+      {"limited_by", s.limited_by},
       {"scaling", s.scaling},
       {"bottleneck", s.bottleneck},
       {"spans_dropped", s.spans_dropped},

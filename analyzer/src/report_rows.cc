@@ -27,7 +27,7 @@ Table StageTable(const Diagnosis& d) {
         Percent(s.busy_fraction),
         Percent(s.wait_input_fraction),
         Percent(s.wait_output_fraction),
-        s.elements > 0 ? s.limited_by : "idle",
+        s.limited_by,
     });
     table.highlighted.push_back(s.bottleneck);
   }
@@ -57,8 +57,8 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
   std::string consumer = fmt::format("waits for input {} of the time", Percent(d.stall_fraction));
   if (d.demand_throughput) consumer += fmt::format("; demand {} outputs/s", Rate(*d.demand_throughput));
   lines.emplace_back("consumer", consumer);
-  std::string cpu = d.cores_used >= 0 ? fmt::format("{} of {} cores used", Cores(d.cores_used), Rate(d.cores))
-                                      : fmt::format("{} cores (process CPU not measured)", Rate(d.cores));
+  std::string cpu = d.cores_used >= 0 ? fmt::format("{} of {} cores used", Cores(d.cores_used), CoreCount(d.cores))
+                                      : fmt::format("{} cores (process CPU not measured)", CoreCount(d.cores));
   if (d.cpu_contention > 1.01) cpu += fmt::format("; oversubscribed {:.2f}x", d.cpu_contention);
   lines.emplace_back("cpu", cpu);
   lines.emplace_back("memory", fmt::format("peak RSS {}, buffers {}", models::FormatBytes(static_cast<double>(d.peak_rss_bytes)),

@@ -94,6 +94,20 @@ TEST(Solver, NonScalingStageIsNotGivenWorkersItCannotUse) {
   EXPECT_NEAR(plan.predicted_throughput, 1000, 50);
 }
 
+TEST(Solver, FlatteningScalingCurveIsNotChasedWithEveryThread) {
+  // Amdahl with sigma 0.5: throughput tends to twice one worker's; the
+  // asymptote is not worth 250 threads.
+  const char* config = R"({"name": "flat", "stages": [
+    {"name": "src", "op": "range"},
+    {"name": "flat", "op": "map", "fn": "io_wait", "args": {"ms": 1}}]})";
+  StageCost cost{0.01, 1.0, 1000, {{2, 1.5}, {4, 2.5}}};
+  TuneInput input = MakeInput(config, {{"flat", cost}}, 2);
+  Plan plan = SolveOrDie(input, Budget(2));
+  EXPECT_LE(ParallelismOf(plan, "flat"), 8);
+  EXPECT_NE(plan.binding_reason.find("fitted scaling"), std::string::npos) << plan.binding_reason;
+  EXPECT_EQ(UsefulParallelism(input.profile.stages[1]), FindPlanned(plan, "flat")->useful_parallelism);
+}
+
 const char* kCacheable = R"({"name": "cacheable", "stages": [
   {"name": "src", "op": "range", "args": {"count": 1000}},
   {"name": "decode", "op": "map", "fn": "cpu_work", "args": {"us": 4000}},

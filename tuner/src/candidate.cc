@@ -64,6 +64,7 @@ PlannedStage FromProfile(const TuneInput& input, size_t index) {
   planned.op_name = stage.op_name;
   planned.profile_index = index;
   planned.parallel = stage.parallel;
+  planned.useful_parallelism = stage.parallel ? UsefulParallelism(stage) : 0;
   planned.old_parallelism = stage.parallelism;
   planned.parallelism = stage.parallel ? 1 : stage.parallelism;
   planned.bytes_per_element = stage.bytes_per_element;
@@ -119,6 +120,18 @@ PlannedStage Inserted(const std::string& name, Op op, double bytes_per_element) 
 }
 
 }  // namespace
+
+int UsefulParallelism(const models::StageProfile& stage) {
+  const models::UslFit& fit = stage.scaling;
+  if (fit.kind != models::ScalingKind::kAmdahl && fit.kind != models::ScalingKind::kUsl) return 0;
+  // Throughput relative to one worker's: p / Slowdown(p).
+  auto relative = [&fit](int p) { return p / fit.Slowdown(p); };
+  constexpr int kLimit = 1 << 16;
+  for (int p = 2; p < kLimit; ++p) {
+    if (relative(p) - relative(p - 1) < kMinWorkerGain * relative(1)) return p - 1;
+  }
+  return 0;
+}
 
 const char* ObjectiveName(Objective objective) {
   return objective == Objective::kDemand ? "demand" : "max";

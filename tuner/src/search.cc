@@ -72,8 +72,10 @@ Status ParallelismSearch::Prepare() {
     if (!searched[i]) continue;
     Table table;
     table.stage = i;
+    int useful = candidate_.stages[i].useful_parallelism;
+    int most = useful > 0 ? std::min(useful, max_parallelism_) : max_parallelism_;
     models::Configuration trial = config;
-    for (int p = 1; p <= max_parallelism_; ++p) {
+    for (int p = 1; p <= most; ++p) {
       trial.parallelism[i] = p;
       table.bound.push_back(models::Predict(candidate_.profile, trial).stages[i].concurrency_throughput);
     }
@@ -93,6 +95,13 @@ std::vector<size_t> ParallelismSearch::SearchedStages() const {
   std::vector<size_t> stages;
   for (const Table& table : tables_) stages.push_back(table.stage);
   return stages;
+}
+
+bool ParallelismSearch::Reaches(size_t index, double x) const {
+  const Table* table = FindTable(index);
+  if (table == nullptr) return false;
+  return std::any_of(table->bound.begin(), table->bound.end(),
+                     [x](double bound) { return bound >= x * (1 - kRelativeSlack); });
 }
 
 int ParallelismSearch::LeastParallelismFor(size_t index, double x) const {
@@ -122,16 +131,23 @@ bool ParallelismSearch::Assign(double x) {
 
 std::string ParallelismSearch::DescribeFailure(double x) {
   for (const Table& table : tables_) {
-    int p = LeastParallelismFor(table.stage, x);
-    double best = table.bound[static_cast<size_t>(p) - 1];
-    if (best >= x * (1 - kRelativeSlack)) continue;
-    const std::string& name = candidate_.stages[table.stage].name;
-    if (p < max_parallelism_) {
+    if (Reaches(table.stage, x)) continue;
+    const PlannedStage& stage = candidate_.stages[table.stage];
+    auto peak = std::max_element(table.bound.begin(), table.bound.end());
+    int peak_workers = static_cast<int>(peak - table.bound.begin()) + 1;
+    int size = static_cast<int>(table.bound.size());
+    if (peak_workers < size) {
       return fmt::format("stage \"{}\" peaks at {} with {} workers (its fitted scaling: more workers slow it down)",
-                         name, Rate(best), p);
+                         stage.name, Rate(*peak), peak_workers);
+    }
+    if (size < max_parallelism_) {
+      return fmt::format(
+          "stage \"{}\" gets at most {} workers ({}): by its fitted scaling each one more would add less than "
+          "{:.0f}% of a worker's throughput",
+          stage.name, size, Rate(*peak), kMinWorkerGain * 100);
     }
     return fmt::format("stage \"{}\" would need more than {} workers, which the thread limit of {} does not leave",
-                       name, max_parallelism_, resources_.max_threads);
+                       stage.name, max_parallelism_, resources_.max_threads);
   }
   Assign(x);
   int threads = Threads(candidate_);
@@ -143,7 +159,7 @@ std::string ParallelismSearch::DescribeFailure(double x) {
                      models::FormatBytes(static_cast<double>(resources_.memory_bytes)));
 }
 
-double ParallelismSearch::Maximise() {
+double ParallelismSearch::Maximise(double tolerance) {
   std::vector<double> values;
   if (std::isfinite(upper_)) values.push_back(upper_);
   for (const Table& table : tables_) {
@@ -172,14 +188,18 @@ double ParallelismSearch::Maximise() {
   }
   double best = values[lo];
   limit_ = lo + 1 < values.size() ? DescribeFailure(values[lo + 1]) : "the " + upper_name_ + " bound";
-  PIPETUNE_CHECK(Assign(best));
+  // The smallest value within the tolerance is reachable too (monotone).
+  auto enough = std::lower_bound(values.begin(), values.end(), best * (1 - tolerance));
+  PIPETUNE_CHECK(Assign(enough != values.end() ? std::min(*enough, best) : best));
   return best;
 }
 
 int ParallelismSearch::RaiseWithinBudget(size_t index, int parallelism) {
   PlannedStage& stage = candidate_.stages[index];
   int current = stage.parallelism;
-  for (int p = std::min(parallelism, max_parallelism_ + current - 1); p > current; --p) {
+  int most = max_parallelism_ + current - 1;
+  if (stage.useful_parallelism > 0) most = std::min(most, std::max(current, stage.useful_parallelism));
+  for (int p = std::min(parallelism, most); p > current; --p) {
     stage.parallelism = p;
     if (Fits()) return p;
   }

@@ -19,10 +19,11 @@ class ParallelismSearch {
   // the per-stage bound tables. kInvalidInput saying which budget it exceeds.
   Status Prepare();
 
-  // The highest X reachable within the budgets; leaves the candidate at the
-  // least parallelism per stage that reaches it. +inf when nothing in the
-  // model costs anything.
-  double Maximise();
+  // The highest X reachable within the budgets (exact); leaves the candidate
+  // at the least parallelism per stage that reaches X (1 - tolerance): a
+  // scaling curve that creeps up forever is not worth a thread per 0.1%.
+  // +inf when nothing in the model costs anything.
+  double Maximise(double tolerance = 0);
 
   // What stops X from going higher, in words (after Maximise).
   const std::string& limit() const { return limit_; }
@@ -41,6 +42,8 @@ class ParallelismSearch {
   // The least parallelism whose bound reaches `x` for a searched stage, or,
   // when none does, the least within 1% of the highest bound.
   int LeastParallelismFor(size_t index, double x) const;
+  // Whether some parallelism of a searched stage reaches `x`.
+  bool Reaches(size_t index, double x) const;
   // Indices (into the candidate's stages) of the stages the search sets.
   std::vector<size_t> SearchedStages() const;
   int max_parallelism() const { return max_parallelism_; }

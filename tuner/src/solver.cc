@@ -72,7 +72,12 @@ void KeepUnmeasured(Candidate& candidate, ParallelismSearch& search) {
 void AddHeadroom(ParallelismSearch& search, double x, double utilisation_target) {
   std::vector<size_t> stages = search.SearchedStages();
   std::vector<std::pair<int, size_t>> order;  // (-p needed, stage): most workers needed first
-  for (size_t i : stages) order.push_back({-search.LeastParallelismFor(i, x / utilisation_target), i});
+  for (size_t i : stages) {
+    // A stage that cannot reach the target at all gets no headroom: its
+    // curve has flattened, and more workers would buy next to nothing.
+    if (!search.Reaches(i, x / utilisation_target)) continue;
+    order.push_back({-search.LeastParallelismFor(i, x / utilisation_target), i});
+  }
   std::sort(order.begin(), order.end());
   for (auto [negative, i] : order) search.RaiseWithinBudget(i, -negative);
 }
@@ -141,7 +146,7 @@ Solved SolveChoice(const TuneInput& input, const Resources& resources, Objective
     solved.option.note = prepared.message();
     return solved;
   }
-  double best = search.Maximise();
+  double best = search.Maximise(options.throughput_tolerance);
   solved.best = best;
   solved.limit = search.limit();
   solved.sized_for = best;
@@ -230,11 +235,11 @@ std::optional<std::string> MovedCacheReason(const TuneInput& input, const Solved
 
 }  // namespace
 
-StatusOr<double> MaximiseThroughput(Candidate& candidate, const Resources& resources) {
+StatusOr<double> MaximiseThroughput(Candidate& candidate, const Resources& resources, double tolerance) {
   PIPETUNE_RETURN_IF_ERROR(CheckResources(resources));
   ParallelismSearch search(candidate, resources);
   PIPETUNE_RETURN_IF_ERROR(search.Prepare());
-  return search.Maximise();
+  return search.Maximise(tolerance);
 }
 
 StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objective objective,

@@ -45,7 +45,9 @@ struct StageDiagnosis {
   double busy_fraction = 0;            // of its workers' time: own work
   double wait_input_fraction = 0;      //   waiting for input
   double wait_output_fraction = 0;     //   blocked on a full output
-  std::string limited_by;              // "cpu" or "latency" (latency-bound: needs workers)
+  // "cpu", "latency" (latency-bound: it needs workers, not cores), "light"
+  // (busy under 5% of its time) or "idle" (no elements in the window).
+  std::string limited_by;
   std::string scaling;                 // "linear (assumed)", "USL: ..."
   bool bottleneck = false;
   uint64_t spans_dropped = 0;

@@ -24,6 +24,17 @@ inline constexpr double kPassThroughSeconds = 2e-6;
 // A disk cache replays at about this many seconds per byte of one core
 // (read from the page cache and copied out).
 inline constexpr double kDiskReplaySecondsPerByte = 1e-9;
+// A worker is worth its thread while it adds at least this share of one
+// worker's throughput. Linear scaling always does; a fitted curve that
+// flattens (a lock inside the function) stops where it no longer does, rather
+// than chasing its asymptote with every thread the budget allows (and the fit
+// is least trustworthy far beyond the measured levels).
+inline constexpr double kMinWorkerGain = 0.05;
+
+// The workers beyond which each adds less than kMinWorkerGain of one worker's
+// throughput (or the throughput falls, past a USL peak), from the stage's
+// scaling fit; 0 when every worker adds a full one (linear scaling).
+int UsefulParallelism(const models::StageProfile& stage);
 
 struct Candidate {
   CacheChoice choice;

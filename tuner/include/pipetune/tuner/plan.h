@@ -77,6 +77,9 @@ struct PlannedStage {
   std::string op_name;
   std::optional<size_t> profile_index;  // nullopt: inserted by the plan
   bool parallel = false;                // parallelism is a knob
+  // 0: no cap. Otherwise the stage's fitted scaling says every worker beyond
+  // this many adds less than kMinWorkerGain of one worker's throughput.
+  int useful_parallelism = 0;
   int parallelism = 1;
   int old_parallelism = 1;
   std::optional<int64_t> buffer;        // prefetch stages

@@ -39,6 +39,9 @@ struct SolverOptions {
   // Cache choices whose throughput is within this share of the best count as
   // equal; among them the fewest cores, then the least memory win.
   double tie_tolerance = 0.01;
+  // Within one cache choice, the plan may take the fewest workers that reach
+  // this share of the optimum instead of the optimum itself. 0: exact.
+  double throughput_tolerance = 0;
   double stall_probability = 0.01;   // the queue model's target for the last buffer
   int64_t max_prefetch_buffer = 128;
   // The passes after X is fixed (headroom, cache fill workers, buffer depth).
@@ -55,9 +58,10 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
                      const SolverOptions& options = {});
 
 // The exact search for one candidate (every knob of `candidate` at its
-// minimum, as MakeCandidate builds it): sets each parallel stage to the least
-// parallelism that reaches the highest feasible X and returns that X.
+// minimum, as MakeCandidate builds it): returns the highest feasible X and
+// sets each parallel stage to the least parallelism that reaches
+// X (1 - tolerance).
 // kInvalidInput, saying why, when even the minimum is over a budget.
-StatusOr<double> MaximiseThroughput(Candidate& candidate, const Resources& resources);
+StatusOr<double> MaximiseThroughput(Candidate& candidate, const Resources& resources, double tolerance = 0);
 
 }  // namespace pipetune::tuner
