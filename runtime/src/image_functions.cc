@@ -66,6 +66,12 @@ Status CheckU8Image(const char* fn, const Element& element) {
   return Status::Ok();
 }
 
+// Output sides are capped so that a typo (size 2240000) is a config error,
+// not an attempt to allocate terabytes; images beyond kMaxPixels (decoded or
+// produced) are an element error for the same reason.
+constexpr int64_t kMaxSide = 16384;
+constexpr int64_t kMaxPixels = int64_t{1} << 28;
+
 ImageView ViewOf(const Element& element) {
   return {element.data->data(), element.shape[0], element.shape[1],
           static_cast<ptrdiff_t>(element.shape[1]) * kChannels};
@@ -117,7 +123,7 @@ StatusOr<CropSpec> ParseCropSpec(const StageConfig& stage, const char* size_key)
   CropSpec spec;
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> size, models::ArgInt(stage, size_key, 1));
   if (!size) return KeyError(stage, size_key, "required: the side of the square output in pixels");
-  if (*size > 65535) return KeyError(stage, size_key, "expected at most 65535, got " + std::to_string(*size));
+  if (*size > kMaxSide) return KeyError(stage, size_key, "expected at most 16384, got " + std::to_string(*size));
   spec.size = static_cast<int>(*size);
   PIPETUNE_ASSIGN_OR_RETURN(
       auto scale, ArgNumbers<2>(stage, "scale", {0.08, 1.0}, "[min, max] with 0 < min <= max <= 1",
@@ -178,6 +184,11 @@ class JpegDecode final : public MapFunction {
     const Bytes& jpeg = *element.data;
     StatusOr<image::JpegInfo> info = image::ReadJpegInfo(jpeg.data(), jpeg.size());
     if (!info.ok()) return ElementError("jpeg_decode", element, info.status().message());
+    if (int64_t{info->width} * info->height > kMaxPixels) {
+      return ElementError("jpeg_decode", element,
+                          "the JPEG is " + std::to_string(info->width) + "x" + std::to_string(info->height) +
+                              ", more than the 268-megapixel limit");
+    }
     Status status = crop_ ? DecodeCropped(element, *info, context.seed) : DecodeWhole(element, *info);
     if (!status.ok()) return ElementError("jpeg_decode", element, status.message());
     return Status::Ok();
@@ -250,6 +261,10 @@ StatusOr<std::unique_ptr<MapFunction>> MakeJpegDecode(const StageConfig& stage) 
   // Scaled decode is opt-in: only a size hint (target_size or crop_size)
   // enables it, and then max_scale_down (default 8) bounds it.
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> max_scale, models::ArgInt(stage, "max_scale_down", 1));
+  if (max_scale && *max_scale > 1 && !target_size && !crop) {
+    return KeyError(stage, "max_scale_down",
+                    "has no effect without a size hint: give target_size (or crop_size) too");
+  }
   const int64_t max_scale_down = max_scale.value_or(target_size || crop ? 8 : 1);
   if (max_scale_down != 1 && max_scale_down != 2 && max_scale_down != 4 && max_scale_down != 8) {
     return KeyError(stage, "max_scale_down", "expected 1, 2, 4 or 8, got " + std::to_string(max_scale_down));
@@ -277,11 +292,16 @@ class Resize final : public MapFunction {
       const int size = *shorter_side_;
       if (in_height <= in_width) {
         height = size;
-        width = std::max(1, static_cast<int>(static_cast<int64_t>(size) * in_width / in_height));
+        width = static_cast<int>(std::clamp<int64_t>(int64_t{size} * in_width / in_height, 1, kMaxPixels));
       } else {
         width = size;
-        height = std::max(1, static_cast<int>(static_cast<int64_t>(size) * in_height / in_width));
+        height = static_cast<int>(std::clamp<int64_t>(int64_t{size} * in_height / in_width, 1, kMaxPixels));
       }
+    }
+    if (int64_t{height} * width > kMaxPixels) {
+      return ElementError("resize", element,
+                          "the output would be " + std::to_string(width) + "x" + std::to_string(height) +
+                              ", more than the 268-megapixel limit");
     }
     auto out = image::AcquireBuffer(static_cast<size_t>(height) * width * kChannels);
     image::ResampleCrop(ViewOf(element), CropRect{0, 0, double(in_width), double(in_height)}, height, width,
@@ -297,7 +317,6 @@ class Resize final : public MapFunction {
 };
 
 StatusOr<std::unique_ptr<MapFunction>> MakeResize(const StageConfig& stage) {
-  constexpr int64_t kMaxSide = 65535;
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> size, models::ArgInt(stage, "size", 1));
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> height, models::ArgInt(stage, "height", 1));
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> width, models::ArgInt(stage, "width", 1));
@@ -310,7 +329,7 @@ StatusOr<std::unique_ptr<MapFunction>> MakeResize(const StageConfig& stage) {
                     "required: size (the shorter side, aspect kept) or both height and width");
   }
   for (const auto& [key, value] : {std::pair{"size", size}, {"height", height}, {"width", width}}) {
-    if (value && *value > kMaxSide) return KeyError(stage, key, "expected at most 65535, got " + std::to_string(*value));
+    if (value && *value > kMaxSide) return KeyError(stage, key, "expected at most 16384, got " + std::to_string(*value));
   }
   std::optional<int> shorter;
   if (size) shorter = static_cast<int>(*size);

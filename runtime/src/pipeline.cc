@@ -133,7 +133,7 @@ class PipelineImpl {
       uint64_t now = 0, waited = 0;
       // Out of a prefetch buffer one at a time: what it holds is what it was
       // told to hold, not moved here in bulk.
-      size_t take = stages_.back()->config().op == models::Op::kPrefetch ? 1 : 64;
+      size_t take = stages_.back()->config().op == models::Op::kPrefetch ? 1 : kChunkItems;
       Queue::PopResult popped = stages_.back()->output()->Pop(in_, take, /*block=*/true, now, &waited);
       if (popped.status == Queue::PopStatus::kClosed) {
         Stop();

@@ -131,8 +131,8 @@ Queue::PopResult Queue::Pop(std::vector<Item>& out, size_t max_items, bool block
       next_seq_ += popped;
       if (multi_consumer_) outstanding_ += popped;
     }
-    if (push_waiters_ > 0) {
-      if (popped > 1 && push_waiters_ > 1) {
+    if (push_waiters_ > 0 && RoomToRefillLocked()) {
+      if (push_waiters_ > 1) {
         not_full_.notify_all();
       } else {
         not_full_.notify_one();

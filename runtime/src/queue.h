@@ -53,13 +53,20 @@ class MemoryAccount {
   std::atomic<int64_t> peak_{0};
 };
 
+// Items a worker moves at once (at most): one lock round trip per chunk.
+inline constexpr size_t kChunkItems = 256;
+
 class Queue {
  public:
   struct Limits {
-    size_t max_elements = 128;  // items (markers included)
+    size_t max_elements = 4 * kChunkItems;  // items (markers included)
     uint64_t max_bytes = 4u << 20;  // full at this many bytes...
     // ...but only once it holds this many items, so one large element always fits.
     size_t min_elements = 1;
+    // A producer blocked on a full queue is woken only once it has drained
+    // to half (low water), so that it then pushes many chunks per wake-up
+    // instead of one. Off for prefetch buffers, which refill at once.
+    bool refill_at_half = true;
   };
   enum class PopStatus { kItems, kEndOfPass, kEmpty, kClosed };
   struct PopResult {
@@ -106,6 +113,11 @@ class Queue {
   bool FullLocked() const {
     return count_ >= limits_.max_elements ||
            (bytes_ >= limits_.max_bytes && count_ >= limits_.min_elements);
+  }
+  bool RoomToRefillLocked() const {
+    if (!limits_.refill_at_half) return !FullLocked();
+    return count_ <= limits_.max_elements / 2 &&
+           (bytes_ <= limits_.max_bytes / 2 || count_ < limits_.min_elements);
   }
   void Grow();
   void Publish(int64_t elements, uint64_t bytes, int64_t bytes_delta);

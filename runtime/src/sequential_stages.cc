@@ -188,7 +188,7 @@ class PrefetchStage : public SequentialStage {
       : SequentialStage(config, run), buffer_(buffer) {}
 
   Queue::Limits OutputLimits() const override {
-    return Queue::Limits{buffer_, ~uint64_t{0}, 1};
+    return Queue::Limits{buffer_, ~uint64_t{0}, 1, /*refill_at_half=*/false};
   }
 
  private:

@@ -10,10 +10,10 @@
 namespace pipetune::runtime {
 namespace {
 
-// Output chunks: big enough to amortize a lock round trip over many cheap
-// elements, small enough (in bytes and in time) that expensive elements go
-// downstream one at a time without waiting for company.
-constexpr size_t kMaxChunkItems = 64;
+// Output chunks: big enough to amortize a lock round trip and a wake-up over
+// many cheap elements, small enough (in bytes and in time) that expensive
+// elements go downstream one at a time without waiting for company.
+constexpr size_t kMaxChunkItems = kChunkItems;
 constexpr uint64_t kMaxChunkBytes = 256u << 10;
 constexpr uint64_t kMaxChunkAgeNs = 20'000;
 // Failure messages kept for the summary.

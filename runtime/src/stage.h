@@ -233,7 +233,7 @@ class StageWorker {
   tracer::Worker* trace_;
   const bool parallel_;
   bool report_done_ = true;
-  size_t max_chunk_ = 64;
+  size_t max_chunk_ = kChunkItems;
 
   std::vector<Item> in_;
   size_t in_pos_ = 0;

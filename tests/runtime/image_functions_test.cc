@@ -358,6 +358,8 @@ TEST(ImageFunctionArgsTest, BadArgsNameStageAndKey) {
       {"normalize", {{"std", {0.5, 0.0, 0.5}}}, "args.std"},
       {"normalize", {{"layout", "nchw"}}, "args.layout"},
       {"jpeg_decode", {{"max_scale_down", 3}}, "args.max_scale_down"},
+      {"jpeg_decode", {{"max_scale_down", 4}}, "args.max_scale_down"},  // no size hint: would do nothing
+      {"random_crop_flip", {{"size", 100000}}, "args.size"},
       {"jpeg_decode", {{"crop_size", 0}}, "args.crop_size"},
       {"jpeg_decode", {{"fast_dct", "yes"}}, "args.fast_dct"},
   };

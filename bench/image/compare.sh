@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The image example's pipeline, pipetune against PyTorch's DataLoader, on the
+# same files and the same cores, in one run. Prints per-stage single-thread
+# costs of both, then each side's images/s, then the ratio LAST.
+#
+# usage: bench/image/compare.sh [BUILD_DIR]      (default: <repo>/build)
+# environment:
+#   CORES=0,1     the cores both sides are pinned to (taskset)
+#   ROUNDS=2      pipetune and DataLoader runs alternate this many times; best of each
+#   WORKERS=0,1,2,3,4   DataLoader num_workers tried (each round); the best counts
+#   COUNT=4000    images generated (examples/image/data)
+#   SKIP_STAGES=1 skip the per-stage single-thread costs
+# Both sides run one epoch over the images (pipetune: image_train_tuned.json,
+# consumer draining) and report the steady rate from the first batch out to
+# the last.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${1:-$root/build}"
+cores="${CORES:-0,1}"
+rounds="${ROUNDS:-2}"
+workers="${WORKERS:-0,1,2,3,4}"
+count="${COUNT:-4000}"
+python=/usr/bin/python3  # Debian's, with python3-torch and python3-torchvision
+data="$root/examples/image/data"
+config="$root/examples/image/image_train_tuned.json"
+
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+echo "== building pipetune_image_bench and pipetune_make_images in $build"
+cmake --build "$build" --target pipetune_image_bench pipetune_make_images -j2 >/dev/null
+bench="$build/bench/image/pipetune_image_bench"
+
+echo "== images: $data"
+"$build/examples/image/pipetune_make_images" --out "$data" --count "$count" --quiet
+
+echo "== machine: $(nproc) cores visible, pinned to $cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
+echo "   torch $("$python" -c 'import torch, torchvision, PIL; print(torch.__version__, "torchvision", torchvision.__version__, "Pillow", PIL.__version__)')"
+
+if [[ "${SKIP_STAGES:-0}" != 1 ]]; then
+  first_core="${cores%%,*}"
+  echo "== single-thread cost per image (CPU us, core $first_core, files in memory)"
+  taskset -c "$first_core" "$bench" stages "$data" --count 300
+  taskset -c "$first_core" "$python" "$root/bench/image/torch_dataloader.py" stages "$data" --count 300
+fi
+
+best_pipetune=0
+best_torch=0
+best_torch_line=""
+for round in $(seq 1 "$rounds"); do
+  echo "== round $round/$rounds: pipetune, $(basename "$config")"
+  out="$(taskset -c "$cores" "$bench" pipeline "$config")"
+  echo "$out" | grep -v '^pipetune_images_per_second'
+  rate="$(echo "$out" | awk '/^pipetune_images_per_second/ {print $2}')"
+  best_pipetune="$(awk -v a="$best_pipetune" -v b="$rate" 'BEGIN {print (b > a) ? b : a}')"
+
+  echo "== round $round/$rounds: PyTorch DataLoader, num_workers in {$workers}"
+  out="$(taskset -c "$cores" "$python" "$root/bench/image/torch_dataloader.py" loader "$data" \
+           --workers "$workers" 2> >(grep -v -e 'UserWarning' -e 'warnings.warn' >&2))"
+  echo "$out" | grep -v '^torch_images_per_second'
+  line="$(echo "$out" | grep '^torch_images_per_second')"
+  rate="$(echo "$line" | awk '{print $2}')"
+  if awk -v a="$best_torch" -v b="$rate" 'BEGIN {exit !(b > a)}'; then
+    best_torch="$rate"
+    best_torch_line="$line"
+  fi
+done
+
+echo "== result (best of $rounds rounds, cores $cores)"
+echo "pipetune (image_train_tuned.json):      $best_pipetune images/s"
+echo "PyTorch DataLoader (${best_torch_line#torch_images_per_second * }): $best_torch images/s"
+awk -v a="$best_pipetune" -v b="$best_torch" 'BEGIN {printf "ratio pipetune / DataLoader: %.2fx\n", a / b}'
