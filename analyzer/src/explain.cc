@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -42,13 +43,32 @@ bool Gains(const models::Prediction& after, const models::Prediction& before) {
   return after.throughput > before.throughput * kWorthwhileGain;
 }
 
+// Workers for the stage, and then for each stage that limits next, while
+// that is what binds (at most a few rounds): "parallelism 2, with augment at 2".
 std::optional<Remedy> MoreWorkers(const models::Profile& profile, const models::Configuration& observed,
                                   const models::Prediction& now, size_t stage) {
-  int best = models::ParallelismForBestThroughput(profile, observed, stage);
-  if (best <= observed.parallelism[stage]) return std::nullopt;
+  constexpr int kMaxRounds = 6;
   models::Configuration changed = observed;
-  changed.parallelism[stage] = best;
-  Remedy remedy{fmt::format("parallelism {}", best), models::Predict(profile, changed)};
+  std::vector<size_t> order;
+  size_t next = stage;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    if (!profile.stages[next].parallel) break;
+    int best = models::ParallelismForBestThroughput(profile, changed, next);
+    if (best <= changed.parallelism[next]) break;
+    changed.parallelism[next] = best;
+    if (std::find(order.begin(), order.end(), next) == order.end()) order.push_back(next);
+    models::Prediction after = models::Predict(profile, changed);
+    if (after.binding.kind != models::BoundKind::kConcurrency || !after.binding.stage) break;
+    next = *after.binding.stage;
+  }
+  if (order.empty() || order.front() != stage) return std::nullopt;
+  std::string change = fmt::format("parallelism {}", changed.parallelism[stage]);
+  std::vector<std::string> others;
+  for (size_t i = 1; i < order.size(); ++i) {
+    others.push_back(fmt::format("{} at {}", profile.stages[order[i]].name, changed.parallelism[order[i]]));
+  }
+  if (!others.empty()) change += fmt::format(", with {},", fmt::join(others, " and "));
+  Remedy remedy{change, models::Predict(profile, changed)};
   if (!Gains(remedy.prediction, now)) return std::nullopt;
   return remedy;
 }

@@ -2,6 +2,7 @@
 // nothing fetched) with the sentence, the key figures, four charts
 // (throughput over time, consumer stall over time, predicted against
 // measured with every bound, per-stage utilisation) and the stage table.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -29,7 +30,7 @@ h2 { font-size: 15px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding
 .summary { background: #fff7e6; border-left: 4px solid #f0a020; padding: 10px 14px; margin: 14px 0; font-size: 15px; }
 .warning { background: #fdecea; border-left: 4px solid #d93025; padding: 8px 14px; margin: 10px 0; }
 .cards { display: flex; flex-wrap: wrap; gap: 10px; margin: 12px 0; }
-.card { border: 1px solid #e0e0e0; border-radius: 6px; padding: 8px 12px; min-width: 150px; }
+.card { border: 1px solid #e0e0e0; border-radius: 6px; padding: 8px 12px; min-width: 120px; }
 .card .v { font-size: 20px; font-weight: 600; }
 .card .l { font-size: 11px; color: #666; text-transform: uppercase; letter-spacing: 0.04em; }
 .charts { display: grid; grid-template-columns: repeat(2, 610px); gap: 12px 16px; }
@@ -86,8 +87,9 @@ std::string StallChart(const Diagnosis& d) {
   return RenderLineChart(chart);
 }
 
-// Measured and predicted throughput, and every bound of the model: the
-// binding one is the prediction.
+// Measured and predicted throughput, and every bound of the model from the
+// tightest up: the binding one is the prediction. Bounds far above it are cut
+// so that the ones that matter stay readable.
 std::string PredictionChart(const Diagnosis& d) {
   BarChart chart;
   chart.title = "Predicted against measured (outputs/s), with every bound";
@@ -95,18 +97,21 @@ std::string PredictionChart(const Diagnosis& d) {
   chart.bars.push_back({"measured", d.measured_throughput, kBlue, ""});
   chart.bars.push_back({"predicted", d.predicted_throughput, kOrange, fmt::format("({:.2f}x)", d.prediction_ratio)});
   const models::Prediction& p = d.prediction;
+  std::vector<models::Bound> bounds;
   for (const models::Bound& bound : p.bounds) {
-    if (!std::isfinite(bound.throughput) && bound.kind != models::BoundKind::kConcurrency) continue;
-    std::string label;
-    if (bound.kind == models::BoundKind::kConcurrency) {
-      label = "stage " + d.profile.stages[*bound.stage].name;
-    } else {
-      label = std::string(models::BoundKindName(bound.kind)) + " bound";
-    }
+    if (std::isfinite(bound.throughput)) bounds.push_back(bound);
+  }
+  std::stable_sort(bounds.begin(), bounds.end(),
+                   [](const models::Bound& a, const models::Bound& b) { return a.throughput < b.throughput; });
+  for (const models::Bound& bound : bounds) {
+    std::string label = bound.kind == models::BoundKind::kConcurrency
+                            ? "stage " + d.profile.stages[*bound.stage].name
+                            : std::string(models::BoundKindName(bound.kind)) + " bound";
     bool binding = bound.kind == p.binding.kind && bound.stage == p.binding.stage;
     chart.bars.push_back({label, bound.throughput, binding ? kOrange : kGrey, binding ? "(binds)" : ""});
   }
   chart.markers.push_back({d.measured_throughput, "measured", kBlue});
+  chart.axis_max = 3 * std::max(d.measured_throughput, d.predicted_throughput);
   return RenderBarChart(chart);
 }
 

@@ -152,6 +152,7 @@ std::string RenderBarChart(const BarChart& chart) {
     if (std::isfinite(bar.value)) top = std::max(top, bar.value);
   }
   for (const ReferenceLine& m : chart.markers) top = std::max(top, m.y);
+  if (chart.axis_max && *chart.axis_max < top) top = *chart.axis_max;
   top = top > 0 ? top * 1.05 : 1;
   int plot_w = chart.width - kLabel - kValueRoom;
   auto px = [&](double v) { return kLabel + std::clamp(v / top, 0.0, 1.0) * plot_w; };
@@ -163,11 +164,17 @@ std::string RenderBarChart(const BarChart& chart) {
     const Bar& bar = chart.bars[i];
     int y = kTop + static_cast<int>(i) * kRow;
     bool unbounded = !std::isfinite(bar.value);
-    double end = unbounded ? px(top) : px(bar.value);
+    bool cut = unbounded || bar.value > top;
+    double end = cut ? px(top) : px(bar.value);
     svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)", kLabel - 6,
                        y + 14, kText, Escape(bar.label));
     svg += fmt::format(R"(<rect x="{}" y="{}" width="{:.1f}" height="16" fill="{}"{}/>)", kLabel, y + 2,
                        std::max(1.0, end - kLabel), bar.color, unbounded ? R"( fill-opacity="0.25")" : "");
+    if (cut) {
+      svg += fmt::format(R"(<path d="M{0:.1f},{1} l7,8 l-7,8 Z" fill="{2}"{3}/>)", end, y + 2, bar.color,
+                         unbounded ? R"( fill-opacity="0.25")" : "");
+      end += 7;
+    }
     std::string value = unbounded ? "unbounded" : Rate(bar.value);
     if (!bar.note.empty()) value += " " + bar.note;
     svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" fill="{}">{}</text>)", end + 5, y + 14, kText,
@@ -176,8 +183,6 @@ std::string RenderBarChart(const BarChart& chart) {
   for (const ReferenceLine& m : chart.markers) {
     svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="{3}" stroke-dasharray="4 3" stroke-width="1.5"/>)",
                        px(m.y), kTop - 4, height - 6, m.color);
-    svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="{}">{}</text>)", px(m.y),
-                       kTop - 7, m.color, Escape(m.label));
   }
   return svg + "</svg>";
 }

@@ -55,6 +55,9 @@ struct BarChart {
   int width = 560;
   std::vector<Bar> bars;
   std::vector<ReferenceLine> markers;  // vertical lines at x = y
+  // The axis ends here; longer bars are cut and end in an arrow. Default:
+  // the longest finite bar.
+  std::optional<double> axis_max;
 };
 
 std::string RenderBarChart(const BarChart& chart);

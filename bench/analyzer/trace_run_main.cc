@@ -2,7 +2,7 @@
 // budget than `pipetune run` so that the trace stays small. Used to make the
 // golden traces of tests/cli/golden (see its README.md).
 //
-//   pipetune_trace_run CONFIG --seconds 4 --trace out.trace [--spans 20]
+//   pipetune_trace_run CONFIG --seconds 4 --trace out.trace [--spans 20] [--steps 1000]
 //                      [--interval-ms 100] [--set decode.parallelism=2]... [--endless]
 #include <filesystem>
 
@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--trace", options.trace_path)->required();
   app.add_option("--spans", options.spans_per_stage_per_second, "sampled spans per stage per second");
   app.add_option("--interval-ms", options.snapshot_interval_ms);
+  app.add_option("--steps", options.consumer_steps_per_second, "consumer steps recorded per second");
   app.add_option("--set", knobs, "STAGE.parallelism=N or STAGE.buffer=N")->allow_extra_args(false);
   app.add_flag("--endless", endless, "drop a range source's count");
   CLI11_PARSE(app, argc, argv);

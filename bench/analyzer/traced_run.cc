@@ -13,6 +13,7 @@ StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config, co
   session.config_json = models::Serialize(config);
   session.snapshot_interval_ms = options.snapshot_interval_ms;
   session.spans_per_stage_per_second = options.spans_per_stage_per_second;
+  session.consumer_steps_per_second = options.consumer_steps_per_second;
   PIPETUNE_RETURN_IF_ERROR(tracer::Start(session));
   runtime::RunOptions run;
   run.max_seconds = options.seconds;

@@ -16,6 +16,7 @@ struct TracedRunOptions {
   std::string trace_path;
   uint32_t spans_per_stage_per_second = 20;  // fewer than `pipetune run`: small traces
   uint32_t snapshot_interval_ms = 100;
+  uint32_t consumer_steps_per_second = 1000;
   std::string base_dir;                       // where relative paths in the config resolve
 };
 

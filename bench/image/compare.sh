@@ -69,5 +69,6 @@ done
 
 echo "== result (best of $rounds rounds, cores $cores)"
 echo "pipetune (image_train_tuned.json):      $best_pipetune images/s"
-echo "PyTorch DataLoader (${best_torch_line#torch_images_per_second * }): $best_torch images/s"
+torch_workers="$(echo "$best_torch_line" | sed -n 's/.*(num_workers \([0-9]*\)).*/\1/p')"
+echo "PyTorch DataLoader (num_workers $torch_workers):    $best_torch images/s"
 awk -v a="$best_pipetune" -v b="$best_torch" 'BEGIN {printf "ratio pipetune / DataLoader: %.2fx\n", a / b}'

@@ -135,7 +135,8 @@ int RunStagesMode(const std::string& dir, size_t count) {
     element.id = i;
     element.path = matches.gl_pathv[i];
     element.dtype = runtime::DType::kBytes;
-    element.data = std::make_shared<runtime::Bytes>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    element.data = std::make_shared<runtime::Bytes>(std::istreambuf_iterator<char>(in),
+                                                    std::istreambuf_iterator<char>());
     files.push_back(std::move(element));
   }
   globfree(&matches);

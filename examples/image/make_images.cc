@@ -214,8 +214,9 @@ std::vector<uint8_t> RenderImage(uint64_t seed, int index, int& width, int& heig
       // Sensor noise: zero-mean, triangular-ish, from one 64-bit draw.
       const uint64_t bits = rng.Next();
       auto noise = [&](int shift) {
-        return (static_cast<float>((bits >> shift) & 0xFF) + static_cast<float>((bits >> (shift + 8)) & 0xFF) -
-                255.0f) * (noise_amp / 255.0f);
+        return (static_cast<float>((bits >> shift) & 0xFF) +
+                static_cast<float>((bits >> (shift + 8)) & 0xFF) - 255.0f) *
+               (noise_amp / 255.0f);
       };
       const float shared = light[i] + roughness * detail[i] + noise(0);
       uint8_t* px = &rgb[i * 3];
@@ -356,8 +357,9 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, options)) return 2;
   if (UpToDate(options)) {
     if (!options.quiet) {
-      std::printf("%s already holds %d images (generator v%d, seed %llu); nothing to do\n", options.out.c_str(),
-                  options.count, kGeneratorVersion, static_cast<unsigned long long>(options.seed));
+      std::printf("%s already holds %d images (generator v%d, seed %llu); nothing to do\n",
+                  options.out.c_str(), options.count, kGeneratorVersion,
+                  static_cast<unsigned long long>(options.seed));
     }
     return 0;
   }

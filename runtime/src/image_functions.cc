@@ -27,7 +27,6 @@ using image::kChannels;
 using models::Json;
 using models::StageConfig;
 
-
 std::string DescribeElement(const Element& element) {
   std::string text = "element " + std::to_string(element.id);
   if (!element.path.empty()) text += " (" + element.path + ")";
@@ -40,10 +39,14 @@ Status ElementError(const char* fn, const Element& element, const std::string& w
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kNone: return "no payload";
-    case DType::kBytes: return "bytes";
-    case DType::kU8: return "a u8 image";
-    case DType::kF32: return "an f32 image";
+    case DType::kNone:
+      return "no payload";
+    case DType::kBytes:
+      return "bytes";
+    case DType::kU8:
+      return "a u8 image";
+    case DType::kF32:
+      return "an f32 image";
   }
   return "?";
 }
@@ -83,7 +86,6 @@ void SetImage(Element& element, DType dtype, int height, int width, std::shared_
   element.data = std::move(data);
 }
 
-
 Status KeyError(const StageConfig& stage, const std::string& key, const std::string& what) {
   return InvalidInput(models::StageKeyError(stage, "args." + key, what));
 }
@@ -106,7 +108,8 @@ StatusOr<std::array<double, kCount>> ArgNumbers(const StageConfig& stage, const 
     ok = value[i].is_number();
     if (ok) numbers[i] = value[i].get<double>();
   }
-  if (!ok || !valid(numbers)) return KeyError(stage, key, std::string("expected ") + expected + ", got " + Describe(value));
+  if (!ok || !valid(numbers))
+    return KeyError(stage, key, std::string("expected ") + expected + ", got " + Describe(value));
   return numbers;
 }
 
@@ -123,17 +126,20 @@ StatusOr<CropSpec> ParseCropSpec(const StageConfig& stage, const char* size_key)
   CropSpec spec;
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> size, models::ArgInt(stage, size_key, 1));
   if (!size) return KeyError(stage, size_key, "required: the side of the square output in pixels");
-  if (*size > kMaxSide) return KeyError(stage, size_key, "expected at most 16384, got " + std::to_string(*size));
+  if (*size > kMaxSide)
+    return KeyError(stage, size_key, "expected at most 16384, got " + std::to_string(*size));
   spec.size = static_cast<int>(*size);
   PIPETUNE_ASSIGN_OR_RETURN(
-      auto scale, ArgNumbers<2>(stage, "scale", {0.08, 1.0}, "[min, max] with 0 < min <= max <= 1",
-                                [](const std::array<double, 2>& v) { return v[0] > 0 && v[0] <= v[1] && v[1] <= 1; }));
+      auto scale,
+      ArgNumbers<2>(stage, "scale", {0.08, 1.0}, "[min, max] with 0 < min <= max <= 1",
+                    [](const std::array<double, 2>& v) { return v[0] > 0 && v[0] <= v[1] && v[1] <= 1; }));
   PIPETUNE_ASSIGN_OR_RETURN(
       auto ratio, ArgNumbers<2>(stage, "ratio", {3.0 / 4.0, 4.0 / 3.0}, "[min, max] with 0 < min <= max",
                                 [](const std::array<double, 2>& v) { return v[0] > 0 && v[0] <= v[1]; }));
   spec.sampling = {scale[0], scale[1], ratio[0], ratio[1]};
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<double> flip, models::ArgNumber(stage, "flip_probability", 0.0));
-  if (flip && *flip > 1.0) return KeyError(stage, "flip_probability", "expected a number in [0, 1], got " + std::to_string(*flip));
+  if (flip && *flip > 1.0)
+    return KeyError(stage, "flip_probability", "expected a number in [0, 1], got " + std::to_string(*flip));
   spec.flip_probability = flip.value_or(0.5);
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<bool> antialias, models::ArgBool(stage, "antialias"));
   spec.antialias = antialias.value_or(true);
@@ -160,7 +166,6 @@ CropDraw DrawCrop(const CropSpec& spec, int height, int width, uint64_t seed) {
   return draw;
 }
 
-
 // The largest allowed DCT downscale (1, 2, 4, 8) that keeps `width` x
 // `height` source pixels at least `need_width` x `need_height` once scaled.
 int ChooseScaleDown(int width, int height, int need_width, int need_height, int max_scale_down) {
@@ -178,8 +183,8 @@ class JpegDecode final : public MapFunction {
 
   Status Apply(Element& element, const FnContext& context) const override {
     if (element.dtype != DType::kBytes || !element.data) {
-      return ElementError("jpeg_decode", element, std::string("expects encoded bytes (read_file), got ") +
-                                                      DTypeName(element.dtype));
+      return ElementError("jpeg_decode", element,
+                          std::string("expects encoded bytes (read_file), got ") + DTypeName(element.dtype));
     }
     const Bytes& jpeg = *element.data;
     StatusOr<image::JpegInfo> info = image::ReadJpegInfo(jpeg.data(), jpeg.size());
@@ -199,13 +204,14 @@ class JpegDecode final : public MapFunction {
     image::JpegDecodeOptions options = options_;
     if (target_size_) {
       const int short_side = std::min(info.width, info.height);
-      options.scale_down = ChooseScaleDown(short_side, short_side, *target_size_, *target_size_, max_scale_down_);
+      options.scale_down =
+          ChooseScaleDown(short_side, short_side, *target_size_, *target_size_, max_scale_down_);
     }
     const int width = image::ScaledDimension(info.width, options.scale_down);
     const int height = image::ScaledDimension(info.height, options.scale_down);
     auto pixels = image::AcquireBuffer(static_cast<size_t>(width) * height * kChannels);
-    PIPETUNE_RETURN_IF_ERROR(image::DecodeJpeg(element.data->data(), element.data->size(), info, options,
-                                               pixels->data()));
+    PIPETUNE_RETURN_IF_ERROR(
+        image::DecodeJpeg(element.data->data(), element.data->size(), info, options, pixels->data()));
     SetImage(element, DType::kU8, height, width, std::move(pixels));
     return Status::Ok();
   }
@@ -218,8 +224,8 @@ class JpegDecode final : public MapFunction {
   Status DecodeCropped(Element& element, const image::JpegInfo& info, uint64_t seed) const {
     const CropDraw draw = DrawCrop(*crop_, info.height, info.width, seed);
     image::JpegDecodeOptions options = options_;
-    options.scale_down = ChooseScaleDown(draw.crop.width, draw.crop.height, crop_->size, crop_->size,
-                                         max_scale_down_);
+    options.scale_down =
+        ChooseScaleDown(draw.crop.width, draw.crop.height, crop_->size, crop_->size, max_scale_down_);
     const int width = image::ScaledDimension(info.width, options.scale_down);
     const int height = image::ScaledDimension(info.height, options.scale_down);
     thread_local Bytes decoded;
@@ -256,7 +262,8 @@ StatusOr<std::unique_ptr<MapFunction>> MakeJpegDecode(const StageConfig& stage) 
   if (stage.args.is_object() && stage.args.contains("crop_size")) {
     PIPETUNE_ASSIGN_OR_RETURN(CropSpec spec, ParseCropSpec(stage, "crop_size"));
     crop = spec;
-    if (target_size) return KeyError(stage, "target_size", "not allowed with crop_size (the crop sets the scale)");
+    if (target_size)
+      return KeyError(stage, "target_size", "not allowed with crop_size (the crop sets the scale)");
   }
   // Scaled decode is opt-in: only a size hint (target_size or crop_size)
   // enables it, and then max_scale_down (default 8) bounds it.
@@ -274,7 +281,6 @@ StatusOr<std::unique_ptr<MapFunction>> MakeJpegDecode(const StageConfig& stage) 
   return std::unique_ptr<MapFunction>(
       std::make_unique<JpegDecode>(options, static_cast<int>(max_scale_down), target, crop));
 }
-
 
 class Resize final : public MapFunction {
  public:
@@ -329,14 +335,15 @@ StatusOr<std::unique_ptr<MapFunction>> MakeResize(const StageConfig& stage) {
                     "required: size (the shorter side, aspect kept) or both height and width");
   }
   for (const auto& [key, value] : {std::pair{"size", size}, {"height", height}, {"width", width}}) {
-    if (value && *value > kMaxSide) return KeyError(stage, key, "expected at most 16384, got " + std::to_string(*value));
+    if (value && *value > kMaxSide)
+      return KeyError(stage, key, "expected at most 16384, got " + std::to_string(*value));
   }
   std::optional<int> shorter;
   if (size) shorter = static_cast<int>(*size);
-  return std::unique_ptr<MapFunction>(std::make_unique<Resize>(
-      shorter, static_cast<int>(height.value_or(0)), static_cast<int>(width.value_or(0)), antialias.value_or(true)));
+  return std::unique_ptr<MapFunction>(std::make_unique<Resize>(shorter, static_cast<int>(height.value_or(0)),
+                                                               static_cast<int>(width.value_or(0)),
+                                                               antialias.value_or(true)));
 }
-
 
 class RandomCropFlip final : public MapFunction {
  public:
@@ -346,8 +353,10 @@ class RandomCropFlip final : public MapFunction {
     PIPETUNE_RETURN_IF_ERROR(CheckU8Image("random_crop_flip", element));
     const CropDraw draw = DrawCrop(spec_, element.shape[0], element.shape[1], context.seed);
     auto out = image::AcquireBuffer(static_cast<size_t>(spec_.size) * spec_.size * kChannels);
-    const CropRect rect{double(draw.crop.x), double(draw.crop.y), double(draw.crop.width), double(draw.crop.height)};
-    image::ResampleCrop(ViewOf(element), rect, spec_.size, spec_.size, draw.flip, spec_.antialias, out->data());
+    const CropRect rect{double(draw.crop.x), double(draw.crop.y), double(draw.crop.width),
+                        double(draw.crop.height)};
+    image::ResampleCrop(ViewOf(element), rect, spec_.size, spec_.size, draw.flip, spec_.antialias,
+                        out->data());
     SetImage(element, DType::kU8, spec_.size, spec_.size, std::move(out));
     return Status::Ok();
   }
@@ -361,7 +370,6 @@ StatusOr<std::unique_ptr<MapFunction>> MakeRandomCropFlip(const StageConfig& sta
   return std::unique_ptr<MapFunction>(std::make_unique<RandomCropFlip>(spec));
 }
 
-
 class Normalize final : public MapFunction {
  public:
   explicit Normalize(image::NormalizeParams params) : params_(params) {}
@@ -371,7 +379,8 @@ class Normalize final : public MapFunction {
     const int height = element.shape[0], width = element.shape[1];
     auto out = image::AcquireBuffer(static_cast<size_t>(height) * width * kChannels * sizeof(float));
     // operator new aligns the buffer for any scalar type, float included.
-    image::NormalizeToFloat(element.data->data(), height, width, params_, reinterpret_cast<float*>(out->data()));
+    image::NormalizeToFloat(element.data->data(), height, width, params_,
+                            reinterpret_cast<float*>(out->data()));
     SetImage(element, DType::kF32, height, width, std::move(out));
     return Status::Ok();
   }
@@ -383,11 +392,13 @@ class Normalize final : public MapFunction {
 StatusOr<std::unique_ptr<MapFunction>> MakeNormalize(const StageConfig& stage) {
   image::NormalizeParams params;
   PIPETUNE_ASSIGN_OR_RETURN(
-      auto mean, ArgNumbers<3>(stage, "mean", {0.485, 0.456, 0.406}, "an array of 3 numbers (one per channel)",
-                               [](const std::array<double, 3>& v) { return std::isfinite(v[0] + v[1] + v[2]); }));
+      auto mean,
+      ArgNumbers<3>(stage, "mean", {0.485, 0.456, 0.406}, "an array of 3 numbers (one per channel)",
+                    [](const std::array<double, 3>& v) { return std::isfinite(v[0] + v[1] + v[2]); }));
   PIPETUNE_ASSIGN_OR_RETURN(
-      auto std, ArgNumbers<3>(stage, "std", {0.229, 0.224, 0.225}, "an array of 3 numbers > 0 (one per channel)",
-                              [](const std::array<double, 3>& v) { return v[0] > 0 && v[1] > 0 && v[2] > 0; }));
+      auto std,
+      ArgNumbers<3>(stage, "std", {0.229, 0.224, 0.225}, "an array of 3 numbers > 0 (one per channel)",
+                    [](const std::array<double, 3>& v) { return v[0] > 0 && v[1] > 0 && v[2] > 0; }));
   for (int c = 0; c < kChannels; ++c) {
     params.mean[c] = static_cast<float>(mean[c]);
     params.std[c] = static_cast<float>(std[c]);

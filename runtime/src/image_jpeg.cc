@@ -39,7 +39,8 @@ ThreadDecoder& ThisThreadsDecoder() {
 
 StatusOr<tjhandle> Decoder() {
   tjhandle handle = ThisThreadsDecoder().Get();
-  if (handle == nullptr) return Failed(std::string("cannot create a TurboJPEG decoder: ") + tjGetErrorStr2(nullptr));
+  if (handle == nullptr)
+    return Failed(std::string("cannot create a TurboJPEG decoder: ") + tjGetErrorStr2(nullptr));
   return handle;
 }
 
@@ -52,8 +53,8 @@ StatusOr<JpegInfo> ReadJpegInfo(const uint8_t* data, size_t size) {
   PIPETUNE_ASSIGN_OR_RETURN(tjhandle handle, Decoder());
   if (size == 0) return Failed("not a JPEG: the data is empty");
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
-  if (tjDecompressHeader3(handle, Input(data), static_cast<unsigned long>(size), &width, &height, &subsampling,
-                          &colorspace) != 0) {
+  if (tjDecompressHeader3(handle, Input(data), static_cast<unsigned long>(size), &width, &height,
+                          &subsampling, &colorspace) != 0) {
     Status error = Failed(std::string("not a JPEG (libjpeg: ") + tjGetErrorStr2(handle) + ")");
     ThisThreadsDecoder().Reset();
     return error;
@@ -66,8 +67,8 @@ int ScaledDimension(int dimension, int scale_down) {
   return TJSCALED(dimension, (tjscalingfactor{1, scale_down}));
 }
 
-Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info,
-                  const JpegDecodeOptions& options, uint8_t* out) {
+Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info, const JpegDecodeOptions& options,
+                  uint8_t* out) {
   PIPETUNE_ASSIGN_OR_RETURN(tjhandle handle, Decoder());
   int flags = 0;
   if (options.fast_dct) flags |= TJFLAG_FASTDCT;

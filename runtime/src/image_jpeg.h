@@ -37,7 +37,7 @@ int ScaledDimension(int dimension, int scale_down);
 
 // Decodes to interleaved RGB (grayscale is expanded) into `out`, which holds
 // ScaledDimension(height) rows of ScaledDimension(width) * 3 bytes.
-Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info,
-                  const JpegDecodeOptions& options, uint8_t* out);
+Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info, const JpegDecodeOptions& options,
+                  uint8_t* out);
 
 }  // namespace pipetune::runtime::image

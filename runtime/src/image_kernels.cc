@@ -120,8 +120,9 @@ void PlanAxis(double start, double length, int src_len, int out_len, bool mirror
     for (int i = 0; i < out_len; ++i) plan.row_offsets[i] = (plan.first[i] - plan.lo) * kChannels;
     plan.weight_pairs.resize(plan.weights.size() / 2);
     for (size_t k = 0; k < plan.weight_pairs.size(); ++k) {
-      plan.weight_pairs[k] = static_cast<int32_t>(static_cast<uint16_t>(plan.weights[2 * k]) |
-                                                  static_cast<uint32_t>(static_cast<uint16_t>(plan.weights[2 * k + 1])) << 16);
+      plan.weight_pairs[k] =
+          static_cast<int32_t>(static_cast<uint16_t>(plan.weights[2 * k]) |
+                               static_cast<uint32_t>(static_cast<uint16_t>(plan.weights[2 * k + 1])) << 16);
     }
   }
 }
@@ -135,8 +136,8 @@ void PlanAxis(double start, double length, int src_len, int out_len, bool mirror
 // row[k] = sum_t w[t] * src_row_t[k] over the crop's columns: contiguous
 // 8-bit in, 16-bit out; 16 lanes at a time with all taps summed in
 // registers.
-void VerticalPass(const ImageView& src, const AxisPlan& y_plan, int out_row, int column_begin,
-                  int lanes, int16_t* row) {
+void VerticalPass(const ImageView& src, const AxisPlan& y_plan, int out_row, int column_begin, int lanes,
+                  int16_t* row) {
   const int taps = y_plan.taps;
   const int16_t* w = &y_plan.weights[static_cast<size_t>(out_row) * taps];
   const uint8_t* base = src.data + static_cast<ptrdiff_t>(y_plan.first[out_row]) * src.stride + column_begin;
@@ -213,8 +214,8 @@ void HorizontalPass(const AxisPlan& x_plan, const int16_t* row, int out_width, u
 
 }  // namespace
 
-void ResampleCrop(const ImageView& src, const CropRect& crop, int out_height, int out_width,
-                  bool flip, bool antialias, uint8_t* out) {
+void ResampleCrop(const ImageView& src, const CropRect& crop, int out_height, int out_width, bool flip,
+                  bool antialias, uint8_t* out) {
   PIPETUNE_CHECK(out_height >= 1 && out_width >= 1 && src.height >= 1 && src.width >= 1);
   PIPETUNE_CHECK(crop.width > 0 && crop.height > 0);
   Scratch& scratch = ThreadScratch();
@@ -231,16 +232,23 @@ void ResampleCrop(const ImageView& src, const CropRect& crop, int out_height, in
     VerticalPass(src, scratch.y_plan, y, x_plan.lo * kChannels, lanes, scratch.row.data());
     uint8_t* dst = out + y * out_row_bytes;
     switch (x_plan.taps) {
-      case 2: HorizontalPass<1>(x_plan, scratch.row.data(), out_width, dst); break;
-      case 4: HorizontalPass<2>(x_plan, scratch.row.data(), out_width, dst); break;
-      case 6: HorizontalPass<3>(x_plan, scratch.row.data(), out_width, dst); break;
-      default: HorizontalPass<0>(x_plan, scratch.row.data(), out_width, dst); break;
+      case 2:
+        HorizontalPass<1>(x_plan, scratch.row.data(), out_width, dst);
+        break;
+      case 4:
+        HorizontalPass<2>(x_plan, scratch.row.data(), out_width, dst);
+        break;
+      case 6:
+        HorizontalPass<3>(x_plan, scratch.row.data(), out_width, dst);
+        break;
+      default:
+        HorizontalPass<0>(x_plan, scratch.row.data(), out_width, dst);
+        break;
     }
   }
 }
 
-void NormalizeToFloat(const uint8_t* in, int height, int width, const NormalizeParams& params,
-                      float* out) {
+void NormalizeToFloat(const uint8_t* in, int height, int width, const NormalizeParams& params, float* out) {
   // (x / 255 - mean) / std == x * scale + bias.
   std::array<float, kChannels> scale, bias;
   for (int c = 0; c < kChannels; ++c) {
@@ -276,8 +284,8 @@ void NormalizeToFloat(const uint8_t* in, int height, int width, const NormalizeP
   for (int v = 0; v < 3; ++v) {
     lane_scale[v] = _mm_setr_ps(scale[(4 * v) % 3], scale[(4 * v + 1) % 3], scale[(4 * v + 2) % 3],
                                 scale[(4 * v + 3) % 3]);
-    lane_bias[v] = _mm_setr_ps(bias[(4 * v) % 3], bias[(4 * v + 1) % 3], bias[(4 * v + 2) % 3],
-                               bias[(4 * v + 3) % 3]);
+    lane_bias[v] =
+        _mm_setr_ps(bias[(4 * v) % 3], bias[(4 * v + 1) % 3], bias[(4 * v + 2) % 3], bias[(4 * v + 3) % 3]);
   }
   const __m128i zero = _mm_setzero_si128();
   // 16 bytes to four float vectors whose patterns are j0..j3, spelled out so

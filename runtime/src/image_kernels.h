@@ -45,8 +45,8 @@ struct CropRect {
 //
 // Preconditions (checked by the callers): crop non-empty and inside the
 // image, output sizes >= 1.
-void ResampleCrop(const ImageView& src, const CropRect& crop, int out_height, int out_width,
-                  bool flip, bool antialias, uint8_t* out);
+void ResampleCrop(const ImageView& src, const CropRect& crop, int out_height, int out_width, bool flip,
+                  bool antialias, uint8_t* out);
 
 // Per-channel affine map of 8-bit pixels to float: out = (in / 255 - mean) / std.
 struct NormalizeParams {
@@ -54,8 +54,7 @@ struct NormalizeParams {
   std::array<float, kChannels> std{0.229f, 0.224f, 0.225f};
   bool channels_first = false;  // out is CHW planes instead of interleaved HWC
 };
-void NormalizeToFloat(const uint8_t* in, int height, int width, const NormalizeParams& params,
-                      float* out);
+void NormalizeToFloat(const uint8_t* in, int height, int width, const NormalizeParams& params, float* out);
 
 // A small, fast generator seeded from FnContext::seed (splitmix64). Same seed,
 // same sequence on every thread and machine.

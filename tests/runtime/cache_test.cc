@@ -108,17 +108,20 @@ TEST(CacheTest, IncompleteDiskCacheIsRebuilt) {
 }
 
 TEST(CacheTest, StoppedFillLeavesNoCompleteCache) {
+  // Far more elements than the buffers after the cache hold, so the pass
+  // cannot have reached the cache's end when the consumer walks away.
   std::string dir = TempDir("cache");
+  constexpr uint64_t kMany = 100000;
   {
-    auto pipeline = Pipeline::Create(DiskCached(1000, dir), Options());
+    auto pipeline = Pipeline::Create(DiskCached(kMany, dir), Options());
     ASSERT_TRUE(pipeline.ok());
     Element element;
     for (int i = 0; i < 10; ++i) ASSERT_TRUE(*(*pipeline)->Next(&element));
   }  // destroyed mid-pass
   EXPECT_FALSE(fs::exists(dir + "/cached.ptcache"));
   CallCount() = 0;
-  ExpectIds(Drain(DiskCached(1000, dir), Options()), 1000);
-  EXPECT_EQ(CallCount(), 1000u);
+  ExpectIds(Drain(DiskCached(kMany, dir), Options()), kMany);
+  EXPECT_EQ(CallCount(), kMany);
 }
 
 TEST(CacheTest, CacheOfAnotherPipelineIsNotReplayed) {

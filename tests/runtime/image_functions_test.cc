@@ -1,5 +1,7 @@
 // The image element functions as a pipeline stage sees them: built by name
 // from a stage config, applied to elements.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <turbojpeg.h>
 
 #include <algorithm>
@@ -11,9 +13,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/element.h"
@@ -73,7 +72,8 @@ std::vector<uint8_t> EncodeJpeg(const std::vector<uint8_t>& rgb, int width, int 
   tjhandle encoder = tjInitCompress();
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(encoder, rgb.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, quality, 0), 0);
+  EXPECT_EQ(
+      tjCompress2(encoder, rgb.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, quality, 0), 0);
   std::vector<uint8_t> bytes(jpeg, jpeg + size);
   tjFree(jpeg);
   tjDestroy(encoder);
@@ -107,7 +107,8 @@ std::array<uint8_t, 3> Quadrants(int x, int y, int width, int height) {
 
 // A smooth, asymmetric image: every pixel different from its mirror image.
 std::array<uint8_t, 3> Smooth(int x, int y) {
-  return {static_cast<uint8_t>(x % 256), static_cast<uint8_t>((y * 2) % 256), static_cast<uint8_t>((x + 3 * y) % 256)};
+  return {static_cast<uint8_t>(x % 256), static_cast<uint8_t>((y * 2) % 256),
+          static_cast<uint8_t>((x + 3 * y) % 256)};
 }
 
 Element Apply(const MapFunction& fn, Element element, uint64_t seed = 1) {
@@ -169,7 +170,8 @@ TEST(JpegDecodeTest, TargetSizeDecodesAtTheSmallestCoveringDctScale) {
   EXPECT_EQ(half.shape, (std::array<int32_t, 3>{96, 128, 3}));
   Element eighth = Apply(*Make("jpeg_decode", {{"target_size", 24}}), BytesElement(jpeg));
   EXPECT_EQ(eighth.shape, (std::array<int32_t, 3>{24, 32, 3}));
-  Element capped = Apply(*Make("jpeg_decode", {{"target_size", 24}, {"max_scale_down", 2}}), BytesElement(jpeg));
+  Element capped =
+      Apply(*Make("jpeg_decode", {{"target_size", 24}, {"max_scale_down", 2}}), BytesElement(jpeg));
   EXPECT_EQ(capped.shape, (std::array<int32_t, 3>{96, 128, 3}));
 }
 
@@ -189,10 +191,11 @@ TEST(JpegDecodeTest, FusedCropEqualsDecodeThenRandomCropFlip) {
 TEST(JpegDecodeTest, FusedCropWithScaledDecodeStaysClose) {
   // 640x480 source, 32 px output: most crops allow a 1/2..1/8 DCT scale.
   const int width = 640, height = 480;
-  auto jpeg = EncodeJpeg(Render(width, height, [](int x, int y) {
-                           return std::array<uint8_t, 3>{static_cast<uint8_t>(x * 255 / 640),
-                                                         static_cast<uint8_t>(y * 255 / 480), 128};
-                         }),
+  auto jpeg = EncodeJpeg(Render(width, height,
+                                [](int x, int y) {
+                                  return std::array<uint8_t, 3>{static_cast<uint8_t>(x * 255 / 640),
+                                                                static_cast<uint8_t>(y * 255 / 480), 128};
+                                }),
                          width, height);
   auto scaled = Make("jpeg_decode", {{"crop_size", 32}}, /*random=*/true);
   auto exact = Make("jpeg_decode", {{"crop_size", 32}, {"max_scale_down", 1}}, /*random=*/true);
@@ -223,14 +226,16 @@ TEST(RandomCropFlipTest, SameOutputFromConcurrentWorkers) {
   auto rgb = Render(120, 90, Smooth);
   auto crop = Make("random_crop_flip", {{"size", 40}}, /*random=*/true);
   std::vector<Bytes> expected;
-  for (uint64_t seed = 0; seed < 32; ++seed) expected.push_back(*Apply(*crop, ImageElement(rgb, 120, 90), seed).data);
+  for (uint64_t seed = 0; seed < 32; ++seed)
+    expected.push_back(*Apply(*crop, ImageElement(rgb, 120, 90), seed).data);
   std::vector<std::thread> workers;
   std::atomic<int> mismatches{0};
   for (int t = 0; t < 4; ++t) {
     workers.emplace_back([&, t] {
       for (uint64_t seed = 0; seed < 32; ++seed) {
         Element e = ImageElement(rgb, 120, 90);
-        if (!crop->Apply(e, FnContext{(seed + t * 7) % 32}).ok() || *e.data != expected[(seed + t * 7) % 32]) {
+        if (!crop->Apply(e, FnContext{(seed + t * 7) % 32}).ok() ||
+            *e.data != expected[(seed + t * 7) % 32]) {
           ++mismatches;
         }
       }
@@ -301,7 +306,9 @@ TEST(ResizeTest, SizeSetsTheShorterSide) {
   EXPECT_EQ(Apply(*Make("resize", {{"height", 7}, {"width", 9}}), ImageElement(rgb, 100, 50)).shape,
             (std::array<int32_t, 3>{7, 9, 3}));
   // Downscaling by 2 with antialias averages 2x2 blocks (4 taps each way).
-  auto stripes = Render(8, 8, [](int x, int) { return std::array<uint8_t, 3>{uint8_t(x % 2 ? 200 : 0), 0, 0}; });
+  auto stripes = Render(8, 8, [](int x, int) {
+    return std::array<uint8_t, 3>{uint8_t(x % 2 ? 200 : 0), 0, 0};
+  });
   Element half = Apply(*Make("resize", {{"size", 4}}), ImageElement(stripes, 8, 8));
   // Away from the edges (where the filter is cut off at the image border):
   for (int y = 0; y < 4; ++y) {
