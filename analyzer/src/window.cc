@@ -135,7 +135,8 @@ StatusOr<Window> SelectWindow(const CollectedTrace& trace, const models::Pipelin
       }
       window.cache_filled = true;
     } else if (fill_end) {
-      end_frame = std::min(end_frame, *fill_end);
+      // The frame before the fill ended: in the one after, replays may have begun.
+      end_frame = std::min(end_frame, *fill_end > 0 ? *fill_end - 1 : 0);
       end_reason = "the end of the cache's first epoch (too little of the run after it to measure the replay)";
     } else {
       end_reason += " (the cache was still storing its first epoch)";

@@ -1,22 +1,27 @@
 // analyzer_accuracy: does the model predict the runs it watches, and does it
-// name the bottleneck the costs imply? For each example pipeline at several
+// blame the stage the costs imply? For each example pipeline at several
 // configurations: run it traced, diagnose the trace, and print
 //
-//   expected limit (from the configured costs) | named limit | predicted |
+//   free cores (probed just before the run) | the stage the configured costs
+//   blame | the stage the analyzer blames (and its bound) | predicted |
 //   measured | predicted / measured | the same, predicted from the first
 //   configuration's trace (a what-if) instead of its own
 //
 // The synthetic pipelines' costs are known (cpu_work us, io_wait ms), so the
-// limit they imply is computed from the config alone; ties within 5% accept
-// either name. The image pipeline's expected limit is decode (about 80% of its
-// CPU per image). Range sources are made endless so that timed runs never
-// run dry. The last line is the summary ratio.
+// stage they blame follows from the config and the free cores alone: the
+// stage whose workers are all busy, or the heaviest CPU stage when the cores
+// bind, or "demand"; ties within 5% accept either. The image pipeline's is
+// decode (about 80% of its CPU per image). Range sources are made endless so
+// that timed runs never run dry. The last lines are the summary ratios.
 //
-//   analyzer_accuracy [--seconds 6] [--only NAME] [--keep-traces DIR]
+//   analyzer_accuracy [--seconds 6] [--only NAME] [--keep-traces DIR] [--cores N]
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <thread>
+#include <time.h>
+#include <chrono>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -33,6 +38,7 @@ struct Case {
   std::vector<std::string> knobs;    // "decode.parallelism=2"
   std::optional<std::string> cache_after;  // insert a memory cache after this stage
   std::string expected;              // "" = from the costs
+  bool endless_repeat = false;       // drop a repeat's count (so a cache replays for the whole run)
 };
 
 struct Group {
@@ -54,10 +60,10 @@ std::vector<Group> Suite() {
         {"synthetic/slow_consumer.json", {"decode.parallelism=2"}, {}, ""}}},
       {{{"synthetic/starved_consumer.json", {}, {}, ""},
         {"synthetic/starved_consumer.json", {"fetch_labels.parallelism=4"}, {}, ""}}},
-      {{{"synthetic/cache_fits.json", {}, {}, ""},
-        {"synthetic/cache_fits.json", {}, std::string("decode"), ""}}},
+      {{{"synthetic/cache_fits.json", {}, {}, "", true},
+        {"synthetic/cache_fits.json", {}, std::string("decode"), "", true}}},
       {{{"image/image_train.json", {}, {}, "decode"},
-        {"image/image_train.json", {"decode.parallelism=2"}, {}, ""}}},
+        {"image/image_train.json", {"decode.parallelism=2"}, {}, "decode"}}},
   };
 }
 
@@ -71,10 +77,11 @@ std::pair<double, double> KnownCost(const models::StageConfig& stage) {
   return {0.0, 0.0};
 }
 
-// The limits within 5% of the tightest bound the configured costs imply:
-// stage names (their workers are all busy), "cpu" or "demand".
-std::set<std::string> ExpectedLimits(const models::PipelineConfig& config, double cores,
-                                     std::optional<size_t> cache_after) {
+// The stages to blame, within 5% of the tightest bound the configured costs
+// imply on `cores` free cores: a stage whose workers are all busy, the
+// heaviest CPU stage when the cores bind, "demand" when the consumer does.
+std::set<std::string> ExpectedBlame(const models::PipelineConfig& config, double cores,
+                                    std::optional<size_t> cache_after) {
   std::vector<double> visit(config.stages.size(), 1.0);
   double v = 1;
   for (size_t i = config.stages.size(); i-- > 0;) {
@@ -83,26 +90,85 @@ std::set<std::string> ExpectedLimits(const models::PipelineConfig& config, doubl
     if (stage.op == models::Op::kBatch) v *= stage.args["size"].get<double>();
   }
   std::vector<std::pair<double, std::string>> bounds;
-  double cpu_per_output = 0;
+  double cpu_per_output = 0, heaviest_cpu = 0;
+  std::vector<std::pair<double, std::string>> cpu_by_stage;
   for (size_t i = 0; i < config.stages.size(); ++i) {
     if (cache_after && i <= *cache_after) continue;
     auto [cpu, wall] = KnownCost(config.stages[i]);
     cpu_per_output += cpu * visit[i];
+    heaviest_cpu = std::max(heaviest_cpu, cpu * visit[i]);
+    cpu_by_stage.emplace_back(cpu * visit[i], config.stages[i].name);
     if (wall > 0) bounds.emplace_back(config.stages[i].parallelism / (wall * visit[i]), config.stages[i].name);
   }
   if (cpu_per_output > 0) bounds.emplace_back(cores / cpu_per_output, "cpu");
   if (config.consumer.step_time_ms) bounds.emplace_back(1e3 / *config.consumer.step_time_ms, "demand");
   double tightest = std::min_element(bounds.begin(), bounds.end())->first;
-  std::set<std::string> limits;
+  std::set<std::string> blame;
   for (const auto& [x, name] : bounds) {
-    if (x <= tightest * 1.05) limits.insert(name);
+    if (x > tightest * 1.05) continue;
+    if (name != "cpu") {
+      blame.insert(name);
+      continue;
+    }
+    for (const auto& [cpu, stage] : cpu_by_stage) {
+      if (cpu >= heaviest_cpu * 0.95) blame.insert(stage);
+    }
   }
-  return limits;
+  return blame;
 }
 
-std::string Named(const analyzer::Diagnosis& d) {
-  if (d.bound == "concurrency" && d.bottleneck) return *d.bottleneck;
+std::string Blamed(const analyzer::Diagnosis& d) {
+  if (d.bottleneck) return *d.bottleneck;
   return d.bound;
+}
+
+// Cores this process can use right now: busy-loop one thread per core for
+// a moment and count the CPU time they got. On a shared host it is less
+// than the core count; the expected blame is computed for it.
+double FreeCores(int cores) {
+  std::vector<std::thread> threads;
+  std::vector<double> cpu(static_cast<size_t>(cores), 0.0);
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < cores; ++i) {
+    threads.emplace_back([&, i] {
+      volatile uint64_t sink = 0;
+      while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(400)) sink = sink + 1;
+      timespec ts;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      cpu[static_cast<size_t>(i)] = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double total = 0;
+  for (double c : cpu) total += c;
+  return total / wall;
+}
+
+// The base trace's profile as if its host had had only the cores that were
+// free during its run (a CPU quota in its host facts): on a shared host,
+// what-ifs are only meaningful against the cores actually available.
+StatusOr<analyzer::ProfiledRun> TellFreeCores(const analyzer::CollectedTrace& trace, double free_cores) {
+  analyzer::CollectedTrace told = trace;
+  told.header.host.cpu_period_us = 100000;
+  told.header.host.cpu_quota_us = std::max<int64_t>(1000, std::llround(free_cores * 100000));
+  return analyzer::ProfileCollected(told);
+}
+
+// "decode.parallelism=2,cache=decode": the what-if that turns the base
+// configuration into this case's.
+std::string Question(const Case& c) {
+  std::vector<std::string> parts = c.knobs;
+  if (c.cache_after) parts.push_back("cache=" + *c.cache_after);
+  return fmt::format("{}", fmt::join(parts, ","));
+}
+
+std::optional<double> Ask(const models::Profile& profile, const std::string& question) {
+  StatusOr<analyzer::WhatIf> what_if = analyzer::ParseWhatIf(question);
+  if (!what_if.ok()) return std::nullopt;
+  StatusOr<analyzer::WhatIfOutcome> outcome = analyzer::EvaluateWhatIf(profile, *what_if);
+  if (!outcome.ok() || !outcome->allowed) return std::nullopt;
+  return outcome->throughput;
 }
 
 void InsertCache(models::PipelineConfig& config, const std::string& after) {
@@ -131,20 +197,27 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "seconds per run");
   app.add_option("--only", only, "only pipelines whose config path contains this");
   app.add_option("--keep-traces", keep, "write the traces into this directory");
+  double cores_flag = 0;
+  app.add_option("--cores", cores_flag, "cores to probe for (default: all online)");
   CLI11_PARSE(app, argc, argv);
   std::string examples = std::string(PIPETUNE_SOURCE_DIR) + "/examples/";
   std::string dir = keep.empty() ? (std::filesystem::temp_directory_path() / "pipetune_accuracy").string() : keep;
   std::filesystem::create_directories(dir);
 
-  fmt::print("{:<18} {:<34} {:<22} {:<14} {:>5} {:>9} {:>9} {:>6} {:>9} {:>6}\n", "pipeline", "configuration",
-             "expected limit", "named", "ok", "predicted", "measured", "ratio", "from base", "ratio");
+  double runtime_cores = static_cast<double>(std::thread::hardware_concurrency());
+  if (cores_flag > 0) runtime_cores = cores_flag;
+  fmt::print("{:<16} {:<44} {:>5} {:<20} {:<26} {:>3} {:>9} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}\n", "pipeline",
+             "configuration", "free", "costs blame", "analyzer blames (bound)", "ok", "predicted", "measured", "ratio",
+             "from base", "ratio", "base+free", "ratio");
   double worst = 1, best = 1;
   int runs = 0, named_right = 0, within = 0;
-  int cross = 0, cross_within = 0;
+  int cross = 0, cross_within = 0, told_runs = 0, told_within = 0;
   int counter = 0;
   for (const Group& group : Suite()) {
     if (!only.empty() && group.cases[0].config.find(only) == std::string::npos) continue;
     std::optional<models::Profile> base;
+    std::optional<analyzer::CollectedTrace> base_trace;
+    double base_free_cores = 0;
     for (const Case& c : group.cases) {
       StatusOr<models::PipelineConfig> config = models::LoadConfig(examples + c.config);
       if (!config.ok()) {
@@ -164,6 +237,14 @@ int main(int argc, char** argv) {
         InsertCache(*config, *c.cache_after);
       }
       bench::MakeEndless(*config);
+      if (c.endless_repeat) {
+        for (models::StageConfig& stage : config->stages) {
+          if (stage.op != models::Op::kRepeat) continue;
+          stage.args.erase("count");
+          if (stage.raw.contains("args")) stage.raw["args"].erase("count");
+        }
+      }
+      double free_cores = FreeCores(static_cast<int>(std::max(1.0, std::round(runtime_cores))));
       bench::TracedRunOptions options;
       options.seconds = seconds;
       options.trace_path = fmt::format("{}/{:02d}_{}.trace", dir, counter++, config->name);
@@ -173,36 +254,50 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "error: {}: {}\n", c.config, summary.status().message());
         return 2;
       }
-      StatusOr<analyzer::Diagnosis> d = analyzer::DiagnoseTraces({options.trace_path});
+      StatusOr<analyzer::CollectedTrace> collected = analyzer::CollectTrace(options.trace_path);
+      if (!collected.ok()) {
+        fmt::print(stderr, "error: {}\n", collected.status().message());
+        return 2;
+      }
+      StatusOr<analyzer::Diagnosis> d = analyzer::Diagnose(*collected, options.trace_path);
       if (!d.ok()) {
         fmt::print(stderr, "error: {}\n", d.status().message());
         return 2;
       }
       std::set<std::string> expected =
-          c.expected.empty() ? ExpectedLimits(*config, d->cores, cache_after) : std::set<std::string>{c.expected};
-      std::string named = Named(*d);
+          c.expected.empty() ? ExpectedBlame(*config, std::min(d->cores, free_cores), cache_after)
+                             : std::set<std::string>{c.expected};
+      std::string named = Blamed(*d);
       bool ok = expected.count(named) > 0;
-      std::string cross_text = "-", cross_ratio = "-";
-      if (!base) {
+      std::string cross_text = "-", cross_ratio = "-", told_text = "-", told_ratio = "-";
+      auto record = [&](std::optional<double> predicted, std::string& text, std::string& ratio_text, int& count,
+                        int& count_within) {
+        if (!predicted || d->measured_throughput <= 0) return;
+        double ratio = *predicted / d->measured_throughput;
+        text = fmt::format("{:.1f}", *predicted);
+        ratio_text = fmt::format("{:.2f}", ratio);
+        ++count;
+        if (ratio >= 0.9 && ratio <= 1.1) ++count_within;
+      };
+      if (!base_trace) {
         base = d->profile;
+        base_trace = std::move(*collected);
+        base_free_cores = free_cores;
       } else {
-        std::string question = fmt::format("{}", fmt::join(c.knobs, ","));
-        if (c.cache_after) question += (question.empty() ? "" : ",") + ("cache=" + *c.cache_after);
-        StatusOr<analyzer::WhatIf> what_if = analyzer::ParseWhatIf(question);
-        StatusOr<analyzer::WhatIfOutcome> outcome =
-            what_if.ok() ? analyzer::EvaluateWhatIf(*base, *what_if) : StatusOr<analyzer::WhatIfOutcome>(what_if.status());
-        if (outcome.ok() && outcome->allowed && d->measured_throughput > 0) {
-          double ratio = outcome->throughput / d->measured_throughput;
-          cross_text = fmt::format("{:.1f}", outcome->throughput);
-          cross_ratio = fmt::format("{:.2f}", ratio);
-          ++cross;
-          if (ratio >= 0.9 && ratio <= 1.1) ++cross_within;
+        std::string change = Question(c);
+        record(Ask(*base, change), cross_text, cross_ratio, cross, cross_within);
+        StatusOr<analyzer::ProfiledRun> told = TellFreeCores(*base_trace, base_free_cores);
+        if (told.ok()) {
+          std::string cores = fmt::format("cores={:.3f}", free_cores);
+          record(Ask(told->profile, change.empty() ? cores : change + "," + cores), told_text, told_ratio, told_runs,
+                 told_within);
         }
       }
-      std::string named_text = named == "cpu" && d->bottleneck ? "cpu (" + *d->bottleneck + ")" : named;
-      fmt::print("{:<18} {:<34} {:<22} {:<14} {:>5} {:>9.1f} {:>9.1f} {:>6.2f} {:>9} {:>6}\n", config->name, What(c),
-                 fmt::format("{}", fmt::join(expected, "|")), named_text, ok ? "yes" : "NO", d->predicted_throughput,
-                 d->measured_throughput, d->prediction_ratio, cross_text, cross_ratio);
+      std::string named_text = fmt::format("{} ({})", named, d->bound);
+      fmt::print("{:<16} {:<44} {:>5.2f} {:<20} {:<26} {:>3} {:>9.1f} {:>9.1f} {:>6.2f} {:>9} {:>6} {:>9} {:>6}\n",
+                 config->name, What(c), free_cores, fmt::format("{}", fmt::join(expected, "|")), named_text,
+                 ok ? "yes" : "NO", d->predicted_throughput, d->measured_throughput, d->prediction_ratio, cross_text,
+                 cross_ratio, told_text, told_ratio);
       std::fflush(stdout);
       ++runs;
       named_right += ok ? 1 : 0;
@@ -215,6 +310,8 @@ int main(int argc, char** argv) {
   fmt::print("\nbottleneck named as the costs imply: {} of {}\n", named_right, runs);
   fmt::print("predicted from a config's own trace within 0.9-1.1: {} of {}; from the base config's trace: {} of {}\n",
              within, runs, cross_within, cross);
+  fmt::print("predicted from the base config's trace told the free cores, within 0.9-1.1: {} of {}\n", told_within,
+             told_runs);
   fmt::print("predicted / measured, own trace: min {:.2f}, max {:.2f}\n", best, worst);
   return 0;
 }

@@ -49,6 +49,10 @@ Status SetKnob(models::PipelineConfig& config, const std::string& assignment) {
 
 void MakeEndless(models::PipelineConfig& config) {
   if (config.stages.empty() || config.stages[0].op != models::Op::kRange) return;
+  for (const models::StageConfig& stage : config.stages) {
+    // A repeat or cache needs the source's epoch to end.
+    if (stage.op == models::Op::kRepeat || stage.op == models::Op::kCache) return;
+  }
   models::StageConfig& source = config.stages[0];
   source.args.erase("count");
   if (source.raw.contains("args") && source.raw["args"].is_object()) source.raw["args"].erase("count");

@@ -25,7 +25,8 @@ StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config, co
 // "decode.parallelism=3" or "prefetch.buffer=4": changes one knob.
 Status SetKnob(models::PipelineConfig& config, const std::string& assignment);
 
-// Drops the `count` of a range source, so that a timed run never runs dry.
+// Drops the `count` of a range source, so that a timed run never runs dry;
+// not when a repeat or cache needs the epoch to end.
 void MakeEndless(models::PipelineConfig& config);
 
 }  // namespace pipetune::bench

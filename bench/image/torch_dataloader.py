@@ -6,9 +6,10 @@ decode it with PIL, torchvision RandomResizedCrop(224) + RandomHorizontalFlip,
 ToTensor + Normalize (ImageNet mean/std), batches of 64 from a DataLoader.
 
   torch_dataloader.py loader DIR [--workers 0,1,2,3,4] [--seconds S]
-      images/s of the DataLoader at each num_workers, in the steady state
-      (from the first batch to the last, worker start-up excluded), then the
-      best: "torch_images_per_second X (num_workers N)".
+      images/s of the DataLoader at each num_workers over one epoch, in the
+      steady state (from the first batch to the last, worker start-up
+      excluded), and images per CPU-second of the process and its workers;
+      then the best: "torch_images_per_second X (num_workers N)".
   torch_dataloader.py stages DIR [--count N]
       single-thread CPU microseconds per image of each step, files in memory.
 
@@ -18,7 +19,9 @@ and python3-torchvision; pin it to the cores under test with taskset.
 import argparse
 import glob
 import io
+import gc
 import os
+import resource
 import sys
 import time
 
@@ -60,14 +63,26 @@ def single_thread_worker(_):
     torch.set_num_threads(1)
 
 
+def cpu_seconds():
+    """CPU of this process plus its finished children (the loader's workers)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
 def measure_loader(paths, workers, seconds):
+    """(steady images/s, images per CPU-second of the whole process tree)."""
+    cpu_start = cpu_seconds()
     loader = DataLoader(JpegFiles(paths), batch_size=64, shuffle=True, num_workers=workers,
                         worker_init_fn=single_thread_worker if workers > 0 else None,
                         generator=torch.Generator().manual_seed(7))
     first = last = None
-    images = 0
+    images = total_images = 0
     for batch in loader:
         now = time.perf_counter()
+        total_images += batch.shape[0]
         if first is None:
             first = now
             continue
@@ -75,9 +90,11 @@ def measure_loader(paths, workers, seconds):
         last = now
         if now - first >= seconds:
             break
-    del loader  # shuts the workers down before the next setting starts
+    del loader  # joins the workers (so their CPU is counted) before the next setting
+    gc.collect()
+    cpu = cpu_seconds() - cpu_start
     window = (last - first) if last is not None else 0.0
-    return images / window if window > 0 else 0.0
+    return (images / window if window > 0 else 0.0), (total_images / cpu if cpu > 0 else 0.0)
 
 
 def run_loader(args):
@@ -85,12 +102,15 @@ def run_loader(args):
     if not paths:
         sys.exit(f"torch_dataloader.py: no JPEG files in {args.dir}")
     torch.set_num_threads(1)
-    best, best_workers = 0.0, None
+    best, best_workers, best_per_cpu = 0.0, None, 0.0
     for workers in [int(w) for w in args.workers.split(",")]:
-        rate = measure_loader(paths, workers, args.seconds)
-        print(f"num_workers {workers}: {rate:.1f} images/s", flush=True)
+        rate, per_cpu = measure_loader(paths, workers, args.seconds)
+        print(f"num_workers {workers}: {rate:.1f} images/s steady, {per_cpu:.1f} images per CPU-second",
+              flush=True)
+        best_per_cpu = max(best_per_cpu, per_cpu)
         if rate > best:
             best, best_workers = rate, workers
+    print(f"torch_images_per_cpu_second {best_per_cpu:.1f}")
     print(f"torch_images_per_second {best:.1f} (num_workers {best_workers})")
 
 
@@ -131,7 +151,8 @@ def main():
     loader = sub.add_parser("loader")
     loader.add_argument("dir")
     loader.add_argument("--workers", default="0,1,2,3,4")
-    loader.add_argument("--seconds", type=float, default=20.0)
+    loader.add_argument("--seconds", type=float, default=float("inf"),
+                        help="stop a setting after this long (default: one epoch)")
     stages = sub.add_parser("stages")
     stages.add_argument("dir")
     stages.add_argument("--count", type=int, default=300)

@@ -40,7 +40,7 @@ struct Flags {
   double seconds = 1.5;        // each measured run of the final comparison
   double grid_seconds = 1.0;   // each run of the oracle's grid search
   double trace_seconds = 3.0;  // the one traced run the tuners decide from
-  int repeats = 2;             // round-robin repeats of the final comparison
+  int repeats = 3;             // round-robin repeats of the final comparison
   std::string only;
   std::string markdown;
 };
@@ -209,9 +209,16 @@ Row RunCase(const QualityCase& c, const Flags& flags, const std::string& dir) {
   row.oracle_runs = oracle.runs;
   row.contenders.push_back({"oracle", oracle.config, oracle.seconds, {}});
 
+  // Contenders with the same knobs are the same pipeline: measured once per
+  // round and given the same numbers, so that noise cannot split them.
   fmt::print(stderr, "{}: measuring the five side by side\n", c.name);
   for (int r = 0; r < flags.repeats; ++r) {
-    for (Contender& contender : row.contenders) contender.measured.push_back(Measure(contender.config, flags.seconds));
+    std::map<std::string, double> measured;
+    for (Contender& contender : row.contenders) {
+      std::string knobs = Knobs(contender.config);
+      if (!measured.count(knobs)) measured[knobs] = Measure(contender.config, flags.seconds);
+      contender.measured.push_back(measured[knobs]);
+    }
   }
   for (const Contender& contender : row.contenders) {
     fmt::print(stderr, "  {:<9} {:>9.1f}/s  {}\n", contender.name, contender.Median(), Knobs(contender.config));

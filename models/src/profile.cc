@@ -215,6 +215,31 @@ void SetEpoch(Profile& profile, const WindowMeasurement& window, const PipelineC
   profile.cache_filled = profile.cache_stage.has_value() && window.cache_filled;
 }
 
+// Stages that worked most of the window on CPU yet got well under a core
+// for it while the process left cores unused: they wait on I/O inside their
+// work, or other programs held the cores. A trace cannot tell the two apart
+// (it has no run-queue delays), so the report says so.
+void NoteBusyHost(Profile& profile) {
+  if (profile.process_cpu_cores < 0 || profile.process_cpu_cores >= kSaturatedShare * profile.cores) return;
+  double stage_cpu = 0;
+  for (const StageProfile& stage : profile.stages) stage_cpu += stage.cpu_seconds;
+  std::vector<std::string> names;
+  double least_share = 1;
+  for (const StageProfile& stage : profile.stages) {
+    double share = SafeDiv(stage.cpu_seconds, stage.work_seconds);
+    if (stage.busy_fraction < 0.5 || stage.cpu_seconds < 0.1 * stage_cpu || share < 0.1 || share > 0.8) continue;
+    names.push_back(stage.name);
+    least_share = std::min(least_share, share);
+  }
+  if (names.empty()) return;
+  profile.assumptions.push_back(fmt::format(
+      "{} got as little as {:.0f}% of a core while working, though the process used {:.2f} of {} cores: either "
+      "{} on I/O inside {} work, or other programs held the cores (then predictions with more workers or cores "
+      "are optimistic)",
+      fmt::join(names, ", "), 100 * least_share, profile.process_cpu_cores, profile.cores,
+      names.size() == 1 ? "it waits" : "they wait", names.size() == 1 ? "its" : "their"));
+}
+
 void NoteAssumptions(Profile& profile) {
   std::vector<std::string> linear;
   for (const StageProfile& stage : profile.stages) {
@@ -231,6 +256,7 @@ void NoteAssumptions(Profile& profile) {
         profile.cpu_contention));
   }
   profile.assumptions.push_back("CPU time per element is taken as independent of parallelism");
+  NoteBusyHost(profile);
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ class ParallelismSearch {
   // Indices (into the candidate's stages) of the stages the search sets.
   std::vector<size_t> SearchedStages() const;
   int max_parallelism() const { return max_parallelism_; }
+  const Resources& resources() const { return resources_; }
 
  private:
   struct Table {

@@ -67,16 +67,19 @@ void KeepUnmeasured(Candidate& candidate, ParallelismSearch& search) {
   }
 }
 
-// Headroom: no searched stage busier than the utilisation target at X, the
-// busiest first, as far as threads and memory allow.
-void AddHeadroom(ParallelismSearch& search, double x, double utilisation_target) {
-  std::vector<size_t> stages = search.SearchedStages();
+// Headroom: no searched stage busier than its utilisation target at X, the
+// stages needing the most workers first, as far as threads and memory allow.
+// CPU-bound stages get the lower target when the cores bind.
+void AddHeadroom(Candidate& candidate, ParallelismSearch& search, double x, const SolverOptions& options) {
+  bool cpu_binds = Evaluate(candidate, search.resources()).binding.kind == models::BoundKind::kCpu;
   std::vector<std::pair<int, size_t>> order;  // (-p needed, stage): most workers needed first
-  for (size_t i : stages) {
+  for (size_t i : search.SearchedStages()) {
+    bool cpu_bound = !candidate.profile.stages[i].latency_bound;
+    double target = x / (cpu_binds && cpu_bound ? options.cpu_bound_utilisation_target : options.utilisation_target);
     // A stage that cannot reach the target at all gets no headroom: its
     // curve has flattened, and more workers would buy next to nothing.
-    if (!search.Reaches(i, x / utilisation_target)) continue;
-    order.push_back({-search.LeastParallelismFor(i, x / utilisation_target), i});
+    if (!search.Reaches(i, target)) continue;
+    order.push_back({-search.LeastParallelismFor(i, target), i});
   }
   std::sort(order.begin(), order.end());
   for (auto [negative, i] : order) search.RaiseWithinBudget(i, -negative);
@@ -159,7 +162,7 @@ Solved SolveChoice(const TuneInput& input, const Resources& resources, Objective
   if (options.spend_leftover_budget) {
     KeepUnmeasured(*candidate, search);
     if (objective == Objective::kMax || !solved.meets_demand) {
-      AddHeadroom(search, best, options.utilisation_target);
+      AddHeadroom(*candidate, search, best, options);
       solved.sized_for = std::isfinite(best) ? best / options.utilisation_target : best;
     }
     AddFillWorkers(*candidate, search, fill);

@@ -36,6 +36,12 @@ struct SolverOptions {
   // threads and memory allow (Little's law at 100% leaves no room for
   // variance). The demand objective aims at demand / utilisation_target.
   double utilisation_target = 0.9;
+  // The same for CPU-bound stages when the cores are what binds: their
+  // workers are time-sliced with every other thread, so a worker's element
+  // takes longer than its CPU time, and the cores idle whenever too few
+  // workers are runnable. Two-thirds busy keeps enough of them ready (on the
+  // quality benchmark's CPU-bound chains the grid search's best agrees).
+  double cpu_bound_utilisation_target = 0.67;
   // Cache choices whose throughput is within this share of the best count as
   // equal; among them the fewest cores, then the least memory win.
   double tie_tolerance = 0.01;
