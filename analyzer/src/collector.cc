@@ -163,7 +163,8 @@ void TraceCollector::OnSnapshot(const tracer::StageSnapshot& snapshot) {
   stage.wait_output_ns = snapshot.wait_output_ns;
   stage.occupancy_bytes = snapshot.occupancy_bytes;
   stage.spans_dropped = snapshot.spans_dropped;
-  auto index = static_cast<size_t>(std::find(stage_ids_.begin(), stage_ids_.end(), snapshot.stage) - stage_ids_.begin());
+  auto index = static_cast<size_t>(std::find(stage_ids_.begin(), stage_ids_.end(), snapshot.stage) -
+                                   stage_ids_.begin());
   trace_.stages[index].last_snapshot_ns = Relative(snapshot.time_ns);
 }
 

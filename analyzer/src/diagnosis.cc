@@ -1,11 +1,11 @@
 // Trace -> profile -> prediction -> Diagnosis.
 #include "pipetune/analyzer/diagnosis.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "explain.h"
 
@@ -22,7 +22,9 @@ const StageCounters& At(const Frame& frame, size_t stage) {
   return stage < frame.stages.size() ? frame.stages[stage] : kNone;
 }
 
-double Delta(uint64_t later, uint64_t earlier) { return static_cast<double>(later - std::min(later, earlier)); }
+double Delta(uint64_t later, uint64_t earlier) {
+  return static_cast<double>(later - std::min(later, earlier));
+}
 
 StatusOr<std::optional<models::PipelineConfig>> ConfigOf(const CollectedTrace& trace) {
   if (trace.pipeline.config_json.empty()) return std::optional<models::PipelineConfig>();
@@ -38,9 +40,10 @@ Status AddScalingPoints(const std::vector<CollectedTrace>& extra, const std::str
   for (const CollectedTrace& other : extra) {
     PIPETUNE_ASSIGN_OR_RETURN(ProfiledRun run, ProfileCollected(other));
     if (run.profile.pipeline_name != pipeline_name) {
-      return InvalidInput(fmt::format("{}: a trace of pipeline \"{}\", not \"{}\": traces given together must "
-                                      "be of one pipeline",
-                                      other.read_report.path, run.profile.pipeline_name, pipeline_name));
+      return InvalidInput(
+          fmt::format("{}: a trace of pipeline \"{}\", not \"{}\": traces given together must "
+                      "be of one pipeline",
+                      other.read_report.path, run.profile.pipeline_name, pipeline_name));
     }
     for (const models::StageProfile& stage : run.profile.stages) {
       if (!stage.parallel || stage.latency_seconds <= 0) continue;
@@ -117,7 +120,8 @@ std::vector<TimelinePoint> Timeline(const CollectedTrace& trace) {
     point.rss_bytes = static_cast<double>(b.rss_bytes);
     for (size_t s = 0; s < trace.stages.size(); ++s) {
       double workers = std::max<uint32_t>(1, At(b, s).parallelism);
-      point.stage_busy.push_back(std::min(1.0, Delta(At(b, s).work_ns, At(a, s).work_ns) / 1e9 / (dt * workers)));
+      point.stage_busy.push_back(
+          std::min(1.0, Delta(At(b, s).work_ns, At(a, s).work_ns) / 1e9 / (dt * workers)));
     }
     points.push_back(std::move(point));
   }
@@ -138,7 +142,8 @@ void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Dia
   if (trace.gpu_records > 0) {
     GpuSummary gpu;
     gpu.activities = trace.gpu_records;
-    double busy = Delta(trace.frames[window.end_frame].gpu_busy_ns, trace.frames[window.begin_frame].gpu_busy_ns);
+    double busy =
+        Delta(trace.frames[window.end_frame].gpu_busy_ns, trace.frames[window.begin_frame].gpu_busy_ns);
     double seconds = window.end_seconds - window.begin_seconds;
     gpu.busy_fraction = seconds > 0 ? std::min(1.0, busy / 1e9 / seconds) : 0.0;
     d.gpu = gpu;
@@ -158,7 +163,8 @@ void SetNextLimit(Diagnosis& d) {
 
 }  // namespace
 
-StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace, const std::vector<CollectedTrace>& extra) {
+StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
+                                       const std::vector<CollectedTrace>& extra) {
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<models::PipelineConfig> config, ConfigOf(trace));
   const models::PipelineConfig* config_ptr = config ? &*config : nullptr;
   PIPETUNE_ASSIGN_OR_RETURN(Window window, SelectWindow(trace, config_ptr));
@@ -207,11 +213,13 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
   d.bound = models::BoundKindName(d.prediction.binding.kind);
   if (d.prediction.bottleneck_stage) d.bottleneck = profile.stages[*d.prediction.bottleneck_stage].name;
   d.stall_fraction = profile.consumer_stall_fraction;
-  if (profile.step_time_seconds && *profile.step_time_seconds > 0) d.demand_throughput = 1.0 / *profile.step_time_seconds;
+  if (profile.step_time_seconds && *profile.step_time_seconds > 0)
+    d.demand_throughput = 1.0 / *profile.step_time_seconds;
   d.cores = profile.cores;
   d.cores_used = profile.process_cpu_cores;
   d.cpu_contention = profile.cpu_contention;
-  for (size_t i = 0; i < profile.stages.size(); ++i) d.stages.push_back(DiagnoseStage(profile, d.prediction, trace, i));
+  for (size_t i = 0; i < profile.stages.size(); ++i)
+    d.stages.push_back(DiagnoseStage(profile, d.prediction, trace, i));
   SetNextLimit(d);
   DescribeMemoryAndGpu(trace, run.window, d);
   d.drops = trace.drops;

@@ -2,12 +2,12 @@
 // of the same model the report shows, for one change to the configuration.
 #include "explain.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "format_util.h"
 
@@ -18,16 +18,19 @@ namespace {
 constexpr double kWorthwhileGain = 1.10;
 
 struct Remedy {
-  std::string change;   // "parallelism 3", "a cache after decode", "4 cores"
+  std::string change;  // "parallelism 3", "a cache after decode", "4 cores"
   models::Prediction prediction;
 };
 
 // What binds after a change, in words: "(the CPU bound)".
 std::string ThenLimit(const models::Profile& profile, const models::Prediction& p) {
   switch (p.binding.kind) {
-    case models::BoundKind::kCpu: return "the CPU bound";
-    case models::BoundKind::kDemand: return "the consumer's demand";
-    case models::BoundKind::kStorage: return "the storage bandwidth";
+    case models::BoundKind::kCpu:
+      return "the CPU bound";
+    case models::BoundKind::kDemand:
+      return "the consumer's demand";
+    case models::BoundKind::kStorage:
+      return "the storage bandwidth";
     case models::BoundKind::kConcurrency:
       return fmt::format("then stage {} limits", profile.stages[*p.binding.stage].name);
   }
@@ -114,10 +117,12 @@ std::optional<Remedy> BestCache(const models::Profile& profile, const models::Co
 std::string StageLimits(const models::Profile& profile, const models::Configuration& observed,
                         const models::Prediction& now, size_t index) {
   const models::StageProfile& stage = profile.stages[index];
-  std::string head = fmt::format("Stage {} limits throughput at {} outputs/s: ", stage.name, Rate(now.throughput));
+  std::string head =
+      fmt::format("Stage {} limits throughput at {} outputs/s: ", stage.name, Rate(now.throughput));
   std::string kind = stage.latency_bound ? "latency-bound" : "CPU-bound";
   if (stage.parallel) {
-    head += fmt::format("it is {} at parallelism {} on {} cores", kind, stage.parallelism, CoreCount(profile.cores));
+    head += fmt::format("it is {} at parallelism {} on {} cores", kind, stage.parallelism,
+                        CoreCount(profile.cores));
     if (std::optional<Remedy> workers = MoreWorkers(profile, observed, now, index)) {
       return head + "; " + Reach(profile, *workers) + ".";
     }
@@ -125,8 +130,8 @@ std::string StageLimits(const models::Profile& profile, const models::Configurat
       return head + "; more workers need more cores: " + Reach(profile, *cores) + ".";
     }
   } else {
-    head += fmt::format("it runs on one thread, {} ms per element, and is {}", Millis(stage.latency_seconds * 1e3),
-                        kind);
+    head += fmt::format("it runs on one thread, {} ms per element, and is {}",
+                        Millis(stage.latency_seconds * 1e3), kind);
   }
   if (std::optional<Remedy> cache = BestCache(profile, observed, now)) {
     return head + "; " + Reach(profile, *cache) + ".";
@@ -136,8 +141,8 @@ std::string StageLimits(const models::Profile& profile, const models::Configurat
 
 std::string CpuLimits(const models::Profile& profile, const models::Configuration& observed,
                       const models::Prediction& now) {
-  std::string head = fmt::format("The pipeline is CPU-bound at {} outputs/s: it uses all {} cores", Rate(now.throughput),
-                                 CoreCount(profile.cores));
+  std::string head = fmt::format("The pipeline is CPU-bound at {} outputs/s: it uses all {} cores",
+                                 Rate(now.throughput), CoreCount(profile.cores));
   if (now.bottleneck_stage && now.cores_used > 0) {
     const models::StagePrediction& heaviest = now.stages[*now.bottleneck_stage];
     head += fmt::format(", {} of that in stage {}", Percent(heaviest.cores_used / now.cores_used),
@@ -154,7 +159,8 @@ std::string CpuLimits(const models::Profile& profile, const models::Configuratio
 
 std::string DemandMet(const models::Profile& profile, const models::Prediction& now) {
   std::string text = fmt::format(
-      "The pipeline keeps up with the consumer at {} outputs/s (one step every {} ms); the consumer waits for "
+      "The pipeline keeps up with the consumer at {} outputs/s (one step every {} ms); the consumer waits "
+      "for "
       "input {} of the time",
       Rate(now.throughput), Millis(profile.step_time_seconds.value_or(0) * 1e3),
       Percent(profile.consumer_stall_fraction));
@@ -172,10 +178,10 @@ std::string DemandMet(const models::Profile& profile, const models::Prediction& 
 
 std::string StorageLimits(const models::Profile& profile, const models::Configuration& observed,
                           const models::Prediction& now) {
-  std::string head = fmt::format("Storage bandwidth limits throughput at {} outputs/s ({}/s of {}/s)",
-                                 Rate(now.throughput),
-                                 models::FormatBytes(now.throughput * profile.storage_bytes_per_output),
-                                 models::FormatBytes(profile.storage_bytes_per_second.value_or(0)));
+  std::string head =
+      fmt::format("Storage bandwidth limits throughput at {} outputs/s ({}/s of {}/s)", Rate(now.throughput),
+                  models::FormatBytes(now.throughput * profile.storage_bytes_per_output),
+                  models::FormatBytes(profile.storage_bytes_per_second.value_or(0)));
   if (std::optional<Remedy> cache = BestCache(profile, observed, now)) {
     return head + "; " + Reach(profile, *cache) + ".";
   }
@@ -190,9 +196,12 @@ std::string Explain(const models::Profile& profile, const models::Prediction& pr
   switch (prediction.binding.kind) {
     case models::BoundKind::kConcurrency:
       return StageLimits(profile, observed, prediction, *prediction.binding.stage);
-    case models::BoundKind::kCpu: return CpuLimits(profile, observed, prediction);
-    case models::BoundKind::kDemand: return DemandMet(profile, prediction);
-    case models::BoundKind::kStorage: return StorageLimits(profile, observed, prediction);
+    case models::BoundKind::kCpu:
+      return CpuLimits(profile, observed, prediction);
+    case models::BoundKind::kDemand:
+      return DemandMet(profile, prediction);
+    case models::BoundKind::kStorage:
+      return StorageLimits(profile, observed, prediction);
   }
   return "";
 }

@@ -2,10 +2,10 @@
 // a figure reads the same everywhere.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace pipetune::analyzer::internal {
 

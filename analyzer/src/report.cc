@@ -12,25 +12,34 @@ StatusOr<ReportFormat> ParseReportFormat(std::string_view name) {
   if (name == "json") return ReportFormat::kJson;
   if (name == "markdown" || name == "md") return ReportFormat::kMarkdown;
   if (name == "html") return ReportFormat::kHtml;
-  return InvalidInput(fmt::format("unknown report format \"{}\" (expected text, json, markdown or html)", name));
+  return InvalidInput(
+      fmt::format("unknown report format \"{}\" (expected text, json, markdown or html)", name));
 }
 
 const char* ReportFormatName(ReportFormat format) {
   switch (format) {
-    case ReportFormat::kText: return "text";
-    case ReportFormat::kJson: return "json";
-    case ReportFormat::kMarkdown: return "markdown";
-    case ReportFormat::kHtml: return "html";
+    case ReportFormat::kText:
+      return "text";
+    case ReportFormat::kJson:
+      return "json";
+    case ReportFormat::kMarkdown:
+      return "markdown";
+    case ReportFormat::kHtml:
+      return "html";
   }
   return "unknown";
 }
 
 std::unique_ptr<ReportWriter> MakeReportWriter(ReportFormat format) {
   switch (format) {
-    case ReportFormat::kText: return internal::MakeTextWriter();
-    case ReportFormat::kJson: return internal::MakeJsonWriter();
-    case ReportFormat::kMarkdown: return internal::MakeMarkdownWriter();
-    case ReportFormat::kHtml: return internal::MakeHtmlWriter();
+    case ReportFormat::kText:
+      return internal::MakeTextWriter();
+    case ReportFormat::kJson:
+      return internal::MakeJsonWriter();
+    case ReportFormat::kMarkdown:
+      return internal::MakeMarkdownWriter();
+    case ReportFormat::kHtml:
+      return internal::MakeHtmlWriter();
   }
   return internal::MakeTextWriter();
 }

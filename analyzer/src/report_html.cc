@@ -2,10 +2,10 @@
 // nothing fetched) with the sentence, the key figures, four charts
 // (throughput over time, consumer stall over time, predicted against
 // measured with every bound, per-stage utilisation) and the stage table.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "format_util.h"
 #include "pipetune/models/config.h"
@@ -44,8 +44,8 @@ ul { margin: 4px 0; padding-left: 20px; }
 )";
 
 std::string Card(const std::string& label, const std::string& value) {
-  return fmt::format(R"(<div class="card"><div class="l">{}</div><div class="v">{}</div></div>)", Escape(label),
-                     Escape(value));
+  return fmt::format(R"(<div class="card"><div class="l">{}</div><div class="v">{}</div></div>)",
+                     Escape(label), Escape(value));
 }
 
 std::string ThroughputChart(const Diagnosis& d) {
@@ -58,7 +58,8 @@ std::string ThroughputChart(const Diagnosis& d) {
   for (const TimelinePoint& p : d.timeline) measured.points.emplace_back(p.seconds, p.throughput);
   chart.series.push_back(measured);
   chart.lines.push_back({d.predicted_throughput, "predicted " + Rate(d.predicted_throughput), kOrange});
-  if (d.demand_throughput && std::fabs(*d.demand_throughput - d.predicted_throughput) > 0.02 * d.predicted_throughput) {
+  if (d.demand_throughput &&
+      std::fabs(*d.demand_throughput - d.predicted_throughput) > 0.02 * d.predicted_throughput) {
     chart.lines.push_back({*d.demand_throughput, "demand " + Rate(*d.demand_throughput), kGreen});
   }
   chart.shaded_x = std::make_pair(d.window_begin_seconds, d.window_end_seconds);
@@ -95,14 +96,16 @@ std::string PredictionChart(const Diagnosis& d) {
   chart.title = "Predicted against measured (outputs/s), with every bound";
   chart.width = kChartWidth;
   chart.bars.push_back({"measured", d.measured_throughput, kBlue, ""});
-  chart.bars.push_back({"predicted", d.predicted_throughput, kOrange, fmt::format("({:.2f}x)", d.prediction_ratio)});
+  chart.bars.push_back(
+      {"predicted", d.predicted_throughput, kOrange, fmt::format("({:.2f}x)", d.prediction_ratio)});
   const models::Prediction& p = d.prediction;
   std::vector<models::Bound> bounds;
   for (const models::Bound& bound : p.bounds) {
     if (std::isfinite(bound.throughput)) bounds.push_back(bound);
   }
-  std::stable_sort(bounds.begin(), bounds.end(),
-                   [](const models::Bound& a, const models::Bound& b) { return a.throughput < b.throughput; });
+  std::stable_sort(bounds.begin(), bounds.end(), [](const models::Bound& a, const models::Bound& b) {
+    return a.throughput < b.throughput;
+  });
   for (const models::Bound& bound : bounds) {
     std::string label = bound.kind == models::BoundKind::kConcurrency
                             ? "stage " + d.profile.stages[*bound.stage].name
@@ -147,7 +150,8 @@ std::string StageTableHtml(const Diagnosis& d) {
   Table table = StageTable(d);
   std::string html = "<table><tr>";
   for (size_t c = 0; c < table.header.size(); ++c) {
-    html += fmt::format(R"(<th{}>{}</th>)", table.right_aligned[c] ? R"( class="r")" : "", Escape(table.header[c]));
+    html += fmt::format(R"(<th{}>{}</th>)", table.right_aligned[c] ? R"( class="r")" : "",
+                        Escape(table.header[c]));
   }
   html += "</tr>\n";
   for (size_t r = 0; r < table.rows.size(); ++r) {
@@ -173,11 +177,12 @@ class HtmlWriter : public ReportWriter {
   std::string Render(const Diagnosis& d) const override {
     std::string title = "pipetune report: " + d.pipeline_name;
     std::string html = fmt::format(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{}</style>\n"
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
+        "charset=\"utf-8\">\n<title>{}</title>\n<style>{}</style>\n"
         "</head>\n<body>\n",
         Escape(title), kStyle);
-    html += fmt::format("<h1>{}</h1>\n<div class=\"sub\">trace {} ({:.1f} s); window {}</div>\n", Escape(title),
-                        Escape(d.trace_name), d.trace_seconds, Escape(d.window_reason));
+    html += fmt::format("<h1>{}</h1>\n<div class=\"sub\">trace {} ({:.1f} s); window {}</div>\n",
+                        Escape(title), Escape(d.trace_name), d.trace_seconds, Escape(d.window_reason));
     if (!d.truncation_warning.empty()) {
       html += fmt::format("<div class=\"warning\">{}</div>\n", Escape(d.truncation_warning));
     }
@@ -187,9 +192,11 @@ class HtmlWriter : public ReportWriter {
     html += Card("predicted", fmt::format("{} ({:.2f}x)", Rate(d.predicted_throughput), d.prediction_ratio));
     html += Card("bound", d.bottleneck ? d.bound + ": " + *d.bottleneck : d.bound);
     html += Card("consumer stall", Percent(d.stall_fraction));
-    html += Card("cores used", d.cores_used >= 0 ? Cores(d.cores_used) + " of " + CoreCount(d.cores) : "unknown");
+    html +=
+        Card("cores used", d.cores_used >= 0 ? Cores(d.cores_used) + " of " + CoreCount(d.cores) : "unknown");
     html += Card("peak RSS", models::FormatBytes(static_cast<double>(d.peak_rss_bytes)));
-    html += Card("dropped events", DropsText(d) == "none" ? "none" : DropsText(d).substr(0, DropsText(d).find(" (")));
+    html += Card("dropped events",
+                 DropsText(d) == "none" ? "none" : DropsText(d).substr(0, DropsText(d).find(" (")));
     html += "</div>\n";
     html += "<h2>Charts</h2>\n<div class=\"charts\">";
     html += fmt::format(R"(<div class="chart">{}</div>)", ThroughputChart(d));

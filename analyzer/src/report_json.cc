@@ -2,9 +2,9 @@
 // within a schema version, never renamed or removed. Numbers are rounded to
 // six significant figures so that the output does not change with the last
 // bits of a floating-point sum.
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "writers.h"
@@ -86,8 +86,9 @@ class JsonWriter : public ReportWriter {
         {"prediction_ratio", Number(d.prediction_ratio)},
         {"bound", d.bound},
         {"bottleneck", Optional(d.bottleneck)},
-        {"next_limit", d.next_limit ? Json{{"stage", *d.next_limit}, {"throughput", Number(d.next_limit_throughput)}}
-                                    : Json(nullptr)},
+        {"next_limit", d.next_limit
+                           ? Json{{"stage", *d.next_limit}, {"throughput", Number(d.next_limit_throughput)}}
+                           : Json(nullptr)},
         {"stall_fraction", Number(d.stall_fraction)},
         {"demand_throughput", d.demand_throughput ? Number(*d.demand_throughput) : Json(nullptr)},
         {"cores", Number(d.cores)},
@@ -96,15 +97,17 @@ class JsonWriter : public ReportWriter {
         {"memory", Json{{"peak_rss_bytes", d.peak_rss_bytes},
                         {"mean_rss_bytes", Number(d.mean_rss_bytes)},
                         {"buffer_bytes", Number(d.buffer_bytes)}}},
-        {"gpu", d.gpu ? Json{{"activities", d.gpu->activities}, {"busy_fraction", Number(d.gpu->busy_fraction)}}
-                      : Json(nullptr)},
+        {"gpu", d.gpu
+                    ? Json{{"activities", d.gpu->activities}, {"busy_fraction", Number(d.gpu->busy_fraction)}}
+                    : Json(nullptr)},
         {"summary", d.summary},
         {"stages", stages},
-        {"drops", Json{{"spans", std::max(d.drops.spans, d.spans_dropped)},
-                       {"consumer_steps", d.drops.consumer_steps},
-                       {"gpu_records", d.drops.gpu_records},
-                       {"gpu_records_at_source", d.drops.gpu_records_at_source},
-                       {"total", d.drops.Total() - d.drops.spans + std::max(d.drops.spans, d.spans_dropped)}}},
+        {"drops",
+         Json{{"spans", std::max(d.drops.spans, d.spans_dropped)},
+              {"consumer_steps", d.drops.consumer_steps},
+              {"gpu_records", d.drops.gpu_records},
+              {"gpu_records_at_source", d.drops.gpu_records_at_source},
+              {"total", d.drops.Total() - d.drops.spans + std::max(d.drops.spans, d.spans_dropped)}}},
         {"truncated", !d.truncation_warning.empty()},
         {"warning", d.truncation_warning.empty() ? Json(nullptr) : Json(d.truncation_warning)},
         {"ended_cleanly", d.ended_cleanly},

@@ -1,9 +1,9 @@
 // Shared cells of the human-readable reports (report_rows.h).
 #include "report_rows.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "format_util.h"
 #include "pipetune/models/config.h"
@@ -12,8 +12,8 @@ namespace pipetune::analyzer::internal {
 
 Table StageTable(const Diagnosis& d) {
   Table table;
-  table.header = {"stage", "op", "workers", "cores", "out/s per core", "max out/s", "busy", "wait in", "wait out",
-                  "limited by"};
+  table.header = {"stage",     "op",   "workers", "cores",    "out/s per core",
+                  "max out/s", "busy", "wait in", "wait out", "limited by"};
   table.right_aligned = {false, false, true, true, true, true, true, true, true, false};
   for (const StageDiagnosis& s : d.stages) {
     std::string op = s.fn.empty() ? s.op : fmt::format("{}({})", s.op, s.fn);
@@ -57,19 +57,24 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
   std::string consumer = fmt::format("waits for input {} of the time", Percent(d.stall_fraction));
   if (d.demand_throughput) consumer += fmt::format("; demand {} outputs/s", Rate(*d.demand_throughput));
   lines.emplace_back("consumer", consumer);
-  std::string cpu = d.cores_used >= 0 ? fmt::format("{} of {} cores used", Cores(d.cores_used), CoreCount(d.cores))
-                                      : fmt::format("{} cores (process CPU not measured)", CoreCount(d.cores));
+  std::string cpu = d.cores_used >= 0
+                        ? fmt::format("{} of {} cores used", Cores(d.cores_used), CoreCount(d.cores))
+                        : fmt::format("{} cores (process CPU not measured)", CoreCount(d.cores));
   if (d.cpu_contention > 1.01) cpu += fmt::format("; oversubscribed {:.2f}x", d.cpu_contention);
   lines.emplace_back("cpu", cpu);
-  lines.emplace_back("memory", fmt::format("peak RSS {}, buffers {}", models::FormatBytes(static_cast<double>(d.peak_rss_bytes)),
+  lines.emplace_back("memory", fmt::format("peak RSS {}, buffers {}",
+                                           models::FormatBytes(static_cast<double>(d.peak_rss_bytes)),
                                            models::FormatBytes(d.buffer_bytes)));
   if (d.gpu) {
-    lines.emplace_back("gpu", fmt::format("busy {} ({} activities)", Percent(d.gpu->busy_fraction), d.gpu->activities));
+    lines.emplace_back(
+        "gpu", fmt::format("busy {} ({} activities)", Percent(d.gpu->busy_fraction), d.gpu->activities));
   }
   lines.emplace_back("drops", DropsText(d));
   lines.emplace_back("window", d.window_reason);
-  if (!d.truncation_warning.empty()) lines.emplace_back("WARNING", d.truncation_warning);
-  else if (!d.ended_cleanly) lines.emplace_back("note", "the trace has no end record: the run did not stop cleanly");
+  if (!d.truncation_warning.empty())
+    lines.emplace_back("WARNING", d.truncation_warning);
+  else if (!d.ended_cleanly)
+    lines.emplace_back("note", "the trace has no end record: the run did not stop cleanly");
   return lines;
 }
 
@@ -80,8 +85,8 @@ std::vector<std::string> WhatIfLines(const Diagnosis& d) {
       lines.push_back(fmt::format("{}: not possible: {}", w.question, w.note));
       continue;
     }
-    std::string line = fmt::format("{}: {} outputs/s ({:.2f}x), bound: {}", w.question, Rate(w.throughput), w.speedup,
-                                   w.bound);
+    std::string line = fmt::format("{}: {} outputs/s ({:.2f}x), bound: {}", w.question, Rate(w.throughput),
+                                   w.speedup, w.bound);
     if (w.bottleneck) line += fmt::format(", stage {}", *w.bottleneck);
     if (w.cache_bytes) line += fmt::format("; cache holds {}", models::FormatBytes(*w.cache_bytes));
     if (!w.note.empty()) line += fmt::format(" ({})", w.note);

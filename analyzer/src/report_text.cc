@@ -1,8 +1,8 @@
 // The text report: the headline, one table with the bottleneck marked, the
 // sentence. Meant to be read in ten seconds on a terminal.
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "report_rows.h"
 #include "writers.h"
@@ -27,15 +27,16 @@ std::string RenderTable(const Table& table) {
     return out + "\n";
   };
   std::string out = line(table.header, "  ");
-  for (size_t r = 0; r < table.rows.size(); ++r) out += line(table.rows[r], table.highlighted[r] ? "> " : "  ");
+  for (size_t r = 0; r < table.rows.size(); ++r)
+    out += line(table.rows[r], table.highlighted[r] ? "> " : "  ");
   return out;
 }
 
 class TextWriter : public ReportWriter {
  public:
   std::string Render(const Diagnosis& d) const override {
-    std::string out = fmt::format("pipetune report: {} (trace {}, {:.1f} s)\n\n", d.pipeline_name, d.trace_name,
-                                  d.trace_seconds);
+    std::string out = fmt::format("pipetune report: {} (trace {}, {:.1f} s)\n\n", d.pipeline_name,
+                                  d.trace_name, d.trace_seconds);
     auto headline = Headline(d);
     size_t width = 0;
     for (const auto& [label, value] : headline) width = std::max(width, label.size());

@@ -1,21 +1,21 @@
 // Inline-SVG charts (svg.h).
 #include "svg.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "format_util.h"
 
 namespace pipetune::analyzer::internal {
 namespace {
 
-constexpr int kLeft = 56;     // room for y tick labels
+constexpr int kLeft = 56;  // room for y tick labels
 constexpr int kRight = 16;
-constexpr int kTop = 28;      // title
-constexpr int kBottom = 40;   // x ticks and label
+constexpr int kTop = 28;     // title
+constexpr int kBottom = 40;  // x ticks and label
 constexpr const char* kAxis = "#888";
 constexpr const char* kGrid = "#e4e4e4";
 constexpr const char* kText = "#333";
@@ -48,12 +48,23 @@ std::string Escape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -94,24 +105,25 @@ std::string RenderLineChart(const LineChart& chart) {
                        Escape(chart.shaded_label));
   }
   for (double y = 0; y <= y_top * 1.0001; y += y_step) {
-    svg += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="{}"/>)", kLeft, kLeft + plot_w, py(y),
-                       py(y), kGrid);
-    svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end" fill="{}">{}</text>)", kLeft - 5,
-                       py(y) + 3, kText, Tick(y, chart.percent));
+    svg += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="{}"/>)", kLeft,
+                       kLeft + plot_w, py(y), py(y), kGrid);
+    svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end" fill="{}">{}</text>)",
+                       kLeft - 5, py(y) + 3, kText, Tick(y, chart.percent));
   }
   double x_step = NiceStep(x_max - x_min, 6);
   for (double x = std::ceil(x_min / x_step) * x_step; x <= x_max + 1e-9; x += x_step) {
-    svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="{3}"/>)", px(x), kTop + plot_h,
-                       kTop + plot_h + 4, kAxis);
-    svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="{}">{}</text>)", px(x),
-                       kTop + plot_h + 15, kText, Rate(x));
+    svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="{3}"/>)", px(x),
+                       kTop + plot_h, kTop + plot_h + 4, kAxis);
+    svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="{}">{}</text>)",
+                       px(x), kTop + plot_h + 15, kText, Rate(x));
   }
   svg += fmt::format(R"(<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}"/>)", kLeft, kLeft + plot_w,
                      kTop + plot_h, kAxis);
   svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="{}">{}</text>)",
                      kLeft + plot_w / 2, chart.height - 6, kText, Escape(chart.x_label));
-  svg += fmt::format(R"svg(<text x="12" y="{0}" font-size="11" text-anchor="middle" fill="{1}" transform="rotate(-90 12 {0})">{2}</text>)svg",
-                     kTop + plot_h / 2, kText, Escape(chart.y_label));
+  svg += fmt::format(
+      R"svg(<text x="12" y="{0}" font-size="11" text-anchor="middle" fill="{1}" transform="rotate(-90 12 {0})">{2}</text>)svg",
+      kTop + plot_h / 2, kText, Escape(chart.y_label));
   for (const Series& s : chart.series) {
     if (s.points.empty()) continue;
     std::string path;
@@ -119,8 +131,8 @@ std::string RenderLineChart(const LineChart& chart) {
       path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", px(x), py(std::isfinite(y) ? y : 0));
     }
     if (s.area) {
-      std::string area = path + fmt::format("L{:.1f},{:.1f} L{:.1f},{:.1f} Z", px(s.points.back().first), py(0),
-                                            px(s.points.front().first), py(0));
+      std::string area = path + fmt::format("L{:.1f},{:.1f} L{:.1f},{:.1f} Z", px(s.points.back().first),
+                                            py(0), px(s.points.front().first), py(0));
       svg += fmt::format(R"(<path d="{}" fill="{}" fill-opacity="0.18" stroke="none"/>)", area, s.color);
     }
     svg += fmt::format(R"(<path d="{}" fill="none" stroke="{}" stroke-width="1.6"/>)", path, s.color);
@@ -128,10 +140,11 @@ std::string RenderLineChart(const LineChart& chart) {
   int legend_x = kLeft + plot_w;
   for (const ReferenceLine& line : chart.lines) {
     if (!std::isfinite(line.y) || line.y > y_top) continue;
-    svg += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="{}" stroke-dasharray="5 3" stroke-width="1.3"/>)",
-                       kLeft, kLeft + plot_w, py(line.y), py(line.y), line.color);
-    svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end" fill="{}">{}</text>)", legend_x - 2,
-                       py(line.y) - 3, line.color, Escape(line.label));
+    svg += fmt::format(
+        R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="{}" stroke-dasharray="5 3" stroke-width="1.3"/>)",
+        kLeft, kLeft + plot_w, py(line.y), py(line.y), line.color);
+    svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end" fill="{}">{}</text>)",
+                       legend_x - 2, py(line.y) - 3, line.color, Escape(line.label));
   }
   // Legend for the series, top right.
   int lx = chart.width - kRight;
@@ -139,7 +152,8 @@ std::string RenderLineChart(const LineChart& chart) {
     int text_w = static_cast<int>(it->name.size()) * 6 + 18;
     lx -= text_w;
     svg += fmt::format(R"(<rect x="{}" y="9" width="10" height="10" fill="{}"/>)", lx, it->color);
-    svg += fmt::format(R"(<text x="{}" y="18" font-size="10" fill="{}">{}</text>)", lx + 13, kText, Escape(it->name));
+    svg += fmt::format(R"(<text x="{}" y="18" font-size="10" fill="{}">{}</text>)", lx + 13, kText,
+                       Escape(it->name));
   }
   return svg + "</svg>";
 }
@@ -166,8 +180,8 @@ std::string RenderBarChart(const BarChart& chart) {
     bool unbounded = !std::isfinite(bar.value);
     bool cut = unbounded || bar.value > top;
     double end = cut ? px(top) : px(bar.value);
-    svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)", kLabel - 6,
-                       y + 14, kText, Escape(bar.label));
+    svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)",
+                       kLabel - 6, y + 14, kText, Escape(bar.label));
     svg += fmt::format(R"(<rect x="{}" y="{}" width="{:.1f}" height="16" fill="{}"{}/>)", kLabel, y + 2,
                        std::max(1.0, end - kLabel), bar.color, unbounded ? R"( fill-opacity="0.25")" : "");
     if (cut) {
@@ -177,12 +191,13 @@ std::string RenderBarChart(const BarChart& chart) {
     }
     std::string value = unbounded ? "unbounded" : Rate(bar.value);
     if (!bar.note.empty()) value += " " + bar.note;
-    svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" fill="{}">{}</text>)", end + 5, y + 14, kText,
-                       Escape(value));
+    svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" fill="{}">{}</text>)", end + 5, y + 14,
+                       kText, Escape(value));
   }
   for (const ReferenceLine& m : chart.markers) {
-    svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="{3}" stroke-dasharray="4 3" stroke-width="1.5"/>)",
-                       px(m.y), kTop - 4, height - 6, m.color);
+    svg += fmt::format(
+        R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="{3}" stroke-dasharray="4 3" stroke-width="1.5"/>)",
+        px(m.y), kTop - 4, height - 6, m.color);
   }
   return svg + "</svg>";
 }
@@ -197,8 +212,8 @@ std::string RenderHeatStrip(const HeatStrip& chart) {
   svg += Title(chart.title, 8);
   for (size_t r = 0; r < chart.row_labels.size(); ++r) {
     int y = kTop + static_cast<int>(r) * kRow;
-    svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)", kLabel - 6,
-                       y + 14, kText, Escape(chart.row_labels[r]));
+    svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)",
+                       kLabel - 6, y + 14, kText, Escape(chart.row_labels[r]));
     const std::vector<double>& row = chart.values[r];
     double cell = row.empty() ? 0 : static_cast<double>(plot_w) / static_cast<double>(row.size());
     for (size_t c = 0; c < row.size(); ++c) {
@@ -217,8 +232,8 @@ std::string RenderHeatStrip(const HeatStrip& chart) {
     double step = NiceStep(span, 6);
     for (double x = std::ceil(chart.x_min / step) * step; x <= chart.x_max + 1e-9; x += step) {
       double p = kLabel + (x - chart.x_min) / span * plot_w;
-      svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="{}">{}</text>)", p,
-                         axis_y + 12, kText, Rate(x));
+      svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="{}">{}</text>)",
+                         p, axis_y + 12, kText, Rate(x));
     }
   }
   svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="{}">{}</text>)",
@@ -236,16 +251,18 @@ std::string RenderStackedBars(const StackedBars& chart) {
   svg += Title(chart.title, 8);
   int lx = kLabel;
   for (size_t s = 0; s < chart.segment_names.size(); ++s) {
-    svg += fmt::format(R"(<rect x="{}" y="{}" width="10" height="10" fill="{}"/>)", lx, kTop - 2, chart.segment_colors[s]);
+    svg += fmt::format(R"(<rect x="{}" y="{}" width="10" height="10" fill="{}"/>)", lx, kTop - 2,
+                       chart.segment_colors[s]);
     svg += fmt::format(R"(<text x="{}" y="{}" font-size="10" fill="{}">{}</text>)", lx + 13, kTop + 7, kText,
                        Escape(chart.segment_names[s]));
     lx += static_cast<int>(chart.segment_names[s].size()) * 6 + 30;
   }
   for (size_t r = 0; r < chart.row_labels.size(); ++r) {
     int y = kTop + 16 + static_cast<int>(r) * kRow;
-    svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)", kLabel - 6,
-                       y + 14, kText, Escape(chart.row_labels[r]));
-    svg += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="16" fill="#f2f2f2"/>)", kLabel, y + 2, plot_w);
+    svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)",
+                       kLabel - 6, y + 14, kText, Escape(chart.row_labels[r]));
+    svg +=
+        fmt::format(R"(<rect x="{}" y="{}" width="{}" height="16" fill="#f2f2f2"/>)", kLabel, y + 2, plot_w);
     double x = kLabel;
     for (size_t s = 0; s < chart.values[r].size(); ++s) {
       double w = std::clamp(chart.values[r][s], 0.0, 1.0) * plot_w;

@@ -16,7 +16,7 @@ struct Series {
   std::string name;
   std::string color;
   std::vector<std::pair<double, double>> points;  // (x, y)
-  bool area = false;  // filled down to zero
+  bool area = false;                              // filled down to zero
 };
 
 struct ReferenceLine {
@@ -31,8 +31,8 @@ struct LineChart {
   std::string y_label;
   int width = 560;
   int height = 240;
-  std::optional<double> y_max;           // default: from the data and lines
-  bool percent = false;                  // y in 0..1, shown as %
+  std::optional<double> y_max;  // default: from the data and lines
+  bool percent = false;         // y in 0..1, shown as %
   std::vector<Series> series;
   std::vector<ReferenceLine> lines;
   std::optional<std::pair<double, double>> shaded_x;  // the measured window
@@ -43,9 +43,9 @@ std::string RenderLineChart(const LineChart& chart);
 
 struct Bar {
   std::string label;
-  double value = 0;          // +inf is drawn as "unbounded"
+  double value = 0;  // +inf is drawn as "unbounded"
   std::string color;
-  std::string note;          // text after the value
+  std::string note;  // text after the value
 };
 
 // Horizontal bars, one per row, with optional vertical marker lines.

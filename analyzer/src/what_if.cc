@@ -1,10 +1,10 @@
 // Parsing and answering what-if questions (what_if.h).
 #include "pipetune/analyzer/what_if.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace pipetune::analyzer {
 namespace {
@@ -110,9 +110,10 @@ StatusOr<models::Configuration> ApplyWhatIf(const models::Profile& profile, cons
                                       what_if.text, name, StageList(profile)));
     }
     if (!profile.stages[*index].parallel) {
-      return InvalidInput(fmt::format("what-if \"{}\": stage \"{}\" ({}) has no workers to add; only map and "
-                                      "read_file stages have a parallelism",
-                                      what_if.text, name, profile.stages[*index].op_name));
+      return InvalidInput(
+          fmt::format("what-if \"{}\": stage \"{}\" ({}) has no workers to add; only map and "
+                      "read_file stages have a parallelism",
+                      what_if.text, name, profile.stages[*index].op_name));
     }
     config.parallelism[*index] = workers;
   }

@@ -1,11 +1,11 @@
 // Choosing the steady window and measuring the counters over it.
 #include "pipetune/analyzer/window.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
-
-#include <fmt/format.h>
 
 namespace pipetune::analyzer {
 namespace {
@@ -85,6 +85,19 @@ size_t LastConsumingFrame(const std::vector<Frame>& frames) {
   return last;
 }
 
+// The first frame at which any stage ran at its final parallelism for good.
+std::optional<size_t> LastParallelismChange(const CollectedTrace& trace) {
+  std::optional<size_t> last;
+  for (size_t i = 1; i < trace.frames.size(); ++i) {
+    for (size_t s = 0; s < trace.stages.size(); ++s) {
+      const StageCounters& a = At(trace.frames[i - 1], s);
+      const StageCounters& b = At(trace.frames[i], s);
+      if (a.seen && b.seen && a.parallelism != b.parallelism) last = i;
+    }
+  }
+  return last;
+}
+
 bool HasCacheStage(const models::PipelineConfig* config) {
   if (config == nullptr) return false;
   return std::any_of(config->stages.begin(), config->stages.end(),
@@ -123,7 +136,8 @@ StatusOr<Window> SelectWindow(const CollectedTrace& trace, const models::Pipelin
 
   Window window;
   size_t end_frame = LastConsumingFrame(frames);
-  std::string end_reason = end_frame + 1 == frames.size() ? "the end of the trace" : "the consumer's last step";
+  std::string end_reason =
+      end_frame + 1 == frames.size() ? "the end of the trace" : "the consumer's last step";
   if (HasCacheStage(config)) {
     std::optional<size_t> fill_end = CacheFillEnd(trace, config);
     double steady = fill_end ? Seconds(frames[end_frame].time_ns - frames[*fill_end].time_ns) : 0.0;
@@ -137,9 +151,20 @@ StatusOr<Window> SelectWindow(const CollectedTrace& trace, const models::Pipelin
     } else if (fill_end) {
       // The frame before the fill ended: in the one after, replays may have begun.
       end_frame = std::min(end_frame, *fill_end > 0 ? *fill_end - 1 : 0);
-      end_reason = "the end of the cache's first epoch (too little of the run after it to measure the replay)";
+      end_reason =
+          "the end of the cache's first epoch (too little of the run after it to measure the replay)";
     } else {
       end_reason += " (the cache was still storing its first epoch)";
+    }
+  }
+  // A parallelism change inside the window would mix two configurations:
+  // measure the last one (the earlier ones still give scaling points).
+  if (std::optional<size_t> change = LastParallelismChange(trace)) {
+    double at = Seconds(frames[*change].time_ns);
+    double remaining = Seconds(frames[end_frame].time_ns) - at;
+    if (at > start && remaining >= std::max(kMinSteadySeconds, kMinSteadyShare * duration)) {
+      start = at;
+      start_reason = fmt::format("a stage's parallelism last changed at {:.2f} s", at);
     }
   }
   window.begin_frame = FirstFrameAtOrAfter(frames, start);
@@ -170,7 +195,8 @@ models::StageMeasurement MeasureStage(const CollectedTrace& trace, size_t index,
   models::StageMeasurement m;
   m.name = trace.stages[index].def.name;
   m.op = trace.stages[index].def.op;
-  m.parallelism = static_cast<int>(std::max<uint32_t>(1, b.seen ? b.parallelism : trace.stages[index].def.parallelism));
+  m.parallelism =
+      static_cast<int>(std::max<uint32_t>(1, b.seen ? b.parallelism : trace.stages[index].def.parallelism));
   m.elements = delta(b.produced, a.produced);
   m.consumed = delta(b.consumed, a.consumed);
   m.bytes = delta(b.bytes, a.bytes);
@@ -197,7 +223,8 @@ std::vector<models::ScalingPoint> ScalingPoints(const CollectedTrace& trace, siz
     Sums& sums = levels[b.parallelism];
     sums.elements += static_cast<double>(b.produced - std::min(b.produced, a.produced));
     sums.busy_seconds += static_cast<double>(std::max(b.work_ns - std::min(b.work_ns, a.work_ns),
-                                                      b.cpu_ns - std::min(b.cpu_ns, a.cpu_ns))) / 1e9;
+                                                      b.cpu_ns - std::min(b.cpu_ns, a.cpu_ns))) /
+                         1e9;
   }
   std::vector<models::ScalingPoint> points;
   for (const auto& [parallelism, sums] : levels) {
@@ -218,7 +245,7 @@ std::optional<double> SourceEpoch(const CollectedTrace& trace, const models::Pip
   if (config == nullptr) return produced;
   for (size_t i = 1; i < config->stages.size(); ++i) {
     const models::StageConfig& stage = config->stages[i];
-    if (stage.op == models::Op::kCache) return produced;  // it replays; the source ran once
+    if (stage.op == models::Op::kCache) return produced;     // it replays; the source ran once
     if (stage.op == models::Op::kTake) return std::nullopt;  // cut short: not an epoch
     if (stage.op == models::Op::kRepeat) {
       StatusOr<std::optional<int64_t>> count = models::ArgInt(stage, "count", 1);
@@ -256,7 +283,8 @@ models::WindowMeasurement MeasureWindow(const CollectedTrace& trace, const Windo
     m.outputs = m.stages.back().elements;  // no consumer recorded: the last stage's outputs
   }
   if (begin.has_process && end.has_process) {
-    m.process_cpu_seconds = static_cast<double>(end.process_cpu_ns - std::min(end.process_cpu_ns, begin.process_cpu_ns)) / 1e9;
+    m.process_cpu_seconds =
+        static_cast<double>(end.process_cpu_ns - std::min(end.process_cpu_ns, begin.process_cpu_ns)) / 1e9;
   }
   if (begin.read_bytes >= 0 && end.read_bytes >= begin.read_bytes) {
     m.storage_bytes_read = static_cast<double>(end.read_bytes - begin.read_bytes);

@@ -15,16 +15,16 @@
 // that timed runs never run dry. The last lines are the summary ratios.
 //
 //   analyzer_accuracy [--seconds 6] [--only NAME] [--keep-traces DIR] [--cores N]
+#include <fmt/format.h>
+#include <time.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <set>
 #include <thread>
-#include <time.h>
-#include <chrono>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "pipetune/analyzer/diagnosis.h"
 #include "traced_run.h"
@@ -34,11 +34,11 @@ namespace {
 using namespace pipetune;
 
 struct Case {
-  std::string config;                // under examples/
-  std::vector<std::string> knobs;    // "decode.parallelism=2"
+  std::string config;                      // under examples/
+  std::vector<std::string> knobs;          // "decode.parallelism=2"
   std::optional<std::string> cache_after;  // insert a memory cache after this stage
-  std::string expected;              // "" = from the costs
-  bool endless_repeat = false;       // drop a repeat's count (so a cache replays for the whole run)
+  std::string expected;                    // "" = from the costs
+  bool endless_repeat = false;             // drop a repeat's count (so a cache replays for the whole run)
 };
 
 struct Group {
@@ -98,7 +98,8 @@ std::set<std::string> ExpectedBlame(const models::PipelineConfig& config, double
     cpu_per_output += cpu * visit[i];
     heaviest_cpu = std::max(heaviest_cpu, cpu * visit[i]);
     cpu_by_stage.emplace_back(cpu * visit[i], config.stages[i].name);
-    if (wall > 0) bounds.emplace_back(config.stages[i].parallelism / (wall * visit[i]), config.stages[i].name);
+    if (wall > 0)
+      bounds.emplace_back(config.stages[i].parallelism / (wall * visit[i]), config.stages[i].name);
   }
   if (cpu_per_output > 0) bounds.emplace_back(cores / cpu_per_output, "cpu");
   if (config.consumer.step_time_ms) bounds.emplace_back(1e3 / *config.consumer.step_time_ms, "demand");
@@ -201,14 +202,15 @@ int main(int argc, char** argv) {
   app.add_option("--cores", cores_flag, "cores to probe for (default: all online)");
   CLI11_PARSE(app, argc, argv);
   std::string examples = std::string(PIPETUNE_SOURCE_DIR) + "/examples/";
-  std::string dir = keep.empty() ? (std::filesystem::temp_directory_path() / "pipetune_accuracy").string() : keep;
+  std::string dir =
+      keep.empty() ? (std::filesystem::temp_directory_path() / "pipetune_accuracy").string() : keep;
   std::filesystem::create_directories(dir);
 
   double runtime_cores = static_cast<double>(std::thread::hardware_concurrency());
   if (cores_flag > 0) runtime_cores = cores_flag;
-  fmt::print("{:<16} {:<44} {:>5} {:<20} {:<26} {:>3} {:>9} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}\n", "pipeline",
-             "configuration", "free", "costs blame", "analyzer blames (bound)", "ok", "predicted", "measured", "ratio",
-             "from base", "ratio", "base+free", "ratio");
+  fmt::print("{:<16} {:<44} {:>5} {:<20} {:<26} {:>3} {:>9} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}\n",
+             "pipeline", "configuration", "free", "costs blame", "analyzer blames (bound)", "ok", "predicted",
+             "measured", "ratio", "from base", "ratio", "base+free", "ratio");
   double worst = 1, best = 1;
   int runs = 0, named_right = 0, within = 0;
   int cross = 0, cross_within = 0, told_runs = 0, told_within = 0;
@@ -270,8 +272,8 @@ int main(int argc, char** argv) {
       std::string named = Blamed(*d);
       bool ok = expected.count(named) > 0;
       std::string cross_text = "-", cross_ratio = "-", told_text = "-", told_ratio = "-";
-      auto record = [&](std::optional<double> predicted, std::string& text, std::string& ratio_text, int& count,
-                        int& count_within) {
+      auto record = [&](std::optional<double> predicted, std::string& text, std::string& ratio_text,
+                        int& count, int& count_within) {
         if (!predicted || d->measured_throughput <= 0) return;
         double ratio = *predicted / d->measured_throughput;
         text = fmt::format("{:.1f}", *predicted);
@@ -289,15 +291,16 @@ int main(int argc, char** argv) {
         StatusOr<analyzer::ProfiledRun> told = TellFreeCores(*base_trace, base_free_cores);
         if (told.ok()) {
           std::string cores = fmt::format("cores={:.3f}", free_cores);
-          record(Ask(told->profile, change.empty() ? cores : change + "," + cores), told_text, told_ratio, told_runs,
-                 told_within);
+          record(Ask(told->profile, change.empty() ? cores : change + "," + cores), told_text, told_ratio,
+                 told_runs, told_within);
         }
       }
       std::string named_text = fmt::format("{} ({})", named, d->bound);
-      fmt::print("{:<16} {:<44} {:>5.2f} {:<20} {:<26} {:>3} {:>9.1f} {:>9.1f} {:>6.2f} {:>9} {:>6} {:>9} {:>6}\n",
-                 config->name, What(c), free_cores, fmt::format("{}", fmt::join(expected, "|")), named_text,
-                 ok ? "yes" : "NO", d->predicted_throughput, d->measured_throughput, d->prediction_ratio, cross_text,
-                 cross_ratio, told_text, told_ratio);
+      fmt::print(
+          "{:<16} {:<44} {:>5.2f} {:<20} {:<26} {:>3} {:>9.1f} {:>9.1f} {:>6.2f} {:>9} {:>6} {:>9} {:>6}\n",
+          config->name, What(c), free_cores, fmt::format("{}", fmt::join(expected, "|")), named_text,
+          ok ? "yes" : "NO", d->predicted_throughput, d->measured_throughput, d->prediction_ratio, cross_text,
+          cross_ratio, told_text, told_ratio);
       std::fflush(stdout);
       ++runs;
       named_right += ok ? 1 : 0;
@@ -308,10 +311,12 @@ int main(int argc, char** argv) {
     }
   }
   fmt::print("\nbottleneck named as the costs imply: {} of {}\n", named_right, runs);
-  fmt::print("predicted from a config's own trace within 0.9-1.1: {} of {}; from the base config's trace: {} of {}\n",
-             within, runs, cross_within, cross);
-  fmt::print("predicted from the base config's trace told the free cores, within 0.9-1.1: {} of {}\n", told_within,
-             told_runs);
+  fmt::print(
+      "predicted from a config's own trace within 0.9-1.1: {} of {}; from the base config's trace: {} of "
+      "{}\n",
+      within, runs, cross_within, cross);
+  fmt::print("predicted from the base config's trace told the free cores, within 0.9-1.1: {} of {}\n",
+             told_within, told_runs);
   fmt::print("predicted / measured, own trace: min {:.2f}, max {:.2f}\n", best, worst);
   return 0;
 }

@@ -4,10 +4,10 @@
 //
 //   pipetune_trace_run CONFIG --seconds 4 --trace out.trace [--spans 20] [--steps 1000]
 //                      [--interval-ms 100] [--set decode.parallelism=2]... [--endless]
-#include <filesystem>
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
+#include <filesystem>
 
 #include "traced_run.h"
 
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "error: {}\n", summary.status().message());
     return 2;
   }
-  fmt::print("{}: {:.1f} outputs/s over {:.1f} s, stall {:.0f}%; trace {}\n", config->name, summary->throughput,
-             summary->seconds, 100 * summary->stall_fraction, options.trace_path);
+  fmt::print("{}: {:.1f} outputs/s over {:.1f} s, stall {:.0f}%; trace {}\n", config->name,
+             summary->throughput, summary->seconds, 100 * summary->stall_fraction, options.trace_path);
   return 0;
 }

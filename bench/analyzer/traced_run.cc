@@ -6,7 +6,8 @@
 
 namespace pipetune::bench {
 
-StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config, const TracedRunOptions& options) {
+StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config,
+                                        const TracedRunOptions& options) {
   tracer::SessionOptions session;
   session.path = options.trace_path;
   session.pipeline_name = config.name;

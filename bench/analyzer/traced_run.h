@@ -17,10 +17,11 @@ struct TracedRunOptions {
   uint32_t spans_per_stage_per_second = 20;  // fewer than `pipetune run`: small traces
   uint32_t snapshot_interval_ms = 100;
   uint32_t consumer_steps_per_second = 1000;
-  std::string base_dir;                       // where relative paths in the config resolve
+  std::string base_dir;  // where relative paths in the config resolve
 };
 
-StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config, const TracedRunOptions& options);
+StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config,
+                                        const TracedRunOptions& options);
 
 // "decode.parallelism=3" or "prefetch.buffer=4": changes one knob.
 Status SetKnob(models::PipelineConfig& config, const std::string& assignment);

@@ -9,10 +9,13 @@
 #   ROUNDS=2      pipetune and DataLoader runs alternate this many times; best of each
 #   WORKERS=0,1,2,3,4   DataLoader num_workers tried (each round); the best counts
 #   COUNT=4000    images generated (examples/image/data)
+#   TORCH_SECONDS=20  cap on each DataLoader setting's run (num_workers=0 is slow)
 #   SKIP_STAGES=1 skip the per-stage single-thread costs
-# Both sides run one epoch over the images (pipetune: image_train_tuned.json,
-# consumer draining) and report the steady rate from the first batch out to
-# the last.
+# pipetune runs one epoch over the images (image_train_tuned.json, consumer
+# draining), each DataLoader setting one epoch or TORCH_SECONDS; both report
+# the steady rate from the first batch out to the last, and images per
+# CPU-second of all their threads and processes, which other load on the
+# machine disturbs less than wall-clock rates.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -45,20 +48,26 @@ if [[ "${SKIP_STAGES:-0}" != 1 ]]; then
   taskset -c "$first_core" "$python" "$root/bench/image/torch_dataloader.py" stages "$data" --count 300
 fi
 
+max() { awk -v a="$1" -v b="$2" 'BEGIN {print (b > a) ? b : a}'; }
 best_pipetune=0
 best_torch=0
 best_torch_line=""
+cpu_pipetune=0
+cpu_torch=0
+echo "== load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg) (other work on these cores skews absolute numbers)"
 for round in $(seq 1 "$rounds"); do
   echo "== round $round/$rounds: pipetune, $(basename "$config")"
   out="$(taskset -c "$cores" "$bench" pipeline "$config")"
-  echo "$out" | grep -v '^pipetune_images_per_second'
+  echo "$out" | grep -v '^pipetune_images_per'
   rate="$(echo "$out" | awk '/^pipetune_images_per_second/ {print $2}')"
-  best_pipetune="$(awk -v a="$best_pipetune" -v b="$rate" 'BEGIN {print (b > a) ? b : a}')"
+  best_pipetune="$(max "$best_pipetune" "$rate")"
+  cpu_pipetune="$(max "$cpu_pipetune" "$(echo "$out" | awk '/^pipetune_images_per_cpu_second/ {print $2}')")"
 
   echo "== round $round/$rounds: PyTorch DataLoader, num_workers in {$workers}"
   out="$(taskset -c "$cores" "$python" "$root/bench/image/torch_dataloader.py" loader "$data" \
-           --workers "$workers" 2> >(grep -v -e 'UserWarning' -e 'warnings.warn' >&2))"
-  echo "$out" | grep -v '^torch_images_per_second'
+           --workers "$workers" --seconds "${TORCH_SECONDS:-20}" 2> >(grep -v -e 'UserWarning' -e 'warnings.warn' >&2))"
+  echo "$out" | grep -v '^torch_images_per'
+  cpu_torch="$(max "$cpu_torch" "$(echo "$out" | awk '/^torch_images_per_cpu_second/ {print $2}')")"
   line="$(echo "$out" | grep '^torch_images_per_second')"
   rate="$(echo "$line" | awk '{print $2}')"
   if awk -v a="$best_torch" -v b="$rate" 'BEGIN {exit !(b > a)}'; then
@@ -67,7 +76,9 @@ for round in $(seq 1 "$rounds"); do
   fi
 done
 
+echo "== load average after the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== result (best of $rounds rounds, cores $cores)"
+echo "images per CPU-second: pipetune $cpu_pipetune, DataLoader $cpu_torch ($(awk -v a="$cpu_pipetune" -v b="$cpu_torch" 'BEGIN {printf "%.2fx", a / b}'))"
 echo "pipetune (image_train_tuned.json):      $best_pipetune images/s"
 torch_workers="$(echo "$best_torch_line" | sed -n 's/.*(num_workers \([0-9]*\)).*/\1/p')"
 echo "PyTorch DataLoader (num_workers $torch_workers):    $best_torch images/s"

@@ -63,26 +63,39 @@ def single_thread_worker(_):
     torch.set_num_threads(1)
 
 
-def cpu_seconds():
-    """CPU of this process plus its finished children (the loader's workers)."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
+def own_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
+    return usage.ru_utime + usage.ru_stime
+
+
+def process_cpu_seconds(pid):
+    """utime + stime of a live process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure_loader(paths, workers, seconds):
-    """(steady images/s, images per CPU-second of the whole process tree)."""
-    cpu_start = cpu_seconds()
+    """(steady images/s, images per CPU-second of this process and its workers)."""
+    cpu_start = own_cpu_seconds()
     loader = DataLoader(JpegFiles(paths), batch_size=64, shuffle=True, num_workers=workers,
                         worker_init_fn=single_thread_worker if workers > 0 else None,
                         generator=torch.Generator().manual_seed(7))
+    batches = iter(loader)
+    # The workers' CPU is read from /proc before they exit (a private
+    # attribute, but the only handle on the worker processes).
+    worker_pids = [w.pid for w in getattr(batches, "_workers", [])]
     first = last = None
     images = total_images = 0
-    for batch in loader:
+    worker_cpu = {}
+    for batch in batches:
         now = time.perf_counter()
         total_images += batch.shape[0]
+        for pid in worker_pids:
+            try:
+                worker_cpu[pid] = process_cpu_seconds(pid)
+            except OSError:  # exited at the end of the epoch: keep its last reading
+                pass
         if first is None:
             first = now
             continue
@@ -90,9 +103,9 @@ def measure_loader(paths, workers, seconds):
         last = now
         if now - first >= seconds:
             break
-    del loader  # joins the workers (so their CPU is counted) before the next setting
+    cpu = own_cpu_seconds() - cpu_start + sum(worker_cpu.values())
+    del batches, loader  # shuts the workers down before the next setting starts
     gc.collect()
-    cpu = cpu_seconds() - cpu_start
     window = (last - first) if last is not None else 0.0
     return (images / window if window > 0 else 0.0), (total_images / cpu if cpu > 0 else 0.0)
 

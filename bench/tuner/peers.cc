@@ -2,19 +2,19 @@
 // (peers.h).
 #include "peers.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace pipetune::bench {
 namespace {
 
 using models::Op;
-using tuner::Candidate;
 using tuner::CacheChoice;
 using tuner::CacheKind;
+using tuner::Candidate;
 using tuner::PlannedStage;
 
 // The LP over cores with linear scaling: maximise X subject to
@@ -96,7 +96,8 @@ double ModelledOutputTime(const Candidate& candidate, double consumer_seconds) {
 double BufferedBytes(const Candidate& candidate) {
   double bytes = 0;
   for (const PlannedStage& stage : candidate.stages) {
-    if (stage.op == Op::kPrefetch) bytes += static_cast<double>(stage.buffer.value_or(1)) * stage.bytes_per_element;
+    if (stage.op == Op::kPrefetch)
+      bytes += static_cast<double>(stage.buffer.value_or(1)) * stage.bytes_per_element;
     if (stage.parallel) bytes += stage.parallelism * stage.bytes_per_element;
   }
   return bytes;

@@ -8,8 +8,10 @@
 //
 //   tuner_quality [--seconds S] [--grid-seconds S] [--trace-seconds S]
 //                 [--repeats N] [--only NAME] [--markdown FILE]
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,9 +20,6 @@
 #include <map>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "peers.h"
 #include "pipetune/models/config.h"
@@ -84,7 +83,8 @@ double TracedRun(const models::PipelineConfig& config, double seconds, const std
 models::PipelineConfig GridConfig(const models::PipelineConfig& start, const std::vector<GridAxis>& grid,
                                   const std::vector<int>& values, const std::string& cache_after) {
   models::PipelineConfig config = start;
-  for (size_t a = 0; a < grid.size(); ++a) config.stages[*config.FindStage(grid[a].stage)].parallelism = values[a];
+  for (size_t a = 0; a < grid.size(); ++a)
+    config.stages[*config.FindStage(grid[a].stage)].parallelism = values[a];
   auto insert = [&config](size_t at, const std::string& name, models::Op op) {
     models::StageConfig stage;
     stage.name = name;
@@ -96,7 +96,8 @@ models::PipelineConfig GridConfig(const models::PipelineConfig& start, const std
     for (size_t i = 0; i < config.stages.size(); ++i) config.stages[i].index = i;
   };
   if (!cache_after.empty()) insert(*config.FindStage(cache_after) + 1, "oracle_cache", models::Op::kCache);
-  if (config.stages.back().op != models::Op::kPrefetch) insert(config.stages.size(), "oracle_prefetch", models::Op::kPrefetch);
+  if (config.stages.back().op != models::Op::kPrefetch)
+    insert(config.stages.size(), "oracle_prefetch", models::Op::kPrefetch);
   Status valid = models::Validate(config);
   if (!valid.ok()) Die(valid, "grid config");
   return config;
@@ -132,7 +133,8 @@ Oracle GridSearch(const QualityCase& c, const models::PipelineConfig& start, dou
       best = throughput;
       oracle.config = config;
       oracle.knobs.clear();
-      for (size_t a = 0; a < c.grid.size(); ++a) oracle.knobs += fmt::format("{}={} ", c.grid[a].stage, values[a]);
+      for (size_t a = 0; a < c.grid.size(); ++a)
+        oracle.knobs += fmt::format("{}={} ", c.grid[a].stage, values[a]);
       oracle.knobs += cache.empty() ? "no cache" : "cache after " + cache;
     }
   };
@@ -196,7 +198,8 @@ Row RunCase(const QualityCase& c, const Flags& flags, const std::string& dir) {
   double load_seconds = Seconds(begin);
 
   row.contenders.push_back({"start", start, 0, {}});
-  row.contenders.push_back(Planned("Plumber", start, load_seconds, [&] { return PlumberPlan(traced.input, resources); }));
+  row.contenders.push_back(
+      Planned("Plumber", start, load_seconds, [&] { return PlumberPlan(traced.input, resources); }));
   row.contenders.push_back(
       Planned("AUTOTUNE", start, load_seconds, [&] { return AutotunePlan(traced.input, resources); }));
   row.contenders.push_back(Planned("pipetune", start, load_seconds, [&] {
@@ -221,14 +224,16 @@ Row RunCase(const QualityCase& c, const Flags& flags, const std::string& dir) {
     }
   }
   for (const Contender& contender : row.contenders) {
-    fmt::print(stderr, "  {:<9} {:>9.1f}/s  {}\n", contender.name, contender.Median(), Knobs(contender.config));
+    fmt::print(stderr, "  {:<9} {:>9.1f}/s  {}\n", contender.name, contender.Median(),
+               Knobs(contender.config));
   }
   return row;
 }
 
 std::string Table(const std::vector<Row>& rows) {
   std::string text =
-      "| pipeline | start | Plumber | AUTOTUNE | pipetune | oracle (grid) | decide: Plumber / AUTOTUNE / pipetune | "
+      "| pipeline | start | Plumber | AUTOTUNE | pipetune | oracle (grid) | decide: Plumber / AUTOTUNE / "
+      "pipetune | "
       "grid search |\n|---|---|---|---|---|---|---|---|\n";
   for (const Row& row : rows) {
     double oracle = row.contenders.back().Median();
@@ -236,16 +241,17 @@ std::string Table(const std::vector<Row>& rows) {
       double x = row.contenders[i].Median();
       return fmt::format("{:.1f}/s ({:.2f})", x, oracle > 0 ? x / oracle : 0.0);
     };
-    text += fmt::format("| {} | {} | {} | {} | **{}** | {:.1f}/s | {:.0f} / {:.0f} / {:.0f} ms | {} runs, {:.0f} s |\n",
-                        row.name, cell(0), cell(1), cell(2), cell(3), oracle,
-                        row.contenders[1].decide_seconds * 1e3, row.contenders[2].decide_seconds * 1e3,
-                        row.contenders[3].decide_seconds * 1e3, row.oracle_runs, row.oracle_seconds);
+    text += fmt::format(
+        "| {} | {} | {} | {} | **{}** | {:.1f}/s | {:.0f} / {:.0f} / {:.0f} ms | {} runs, {:.0f} s |\n",
+        row.name, cell(0), cell(1), cell(2), cell(3), oracle, row.contenders[1].decide_seconds * 1e3,
+        row.contenders[2].decide_seconds * 1e3, row.contenders[3].decide_seconds * 1e3, row.oracle_runs,
+        row.oracle_seconds);
   }
   text += "\n| pipeline | what | Plumber | AUTOTUNE | pipetune | oracle |\n|---|---|---|---|---|---|\n";
   for (const Row& row : rows) {
-    text += fmt::format("| {} | {} | {} | {} | {} | {} |\n", row.name, row.what, Knobs(row.contenders[1].config),
-                        Knobs(row.contenders[2].config), Knobs(row.contenders[3].config),
-                        Knobs(row.contenders[4].config));
+    text += fmt::format("| {} | {} | {} | {} | {} | {} |\n", row.name, row.what,
+                        Knobs(row.contenders[1].config), Knobs(row.contenders[2].config),
+                        Knobs(row.contenders[3].config), Knobs(row.contenders[4].config));
   }
   return text;
 }
@@ -260,8 +266,8 @@ std::string RatioLine(const std::vector<Row>& rows) {
     double peer = std::max(row.contenders[1].Median(), row.contenders[2].Median());
     if (ours >= 0.98 * peer) ++beats_peers;
   }
-  return fmt::format("pipetune / oracle: min {:.2f} over {} pipelines; at or above both peers on {}/{}\n", worst,
-                     rows.size(), beats_peers, rows.size());
+  return fmt::format("pipetune / oracle: min {:.2f} over {} pipelines; at or above both peers on {}/{}\n",
+                     worst, rows.size(), beats_peers, rows.size());
 }
 
 }  // namespace
@@ -270,7 +276,8 @@ std::string RatioLine(const std::vector<Row>& rows) {
 int main(int argc, char** argv) {
   using namespace pipetune;
   bench::Flags flags;
-  CLI::App app{"pipetune tuner quality benchmark: start, Plumber, AUTOTUNE, pipetune and a grid-search oracle"};
+  CLI::App app{
+      "pipetune tuner quality benchmark: start, Plumber, AUTOTUNE, pipetune and a grid-search oracle"};
   app.add_option("--seconds", flags.seconds, "Seconds per measured run of the final comparison");
   app.add_option("--grid-seconds", flags.grid_seconds, "Seconds per run of the oracle's grid search");
   app.add_option("--trace-seconds", flags.trace_seconds, "Seconds of the traced run the tuners decide from");
@@ -279,7 +286,8 @@ int main(int argc, char** argv) {
   app.add_option("--markdown", flags.markdown, "Also write the table to this file");
   CLI11_PARSE(app, argc, argv);
 
-  std::string dir = (std::filesystem::temp_directory_path() / fmt::format("pipetune-quality-{}", getpid())).string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / fmt::format("pipetune-quality-{}", getpid())).string();
   std::filesystem::create_directories(dir);
   std::vector<bench::Row> rows;
   for (const bench::QualityCase& c : bench::QualitySuite()) {

@@ -3,11 +3,11 @@
 // diagnosed; further traces of the same pipeline (other parallelism levels)
 // only feed the scaling fit. What-if questions are answered by the same model
 // (docs/analyzer.md).
+#include <fmt/format.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -53,16 +53,18 @@ void RegisterReportCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ReportFlags>();
   CLI::App* sub = app.add_subcommand(
       "report", "Diagnose a traced run: what limits throughput, is the consumer waiting, what would help");
-  sub->add_option("trace", flags->traces,
-                  "Trace file(s) of one pipeline; the first is diagnosed, the others (other parallelism levels) "
-                  "feed the scaling fit")
+  sub->add_option(
+         "trace", flags->traces,
+         "Trace file(s) of one pipeline; the first is diagnosed, the others (other parallelism levels) "
+         "feed the scaling fit")
       ->required();
   sub->add_option("--format,-f", flags->format, "text (default), json, markdown or html")
       ->check(CLI::IsMember({"text", "json", "markdown", "md", "html"}));
   sub->add_option("-o,--output", flags->output, "Write the report to this file instead of stdout");
-  sub->add_option("--what-if", flags->what_ifs,
-                  "Ask the model: cores=N, cores=+N, STAGE.parallelism=N, cache=STAGE, cache=none; combine with "
-                  "commas; repeatable")
+  sub->add_option(
+         "--what-if", flags->what_ifs,
+         "Ask the model: cores=N, cores=+N, STAGE.parallelism=N, cache=STAGE, cache=none; combine with "
+         "commas; repeatable")
       ->allow_extra_args(false);  // one question per --what-if, so traces may follow
   sub->callback([flags, &exit_code] { exit_code = Report(*flags); });
 }

@@ -1,5 +1,7 @@
 // `pipetune tune TRACE...`: profile + budgets -> plan -> tuned config.
 // `pipetune tune CONFIG --verify`: the closed loop (pipetune/verify).
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -7,8 +9,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -91,10 +91,11 @@ Status WriteTuned(const models::PipelineConfig& original, const models::Pipeline
 
 int TuneTraces(const TuneFlags& flags) {
   if (LooksLikeJson(flags.inputs[0])) {
-    return ReportError(InvalidInput(fmt::format(
-        "{} is a pipeline config, not a trace: trace a run first (pipetune run {} --trace run.ptrace), or add "
-        "--verify to run and tune it in one go",
-        flags.inputs[0], flags.inputs[0])));
+    return ReportError(
+        InvalidInput(fmt::format("{} is a pipeline config, not a trace: trace a run first (pipetune run {} "
+                                 "--trace run.ptrace), or add "
+                                 "--verify to run and tune it in one go",
+                                 flags.inputs[0], flags.inputs[0])));
   }
   StatusOr<tuner::TracedRun> traced = tuner::LoadTracedRun(flags.inputs);
   if (!traced.ok()) return ReportError(traced.status());
@@ -109,10 +110,11 @@ int TuneTraces(const TuneFlags& flags) {
   std::string output = flags.output;
   if (config && output.empty()) output = config->name + ".tuned.json";
   if (!config && !flags.output.empty()) {
-    return ReportError(InvalidInput(fmt::format(
-        "{} holds no pipeline config (a program traced with `pipetune profile`): there is nothing to rewrite; "
-        "drop -o to see the plan",
-        flags.inputs[0])));
+    return ReportError(
+        InvalidInput(fmt::format("{} holds no pipeline config (a program traced with `pipetune profile`): "
+                                 "there is nothing to rewrite; "
+                                 "drop -o to see the plan",
+                                 flags.inputs[0])));
   }
   bool json = flags.format == "json";
   std::optional<models::PipelineConfig> tuned;
@@ -225,15 +227,19 @@ int TuneVerify(const TuneFlags& flags) {
 void RegisterTuneCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<TuneFlags>();
   CLI::App* sub = app.add_subcommand(
-      "tune", "Solve for parallelism, prefetch and cache under the CPU and memory budgets; write the tuned config");
-  sub->add_option("input", flags->inputs,
-                  "Trace of a run (more traces of the same pipeline add scaling points); with --verify: a config")
+      "tune",
+      "Solve for parallelism, prefetch and cache under the CPU and memory budgets; write the tuned config");
+  sub->add_option(
+         "input", flags->inputs,
+         "Trace of a run (more traces of the same pipeline add scaling points); with --verify: a config")
       ->required();
-  sub->add_option("--cores", flags->cores, "Core budget (default: the config's resources, else the traced host)")
+  sub->add_option("--cores", flags->cores,
+                  "Core budget (default: the config's resources, else the traced host)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--memory", flags->memory,
-                  "Memory budget for buffers and caches, e.g. 4GiB (default: the config's resources, else 90% of "
-                  "the traced host's available memory)");
+  sub->add_option(
+      "--memory", flags->memory,
+      "Memory budget for buffers and caches, e.g. 4GiB (default: the config's resources, else 90% of "
+      "the traced host's available memory)");
   sub->add_option("--max-threads", flags->max_threads, "Threads of all stages together (default 256)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--cache-dir", flags->cache_dir, "Allow a cache on disk, in this directory");
@@ -242,16 +248,19 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"max", "demand"}));
   sub->add_option("-o,--output", flags->output,
                   "Tuned config to write (default: NAME.tuned.json here; with --verify beside the config)");
-  sub->add_option("--format", flags->format, "Plan output: text or json")->check(CLI::IsMember({"text", "json"}));
+  sub->add_option("--format", flags->format, "Plan output: text or json")
+      ->check(CLI::IsMember({"text", "json"}));
   sub->add_flag("--diff", flags->diff, "Show the change to the config as a unified diff");
-  sub->add_flag("--verify", flags->verify,
-                "INPUT is a config: run it traced, tune, run the plan, refit, re-plan; keep the best measured");
+  sub->add_flag(
+      "--verify", flags->verify,
+      "INPUT is a config: run it traced, tune, run the plan, refit, re-plan; keep the best measured");
   sub->add_option("--seconds", flags->seconds, "--verify: seconds per measured run (default 3)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--rounds", flags->rounds, "--verify: plans to run after the first run (default 3)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--trace-dir", flags->trace_dir, "--verify: keep each round's trace in this directory");
-  sub->add_option("--progress", flags->progress, "Live progress on stderr: auto (on a terminal), always, never")
+  sub->add_option("--progress", flags->progress,
+                  "Live progress on stderr: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
   sub->callback([flags, &exit_code] { exit_code = flags->verify ? TuneVerify(*flags) : TuneTraces(*flags); });
 }

@@ -1,10 +1,10 @@
 // WindowMeasurement + config -> Profile: the model's parameters per stage.
 #include "pipetune/models/profile.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace pipetune::models {
 namespace {
@@ -58,8 +58,9 @@ void SetLocalRatio(StageProfile& stage, const StageConfig* config_stage) {
       }
       return;
     case Op::kFilter: {
-      std::optional<int64_t> keep_every =
-          config_stage != nullptr && config_stage->fn == "keep_every" ? IntArg(config_stage, "n") : std::nullopt;
+      std::optional<int64_t> keep_every = config_stage != nullptr && config_stage->fn == "keep_every"
+                                              ? IntArg(config_stage, "n")
+                                              : std::nullopt;
       if (measurable && (stage.elements >= kMinElementsForMeasuredRatio || !keep_every)) {
         use_measured();
       } else if (keep_every) {
@@ -156,9 +157,10 @@ StatusOr<std::vector<StageMeasurement>> AlignWithConfig(const WindowMeasurement&
   }
   for (const StageMeasurement& measured : window.stages) {
     if (!config->FindStage(measured.name)) {
-      return InvalidInput(fmt::format(
-          "the trace has a stage \"{}\" that its pipeline config \"{}\" does not: a trace of another pipeline?",
-          measured.name, config->name));
+      return InvalidInput(
+          fmt::format("the trace has a stage \"{}\" that its pipeline config \"{}\" does not: a trace of "
+                      "another pipeline?",
+                      measured.name, config->name));
     }
   }
   return aligned;
@@ -227,17 +229,20 @@ void NoteBusyHost(Profile& profile) {
   double least_share = 1;
   for (const StageProfile& stage : profile.stages) {
     double share = SafeDiv(stage.cpu_seconds, stage.work_seconds);
-    if (stage.busy_fraction < 0.5 || stage.cpu_seconds < 0.1 * stage_cpu || share < 0.1 || share > 0.8) continue;
+    if (stage.busy_fraction < 0.5 || stage.cpu_seconds < 0.1 * stage_cpu || share < 0.1 || share > 0.8)
+      continue;
     names.push_back(stage.name);
     least_share = std::min(least_share, share);
   }
   if (names.empty()) return;
-  profile.assumptions.push_back(fmt::format(
-      "{} got as little as {:.0f}% of a core while working, though the process used {:.2f} of {} cores: either "
-      "{} on I/O inside {} work, or other programs held the cores (then predictions with more workers or cores "
-      "are optimistic)",
-      fmt::join(names, ", "), 100 * least_share, profile.process_cpu_cores, profile.cores,
-      names.size() == 1 ? "it waits" : "they wait", names.size() == 1 ? "its" : "their"));
+  profile.assumptions.push_back(
+      fmt::format("{} got as little as {:.0f}% of a core while working, though the process used {:.2f} of {} "
+                  "cores: either "
+                  "{} on I/O inside {} work, or other programs held the cores (then predictions with more "
+                  "workers or cores "
+                  "are optimistic)",
+                  fmt::join(names, ", "), 100 * least_share, profile.process_cpu_cores, profile.cores,
+                  names.size() == 1 ? "it waits" : "they wait", names.size() == 1 ? "its" : "their"));
 }
 
 void NoteAssumptions(Profile& profile) {
@@ -246,14 +251,15 @@ void NoteAssumptions(Profile& profile) {
     if (stage.parallel && stage.elements > 0 && stage.scaling.levels < 2) linear.push_back(stage.name);
   }
   if (!linear.empty()) {
-    profile.assumptions.push_back(fmt::format(
-        "throughput of {} assumed to grow linearly with parallelism (measured at one level only)",
-        fmt::join(linear, ", ")));
+    profile.assumptions.push_back(
+        fmt::format("throughput of {} assumed to grow linearly with parallelism (measured at one level only)",
+                    fmt::join(linear, ", ")));
   }
   if (profile.cpu_contention > 1.01) {
-    profile.assumptions.push_back(fmt::format(
-        "the cores were oversubscribed: CPU-bound work took {:.2f}x its CPU time; latencies are corrected for it",
-        profile.cpu_contention));
+    profile.assumptions.push_back(
+        fmt::format("the cores were oversubscribed: CPU-bound work took {:.2f}x its CPU time; latencies are "
+                    "corrected for it",
+                    profile.cpu_contention));
   }
   profile.assumptions.push_back("CPU time per element is taken as independent of parallelism");
   NoteBusyHost(profile);
@@ -279,7 +285,8 @@ StatusOr<Profile> MakeProfile(const WindowMeasurement& window, const PipelineCon
   PIPETUNE_ASSIGN_OR_RETURN(std::vector<StageMeasurement> measured, AlignWithConfig(window, config));
 
   Profile profile;
-  profile.pipeline_name = !window.pipeline_name.empty() || config == nullptr ? window.pipeline_name : config->name;
+  profile.pipeline_name =
+      !window.pipeline_name.empty() || config == nullptr ? window.pipeline_name : config->name;
   profile.window_begin_seconds = window.begin_seconds;
   profile.window_end_seconds = window.end_seconds;
   profile.window_seconds = seconds;
@@ -289,7 +296,8 @@ StatusOr<Profile> MakeProfile(const WindowMeasurement& window, const PipelineCon
   profile.consumer_stall_fraction = std::min(1.0, window.consumer_wait_seconds / seconds);
 
   profile.cores = window.host_cores;
-  if (profile.cores <= 0 && config != nullptr && config->resources.cores) profile.cores = *config->resources.cores;
+  if (profile.cores <= 0 && config != nullptr && config->resources.cores)
+    profile.cores = *config->resources.cores;
   if (profile.cores <= 0) {
     profile.cores = 1;
     profile.assumptions.push_back("the host's core count is unknown; 1 core assumed");

@@ -1,10 +1,10 @@
 // Prefetch depth from the spread of output arrivals (queue_model.h).
 #include "pipetune/models/queue_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace pipetune::models {
 namespace {
@@ -37,8 +37,8 @@ PrefetchSizing SizePrefetch(const PrefetchQuery& query) {
   }
   double per_step = query.producer_throughput * *query.step_seconds;  // X s
   sizing.drift_per_step = per_step - 1;
-  sizing.variance_per_step = per_step * query.arrival_cv * query.arrival_cv +
-                             per_step * per_step * query.step_cv * query.step_cv;
+  sizing.variance_per_step =
+      per_step * query.arrival_cv * query.arrival_cv + per_step * per_step * query.step_cv * query.step_cv;
   if (sizing.drift_per_step <= 1e-9) {
     sizing.reason = fmt::format(
         "the pipeline delivers {:.2f} outputs per consumer step: the consumer waits whatever the depth; "

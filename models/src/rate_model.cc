@@ -1,11 +1,11 @@
 // The bounds of the rate model and the throughput they allow (rate_model.h).
 #include "pipetune/models/rate_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "pipetune/base/check.h"
 
@@ -54,8 +54,8 @@ std::optional<size_t> Bottleneck(const Profile& profile, const Prediction& predi
       std::optional<size_t> heaviest;
       for (size_t i = 0; i < profile.stages.size(); ++i) {
         if (cached[i]) continue;
-        if (!heaviest || profile.stages[i].cpu_seconds_per_output >
-                             profile.stages[*heaviest].cpu_seconds_per_output) {
+        if (!heaviest ||
+            profile.stages[i].cpu_seconds_per_output > profile.stages[*heaviest].cpu_seconds_per_output) {
           heaviest = i;
         }
       }
@@ -71,10 +71,14 @@ std::optional<size_t> Bottleneck(const Profile& profile, const Prediction& predi
 
 const char* BoundKindName(BoundKind kind) {
   switch (kind) {
-    case BoundKind::kCpu: return "cpu";
-    case BoundKind::kConcurrency: return "concurrency";
-    case BoundKind::kStorage: return "storage";
-    case BoundKind::kDemand: return "demand";
+    case BoundKind::kCpu:
+      return "cpu";
+    case BoundKind::kConcurrency:
+      return "concurrency";
+    case BoundKind::kStorage:
+      return "storage";
+    case BoundKind::kDemand:
+      return "demand";
   }
   return "unknown";
 }
@@ -107,16 +111,16 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
     prediction.bounds.push_back({BoundKind::kConcurrency, i, stage_prediction.concurrency_throughput});
   }
   double stage_cores = StageCores(profile, config);
-  prediction.bounds.push_back({BoundKind::kCpu, std::nullopt,
-                               cpu_per_output > 0 ? stage_cores / cpu_per_output : kInfinity});
+  prediction.bounds.push_back(
+      {BoundKind::kCpu, std::nullopt, cpu_per_output > 0 ? stage_cores / cpu_per_output : kInfinity});
   double storage = kInfinity;
   if (config.storage_bytes_per_second && profile.storage_bytes_per_output > 0 && profile.storage_stage &&
       !cached[*profile.storage_stage]) {
     storage = *config.storage_bytes_per_second / profile.storage_bytes_per_output;
   }
   prediction.bounds.push_back({BoundKind::kStorage, profile.storage_stage, storage});
-  double demand = config.step_time_seconds && *config.step_time_seconds > 0 ? 1.0 / *config.step_time_seconds
-                                                                            : kInfinity;
+  double demand =
+      config.step_time_seconds && *config.step_time_seconds > 0 ? 1.0 / *config.step_time_seconds : kInfinity;
   prediction.bounds.push_back({BoundKind::kDemand, std::nullopt, demand});
 
   // The smallest bound binds; on a tie the earlier one (a stage before the
@@ -131,8 +135,9 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
   for (size_t i = 0; i < profile.stages.size(); ++i) {
     StagePrediction& stage_prediction = prediction.stages[i];
     const StageProfile& stage = profile.stages[i];
-    double all_cores = !cached[i] && stage.cpu_seconds_per_output > 0 ? stage_cores / stage.cpu_seconds_per_output
-                                                                      : kInfinity;
+    double all_cores = !cached[i] && stage.cpu_seconds_per_output > 0
+                           ? stage_cores / stage.cpu_seconds_per_output
+                           : kInfinity;
     stage_prediction.max_throughput = std::min(stage_prediction.concurrency_throughput, all_cores);
     stage_prediction.cores_used = cached[i] ? 0.0 : prediction.throughput * stage.cpu_seconds_per_output;
     stage_prediction.utilisation = std::isfinite(stage_prediction.concurrency_throughput)
@@ -149,9 +154,10 @@ std::optional<std::string> CacheNotAllowed(const Profile& profile, size_t index)
   for (size_t i = 0; i <= index; ++i) {
     const StageProfile& stage = profile.stages[i];
     if (stage.random) {
-      return fmt::format("stage \"{}\" is random (its output changes every epoch), so nothing at or after it "
-                         "may be cached",
-                         stage.name);
+      return fmt::format(
+          "stage \"{}\" is random (its output changes every epoch), so nothing at or after it "
+          "may be cached",
+          stage.name);
     }
     if (i > 0 && (stage.op == Op::kRepeat || stage.op == Op::kTake)) {
       return fmt::format("stage \"{}\" ({}) comes before it, so an epoch has no fixed content", stage.name,
@@ -159,7 +165,8 @@ std::optional<std::string> CacheNotAllowed(const Profile& profile, size_t index)
     }
   }
   std::optional<double> bytes = CacheBytes(profile, index);
-  if (!bytes) return std::string("the epoch's size is unknown (an endless source, or the run never finished one)");
+  if (!bytes)
+    return std::string("the epoch's size is unknown (an endless source, or the run never finished one)");
   if (profile.memory_budget_bytes && *bytes > static_cast<double>(*profile.memory_budget_bytes)) {
     return fmt::format("it would hold {} of the {} memory budget", FormatBytes(*bytes),
                        FormatBytes(static_cast<double>(*profile.memory_budget_bytes)));

@@ -1,13 +1,13 @@
 // Least-squares fit of the Universal Scalability Law (see scaling.h).
 #include "pipetune/models/scaling.h"
 
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
-
-#include <Eigen/Dense>
-#include <fmt/format.h>
 
 namespace pipetune::models {
 namespace {
@@ -73,10 +73,14 @@ Candidate Solve(const std::vector<ScalingPoint>& points, Terms terms) {
 
 const char* ScalingKindName(ScalingKind kind) {
   switch (kind) {
-    case ScalingKind::kNone: return "none";
-    case ScalingKind::kLinear: return "linear";
-    case ScalingKind::kAmdahl: return "amdahl";
-    case ScalingKind::kUsl: return "usl";
+    case ScalingKind::kNone:
+      return "none";
+    case ScalingKind::kLinear:
+      return "linear";
+    case ScalingKind::kAmdahl:
+      return "amdahl";
+    case ScalingKind::kUsl:
+      return "usl";
   }
   return "unknown";
 }
@@ -98,7 +102,8 @@ double UslFit::PeakParallelism() const {
 
 std::string UslFit::Describe() const {
   switch (kind) {
-    case ScalingKind::kNone: return "no data";
+    case ScalingKind::kNone:
+      return "no data";
     case ScalingKind::kLinear:
       return levels >= 2 ? fmt::format("linear (fitted over {} levels)", levels) : "linear (assumed)";
     case ScalingKind::kAmdahl:

@@ -1,6 +1,7 @@
+#include "pipetune/analyzer/collector.h"
+
 #include <gtest/gtest.h>
 
-#include "pipetune/analyzer/collector.h"
 #include "synthetic_trace.h"
 
 namespace pipetune::analyzer {
@@ -17,7 +18,8 @@ TEST(TraceCollector, MemoryStaysBoundedAndTheTotalsExact) {
   EXPECT_EQ(trace.frames.back().time_ns, 2000'000'000'000ull);
   EXPECT_EQ(trace.frames.back().stages[1].produced, static_cast<uint64_t>((2000 - 1) * 100));
   EXPECT_EQ(trace.frames.front().time_ns, 100'000'000ull);
-  for (size_t i = 1; i < trace.frames.size(); ++i) EXPECT_LT(trace.frames[i - 1].time_ns, trace.frames[i].time_ns);
+  for (size_t i = 1; i < trace.frames.size(); ++i)
+    EXPECT_LT(trace.frames[i - 1].time_ns, trace.frames[i].time_ns);
 }
 
 TEST(TraceCollector, IntegratesBufferOccupancyOverTime) {

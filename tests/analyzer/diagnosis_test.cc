@@ -1,9 +1,10 @@
 // Diagnoses of synthetic traces whose costs, and so whose answers, are known.
+#include "pipetune/analyzer/diagnosis.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "pipetune/analyzer/diagnosis.h"
 #include "synthetic_trace.h"
 
 namespace pipetune::analyzer {
@@ -53,12 +54,13 @@ TEST(Diagnose, NamesTheStageWhoseCostsLimitThroughput) {
   EXPECT_TRUE(decode.bottleneck);
   EXPECT_EQ(decode.limited_by, "cpu");
   EXPECT_NEAR(decode.cores_used, 1.0, 0.03);
-  EXPECT_NEAR(decode.rate_per_core, 25, 0.5);   // 40 ms of CPU per batch
+  EXPECT_NEAR(decode.rate_per_core, 25, 0.5);  // 40 ms of CPU per batch
   EXPECT_NEAR(decode.max_throughput, 25, 0.5);
   EXPECT_NEAR(decode.busy_fraction, 1.0, 0.03);
   EXPECT_EQ(decode.visit_ratio, 4);
   // Two workers fill the two cores: 50 batches/s less the other stages' share.
-  EXPECT_NE(d.summary.find("Stage decode limits throughput at 25.0 outputs/s"), std::string::npos) << d.summary;
+  EXPECT_NE(d.summary.find("Stage decode limits throughput at 25.0 outputs/s"), std::string::npos)
+      << d.summary;
   EXPECT_NE(d.summary.find("parallelism 2 would reach"), std::string::npos) << d.summary;
   EXPECT_NE(d.summary.find("the CPU bound"), std::string::npos) << d.summary;
 }

@@ -1,9 +1,10 @@
 // Every writer shows what a user needs; the HTML is self-contained.
+#include "pipetune/analyzer/report.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "pipetune/analyzer/report.h"
 #include "synthetic_trace.h"
 
 namespace pipetune::analyzer {
@@ -49,8 +50,8 @@ TEST(Report, JsonHasTheDocumentedFields) {
   Diagnosis d = SampleDiagnosis(5);
   nlohmann::json j = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson));
   EXPECT_EQ(j["schema_version"], kReportSchemaVersion);
-  for (const char* key : {"throughput", "predicted_throughput", "bottleneck", "stall_fraction", "stages", "window",
-                          "bound", "assumptions", "drops", "summary", "what_if"}) {
+  for (const char* key : {"throughput", "predicted_throughput", "bottleneck", "stall_fraction", "stages",
+                          "window", "bound", "assumptions", "drops", "summary", "what_if"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["bottleneck"], "decode");

@@ -34,12 +34,16 @@ CollectedTrace Collect(const SyntheticRun& run, const tracer::ReadReport& report
   for (int k = 1; k <= snapshots; ++k) {
     double t = k * interval;
     double flowing = std::max(0.0, t - run.start_seconds);
-    double outputs = std::floor(flowing * run.throughput);
+    double consuming = run.consumer_stop_seconds >= 0
+                           ? std::min(flowing, std::max(0.0, run.consumer_stop_seconds - run.start_seconds))
+                           : flowing;
+    double outputs = std::floor(consuming * run.throughput);
     double stage_cpu = 0;
     for (size_t i = 0; i < run.stages.size(); ++i) {
       const SyntheticStage& s = run.stages[i];
-      double active = s.stop_seconds >= 0 ? std::min(flowing, std::max(0.0, s.stop_seconds - run.start_seconds))
-                                          : flowing;
+      double active = s.stop_seconds >= 0
+                          ? std::min(flowing, std::max(0.0, s.stop_seconds - run.start_seconds))
+                          : flowing;
       double produced = std::floor(active * run.throughput * s.visit_ratio);
       double busy = produced * s.wall_seconds;
       tracer::StageSnapshot snap;

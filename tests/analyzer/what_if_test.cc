@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "pipetune/analyzer/what_if.h"
+
+#include <gtest/gtest.h>
 
 namespace pipetune::analyzer {
 namespace {

@@ -2,6 +2,7 @@
 // plan out; bad input is exit 2 with a message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
@@ -29,7 +30,8 @@ class CliTune : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir("cli_tune");
     WriteFile(*dir_ / "p.json", kMisconfigured);
-    CommandResult run = RunPipetune("run " + (*dir_ / "p.json") + " --seconds 2 --trace " + (*dir_ / "run.ptrace"));
+    CommandResult run =
+        RunPipetune("run " + (*dir_ / "p.json") + " --seconds 2 --trace " + (*dir_ / "run.ptrace"));
     ASSERT_EQ(run.exit_code, 0) << run.err;
   }
   static void TearDownTestSuite() {
@@ -61,8 +63,8 @@ TEST_F(CliTune, WritesAValidTunedConfigAndPrintsThePlan) {
 }
 
 TEST_F(CliTune, JsonPlanHasThePredictedThroughput) {
-  CommandResult result = RunPipetune("tune " + Path("run.ptrace") + " --format json -o " + Path("tuned2.json") +
-                                     " --cores 1 --memory 64MiB");
+  CommandResult result = RunPipetune("tune " + Path("run.ptrace") + " --format json -o " +
+                                     Path("tuned2.json") + " --cores 1 --memory 64MiB");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   nlohmann::json plan = nlohmann::json::parse(result.out);
   EXPECT_GT(plan["predicted_throughput"].get<double>(), 0);
@@ -97,8 +99,8 @@ TEST_F(CliTune, BadInputIsExitTwoWithAMessage) {
 }
 
 TEST_F(CliTune, VerifyRunsThePlanAndKeepsTheBestMeasured) {
-  CommandResult result = RunPipetune("tune " + Path("p.json") + " --verify --seconds 1 --rounds 1 -o " +
-                                     Path("verified.json"));
+  CommandResult result =
+      RunPipetune("tune " + Path("p.json") + " --verify --seconds 1 --rounds 1 -o " + Path("verified.json"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("meas/pred"));
   EXPECT_THAT(result.out, HasSubstr("best: round"));

@@ -1,7 +1,7 @@
 // The memory model: what a configuration's buffers and caches hold.
-#include <gtest/gtest.h>
-
 #include "pipetune/models/memory_model.h"
+
+#include <gtest/gtest.h>
 
 namespace pipetune::models {
 namespace {

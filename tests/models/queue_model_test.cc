@@ -1,10 +1,10 @@
 // The prefetch queue model: depths a user would accept for the situations
 // they would recognise.
+#include "pipetune/models/queue_model.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "pipetune/models/queue_model.h"
 
 namespace pipetune::models {
 namespace {

@@ -1,11 +1,12 @@
 // The rate model on hand-built windows whose answers are known.
+#include "pipetune/models/rate_model.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "pipetune/models/config.h"
 #include "pipetune/models/profile.h"
-#include "pipetune/models/rate_model.h"
 
 namespace pipetune::models {
 namespace {
@@ -59,10 +60,10 @@ const char* kChain = R"({"name": "chain", "stages": [
 
 TEST(RateModel, CpuBoundChainIsLimitedByTheSlowestStageThenByTheCores) {
   PipelineConfig config = Config(kChain);
-  Profile profile = MakeOrDie(
-      Window(10, 10000, 2, {Stage("src", "range", 10000, 0.001, 0.001), Stage("a", "map", 10000, 1, 1),
-                            Stage("b", "map", 10000, 0.5, 0.5)}),
-      &config);
+  Profile profile = MakeOrDie(Window(10, 10000, 2,
+                                     {Stage("src", "range", 10000, 0.001, 0.001),
+                                      Stage("a", "map", 10000, 1, 1), Stage("b", "map", 10000, 0.5, 0.5)}),
+                              &config);
   Configuration observed = ObservedConfiguration(profile);
   Prediction p = Predict(profile, observed);
   EXPECT_NEAR(p.throughput, 1000, 1);
@@ -93,8 +94,8 @@ TEST(RateModel, LatencyBoundStageNeedsWorkersNotCores) {
     {"name": "src", "op": "range"},
     {"name": "fetch", "op": "map", "fn": "io_wait", "args": {"ms": 50}}],
     "consumer": {"step_time_ms": 20}})");
-  WindowMeasurement w = Window(10, 200, 2, {Stage("src", "range", 200, 0.001, 0.001),
-                                           Stage("fetch", "map", 200, 0.02, 50)});
+  WindowMeasurement w =
+      Window(10, 200, 2, {Stage("src", "range", 200, 0.001, 0.001), Stage("fetch", "map", 200, 0.02, 50)});
   w.consumer_step_seconds = 200 * 0.020;
   Profile profile = MakeOrDie(w, &config);
   EXPECT_TRUE(profile.stages[1].latency_bound);
@@ -122,10 +123,11 @@ TEST(RateModel, BatchMultipliesTheVisitRatioOfEveryStageBeforeIt) {
     {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 1000}},
     {"name": "batch", "op": "batch", "args": {"size": 64}}]})");
   // 10 s: 9984 elements, 156 batches; the measured ratio (~64) is not used.
-  Profile profile = MakeOrDie(Window(10, 156, 4, {Stage("src", "range", 10000, 0.001, 0.001),
-                                                  Stage("work", "map", 9984, 1, 1),
-                                                  Stage("batch", "batch", 156, 0.01, 0.01, 1, 9984.0 / 156)}),
-                              &config);
+  Profile profile =
+      MakeOrDie(Window(10, 156, 4,
+                       {Stage("src", "range", 10000, 0.001, 0.001), Stage("work", "map", 9984, 1, 1),
+                        Stage("batch", "batch", 156, 0.01, 0.01, 1, 9984.0 / 156)}),
+                &config);
   EXPECT_EQ(profile.stages[2].local_ratio, 64);
   EXPECT_FALSE(profile.stages[2].local_ratio_measured);
   EXPECT_EQ(profile.stages[1].visit_ratio, 64);
@@ -142,19 +144,21 @@ TEST(RateModel, FilterRatioIsMeasuredOrTakenFromKeepEvery) {
     {"name": "src", "op": "range"},
     {"name": "decode", "op": "map", "fn": "cpu_work", "args": {"us": 100}},
     {"name": "keep", "op": "filter", "fn": "keep_every", "args": {"n": 4}}]})");
-  Profile profile = MakeOrDie(Window(10, 2500, 2, {Stage("src", "range", 10000, 0.001, 0.001),
-                                                   Stage("decode", "map", 10000, 0.1, 0.1),
-                                                   Stage("keep", "filter", 2500, 0.001, 0.001, 1, 4.02)}),
-                              &config);
+  Profile profile =
+      MakeOrDie(Window(10, 2500, 2,
+                       {Stage("src", "range", 10000, 0.001, 0.001), Stage("decode", "map", 10000, 0.1, 0.1),
+                        Stage("keep", "filter", 2500, 0.001, 0.001, 1, 4.02)}),
+                &config);
   EXPECT_TRUE(profile.stages[2].local_ratio_measured);
   EXPECT_NEAR(profile.stages[2].local_ratio, 4.02, 1e-9);
   EXPECT_NEAR(profile.stages[1].visit_ratio, 4.02, 1e-9);
 
   // Three outputs in the window: too few to measure; keep_every's n is used.
-  Profile few = MakeOrDie(Window(10, 3, 2, {Stage("src", "range", 13, 0.001, 0.001),
-                                            Stage("decode", "map", 13, 0.1, 0.1),
-                                            Stage("keep", "filter", 3, 0.001, 0.001, 1, 13.0 / 3)}),
-                          &config);
+  Profile few =
+      MakeOrDie(Window(10, 3, 2,
+                       {Stage("src", "range", 13, 0.001, 0.001), Stage("decode", "map", 13, 0.1, 0.1),
+                        Stage("keep", "filter", 3, 0.001, 0.001, 1, 13.0 / 3)}),
+                &config);
   EXPECT_FALSE(few.stages[2].local_ratio_measured);
   EXPECT_EQ(few.stages[2].local_ratio, 4);
 }
@@ -167,11 +171,11 @@ const char* kCached = R"({"name": "cached", "resources": {"memory": "1MiB"}, "st
 
 TEST(RateModel, CacheRemovesTheCostOfEveryStageUpToIt) {
   PipelineConfig config = Config(kCached);
-  Profile profile = MakeOrDie(Window(10, 5000, 2, {Stage("src", "range", 5000, 0.001, 0.001),
-                                                   Stage("decode", "map", 5000, 2, 2, 2),
-                                                   Stage("augment", "map", 5000, 0.2, 0.2),
-                                                   Stage("repeat", "repeat", 5000, 0.001, 0.001)}),
-                              &config);
+  Profile profile = MakeOrDie(
+      Window(10, 5000, 2,
+             {Stage("src", "range", 5000, 0.001, 0.001), Stage("decode", "map", 5000, 2, 2, 2),
+              Stage("augment", "map", 5000, 0.2, 0.2), Stage("repeat", "repeat", 5000, 0.001, 0.001)}),
+      &config);
   Configuration observed = ObservedConfiguration(profile);
   Prediction p = Predict(profile, observed);
   EXPECT_EQ(p.binding.kind, BoundKind::kCpu);  // 2.2 ms per output on 2 cores
@@ -196,14 +200,14 @@ TEST(RateModel, CacheNeedsAKnownEpochAndFitsTheMemoryBudget) {
   PipelineConfig config = Config(R"({"name": "endless", "resources": {"memory": "100KiB"}, "stages": [
     {"name": "src", "op": "range"},
     {"name": "decode", "op": "map", "fn": "cpu_work", "args": {"us": 2000}}]})");
-  Profile endless = MakeOrDie(Window(10, 100, 2, {Stage("src", "range", 100, 0.001, 0.001),
-                                                  Stage("decode", "map", 100, 2, 2)}),
-                              &config);
+  Profile endless = MakeOrDie(
+      Window(10, 100, 2, {Stage("src", "range", 100, 0.001, 0.001), Stage("decode", "map", 100, 2, 2)}),
+      &config);
   ASSERT_TRUE(CacheNotAllowed(endless, 1));
   EXPECT_NE(CacheNotAllowed(endless, 1)->find("epoch"), std::string::npos);
 
-  WindowMeasurement w = Window(10, 100, 2, {Stage("src", "range", 100, 0.001, 0.001),
-                                           Stage("decode", "map", 100, 2, 2)});
+  WindowMeasurement w =
+      Window(10, 100, 2, {Stage("src", "range", 100, 0.001, 0.001), Stage("decode", "map", 100, 2, 2)});
   w.source_elements_per_epoch = 1000;  // 1000 elements of 1000 bytes > 100 KiB
   Profile finite = MakeOrDie(w, &config);
   ASSERT_TRUE(CacheNotAllowed(finite, 1));
@@ -215,8 +219,8 @@ TEST(RateModel, DemandBindsWhenThePipelineKeepsUp) {
     {"name": "src", "op": "range"},
     {"name": "a", "op": "map", "fn": "cpu_work", "args": {"us": 1000}}],
     "consumer": {"step_time_ms": 20}})");
-  WindowMeasurement w = Window(10, 495, 2, {Stage("src", "range", 495, 0.001, 0.001),
-                                           Stage("a", "map", 495, 1, 1)});
+  WindowMeasurement w =
+      Window(10, 495, 2, {Stage("src", "range", 495, 0.001, 0.001), Stage("a", "map", 495, 1, 1)});
   w.consumer_step_seconds = 495 * 0.0202;  // the measured step, with sleep overshoot
   w.consumer_wait_seconds = 0.001;
   Profile profile = MakeOrDie(w, &config);
@@ -236,11 +240,11 @@ TEST(RateModel, OversubscribedCoresAreTakenOutOfTheLatency) {
     {"name": "a", "op": "map", "fn": "cpu_work", "args": {"us": 1000}},
     {"name": "b", "op": "map", "fn": "cpu_work", "args": {"us": 1000}},
     {"name": "c", "op": "map", "fn": "cpu_work", "args": {"us": 1000}}]})");
-  Profile profile = MakeOrDie(Window(10, 6660, 2, {Stage("src", "range", 6660, 0.0001, 0.0001),
-                                                   Stage("a", "map", 6660, 1, 1.5),
-                                                   Stage("b", "map", 6660, 1, 1.5),
-                                                   Stage("c", "map", 6660, 1, 1.5)}),
-                              &config);
+  Profile profile =
+      MakeOrDie(Window(10, 6660, 2,
+                       {Stage("src", "range", 6660, 0.0001, 0.0001), Stage("a", "map", 6660, 1, 1.5),
+                        Stage("b", "map", 6660, 1, 1.5), Stage("c", "map", 6660, 1, 1.5)}),
+                &config);
   EXPECT_NEAR(profile.cpu_contention, 1.5, 1e-9);
   EXPECT_NEAR(profile.stages[1].latency_seconds, 0.001, 1e-9);
   EXPECT_NEAR(profile.stages[1].measured_latency_seconds, 0.0015, 1e-9);
@@ -255,9 +259,9 @@ TEST(RateModel, OversubscribedCoresAreTakenOutOfTheLatency) {
 
 TEST(RateModel, FittedScalingReplacesLinear) {
   PipelineConfig config = Config(kChain);
-  WindowMeasurement w = Window(10, 10000, 16, {Stage("src", "range", 10000, 0.001, 0.001),
-                                              Stage("a", "map", 10000, 1, 1),
-                                              Stage("b", "map", 10000, 0.01, 0.01)});
+  WindowMeasurement w = Window(10, 10000, 16,
+                               {Stage("src", "range", 10000, 0.001, 0.001), Stage("a", "map", 10000, 1, 1),
+                                Stage("b", "map", 10000, 0.01, 0.01)});
   // At 4 workers the stage ran 4/1.6 = 2.5x as fast: Amdahl with sigma 0.2.
   w.stages[1].scaling_points = {{4, 2500}};
   Profile profile = MakeOrDie(w, &config);
@@ -270,8 +274,8 @@ TEST(RateModel, FittedScalingReplacesLinear) {
 
 TEST(MakeProfile, RejectsATraceOfAnotherPipeline) {
   PipelineConfig config = Config(kChain);
-  StatusOr<Profile> profile =
-      MakeProfile(Window(10, 10, 2, {Stage("src", "range", 10, 0, 0), Stage("zzz", "map", 10, 1, 1)}), &config);
+  StatusOr<Profile> profile = MakeProfile(
+      Window(10, 10, 2, {Stage("src", "range", 10, 0, 0), Stage("zzz", "map", 10, 1, 1)}), &config);
   ASSERT_FALSE(profile.ok());
   EXPECT_NE(profile.status().message().find("\"zzz\""), std::string::npos);
   WindowMeasurement empty = Window(0, 0, 2, {Stage("src", "range", 0, 0, 0)});
@@ -279,9 +283,10 @@ TEST(MakeProfile, RejectsATraceOfAnotherPipeline) {
 }
 
 TEST(MakeProfile, WithoutAConfigEveryRatioIsMeasured) {
-  Profile profile = MakeOrDie(Window(10, 100, 2, {Stage("src", "range", 6400, 0.001, 0.001),
-                                                  Stage("b", "batch", 100, 0.01, 0.01, 1, 64)}),
-                              nullptr);
+  Profile profile = MakeOrDie(
+      Window(10, 100, 2,
+             {Stage("src", "range", 6400, 0.001, 0.001), Stage("b", "batch", 100, 0.01, 0.01, 1, 64)}),
+      nullptr);
   EXPECT_TRUE(profile.stages[1].local_ratio_measured);
   EXPECT_NEAR(profile.stages[0].visit_ratio, 64, 1e-9);
   EXPECT_EQ(profile.stages[1].op, Op::kBatch);
@@ -292,10 +297,11 @@ TEST(ElementsPerEpoch, FollowsTheRatiosFromTheSource) {
     {"name": "src", "op": "range", "args": {"count": 6400}},
     {"name": "batch", "op": "batch", "args": {"size": 64}},
     {"name": "repeat", "op": "repeat"}]})");
-  Profile profile = MakeOrDie(Window(10, 100, 2, {Stage("src", "range", 6400, 0.001, 0.001),
-                                                  Stage("batch", "batch", 100, 0.01, 0.01, 1, 64),
-                                                  Stage("repeat", "repeat", 100, 0.001, 0.001)}),
-                              &config);
+  Profile profile = MakeOrDie(
+      Window(10, 100, 2,
+             {Stage("src", "range", 6400, 0.001, 0.001), Stage("batch", "batch", 100, 0.01, 0.01, 1, 64),
+              Stage("repeat", "repeat", 100, 0.001, 0.001)}),
+      &config);
   EXPECT_EQ(*ElementsPerEpoch(profile, 0), 6400);
   EXPECT_EQ(*ElementsPerEpoch(profile, 1), 100);
   EXPECT_FALSE(ElementsPerEpoch(profile, 2));

@@ -1,8 +1,8 @@
+#include "pipetune/models/scaling.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "pipetune/models/scaling.h"
 
 namespace pipetune::models {
 namespace {

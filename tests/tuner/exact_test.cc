@@ -1,14 +1,13 @@
 // The solver against a brute-force search over every integer parallelism and
 // every cache choice, on small random instances; and its plans against every
 // budget on random profiles.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/solver.h"
@@ -36,8 +35,8 @@ Instance RandomInstance(std::mt19937& rng) {
   int maps = std::uniform_int_distribution<int>(2, 3)(rng);
   bool finite = coin(0.6), repeat = coin(0.7), batch = coin(0.4);
   int random_stage = coin(0.3) ? std::uniform_int_distribution<int>(0, maps - 1)(rng) : -1;
-  std::string stages = fmt::format(R"({{"name": "src", "op": "range"{}}})",
-                                   finite ? R"(, "args": {"count": 200})" : "");
+  std::string stages =
+      fmt::format(R"({{"name": "src", "op": "range"{}}})", finite ? R"(, "args": {"count": 200})" : "");
   std::map<std::string, StageCost> costs;
   const double sizes[] = {1e3, 1e5, 1e6};
   for (int m = 0; m < maps; ++m) {
@@ -50,13 +49,15 @@ Instance RandomInstance(std::mt19937& rng) {
     cost.bytes = sizes[std::uniform_int_distribution<int>(0, 2)(rng)];
     if (coin(0.3)) {  // contention: per-worker latency grows with workers
       double sigma = uniform(0.05, 0.6), kappa = coin(0.5) ? uniform(0.0, 0.05) : 0.0;
-      for (int p : {2, 4}) cost.scaling.push_back({p, cost.wall_ms * (1 + sigma * (p - 1) + kappa * p * (p - 1))});
+      for (int p : {2, 4})
+        cost.scaling.push_back({p, cost.wall_ms * (1 + sigma * (p - 1) + kappa * p * (p - 1))});
     }
     costs[name] = cost;
   }
   if (repeat) stages += R"(, {"name": "rep", "op": "repeat"})";
   if (batch) stages += R"(, {"name": "batch", "op": "batch", "args": {"size": 4}})";
-  std::string consumer = coin(0.4) ? fmt::format(R"(, "consumer": {{"step_time_ms": {:.3f}}})", uniform(0.2, 5)) : "";
+  std::string consumer =
+      coin(0.4) ? fmt::format(R"(, "consumer": {{"step_time_ms": {:.3f}}})", uniform(0.2, 5)) : "";
   std::string json = fmt::format(R"({{"name": "random", "stages": [{}]{}}})", stages, consumer);
 
   Instance instance;
@@ -67,8 +68,8 @@ Instance RandomInstance(std::mt19937& rng) {
   instance.resources.max_threads = stage_count + std::uniform_int_distribution<int>(0, 6)(rng);
   instance.resources.memory_bytes = static_cast<uint64_t>(std::exp(uniform(std::log(1e6), std::log(2e9))));
   if (coin(0.3)) instance.resources.disk_cache_dir = "/tmp/pipetune_cache";
-  instance.description = json + fmt::format(" cores {} threads {} memory {}", cores, instance.resources.max_threads,
-                                            instance.resources.memory_bytes);
+  instance.description = json + fmt::format(" cores {} threads {} memory {}", cores,
+                                            instance.resources.max_threads, instance.resources.memory_bytes);
   return instance;
 }
 
@@ -128,7 +129,8 @@ TEST(ExactSolver, MatchesBruteForceOnEveryCandidate) {
       ASSERT_TRUE(exact.ok()) << exact.status().message() << "\n" << instance.description;
       EXPECT_NEAR(*exact, brute, brute * 1e-9) << instance.description;
       // The search leaves the candidate at a configuration that reaches it.
-      EXPECT_NEAR(Evaluate(searched, instance.resources).throughput, brute, brute * 1e-9) << instance.description;
+      EXPECT_NEAR(Evaluate(searched, instance.resources).throughput, brute, brute * 1e-9)
+          << instance.description;
       ++compared;
     }
   }
@@ -153,7 +155,7 @@ TEST(ExactSolver, PlanMatchesBruteForceOverAllCacheChoices) {
     }
     ASSERT_TRUE(plan.ok()) << plan.status().message() << "\n" << instance.description;
     EXPECT_NEAR(plan->predicted_throughput, brute, brute * 1e-9) << instance.description << "\n"
-                                                                  << FormatPlanText(*plan);
+                                                                 << FormatPlanText(*plan);
     ++bindings[plan->binding];
     if (plan->cache_stage) ++cached;
     for (const CacheOption& option : plan->cache_options) {

@@ -1,7 +1,8 @@
 // Plan -> tuned config: knobs changed, stages inserted, everything else kept.
+#include "pipetune/tuner/rewrite.h"
+
 #include <gtest/gtest.h>
 
-#include "pipetune/tuner/rewrite.h"
 #include "pipetune/tuner/solver.h"
 #include "test_profiles.h"
 
@@ -42,7 +43,8 @@ TEST(ApplyPlan, ChangesKnobsInsertsStagesAndKeepsEverythingElse) {
   models::Json json = models::ToJson(*tuned);
   std::vector<std::string> keys;
   for (auto& [key, value] : json.items()) keys.push_back(key);
-  EXPECT_EQ(keys, (std::vector<std::string>{"comment", "name", "stages", "consumer", "resources", "trailer"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"comment", "name", "stages", "consumer", "resources", "trailer"}));
   EXPECT_EQ(json["comment"], "owned by the data team");
   EXPECT_EQ(json["consumer"]["device"], "gpu0");
   EXPECT_EQ(json["trailer"], models::Json::parse("[1,2,3]"));

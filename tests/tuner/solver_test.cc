@@ -1,10 +1,11 @@
 // The solver on hand-built profiles whose answers are known.
+#include "pipetune/tuner/solver.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "pipetune/tuner/plan_report.h"
-#include "pipetune/tuner/solver.h"
 #include "test_profiles.h"
 
 namespace pipetune::tuner {
@@ -214,12 +215,14 @@ TEST(Solver, NoPlanFitsSaysWhy) {
   StatusOr<Plan> tiny_memory = Solve(input, Budget(2, 1e6), Objective::kMax);
   ASSERT_FALSE(tiny_memory.ok());
   EXPECT_EQ(tiny_memory.status().code(), StatusCode::kInvalidInput);
-  EXPECT_NE(tiny_memory.status().message().find("memory"), std::string::npos) << tiny_memory.status().message();
+  EXPECT_NE(tiny_memory.status().message().find("memory"), std::string::npos)
+      << tiny_memory.status().message();
   EXPECT_NE(tiny_memory.status().message().find("budget"), std::string::npos);
 
   StatusOr<Plan> few_threads = Solve(input, Budget(2, 4e9, 3), Objective::kMax);
   ASSERT_FALSE(few_threads.ok());
-  EXPECT_NE(few_threads.status().message().find("threads"), std::string::npos) << few_threads.status().message();
+  EXPECT_NE(few_threads.status().message().find("threads"), std::string::npos)
+      << few_threads.status().message();
 
   StatusOr<Plan> no_cores = Solve(input, Budget(0), Objective::kMax);
   ASSERT_FALSE(no_cores.ok());

@@ -16,9 +16,9 @@
 namespace pipetune::tuner::testing {
 
 struct StageCost {
-  double cpu_ms = 0.001;    // per element produced
-  double wall_ms = 0.001;   // per element per worker (own work, I/O included)
-  double bytes = 1000;      // per element produced
+  double cpu_ms = 0.001;   // per element produced
+  double wall_ms = 0.001;  // per element per worker (own work, I/O included)
+  double bytes = 1000;     // per element produced
   // Per-worker wall ms per element at other parallelism levels (for the
   // scaling fit): {parallelism, wall_ms}.
   std::vector<std::pair<int, double>> scaling;
@@ -63,7 +63,8 @@ inline TuneInput MakeInput(const std::string& config_json, const std::map<std::s
     m.bytes = m.elements * cost.bytes;
     m.cpu_seconds = m.elements * cost.cpu_ms / 1e3;
     m.work_seconds = m.elements * cost.wall_ms / 1e3;
-    for (auto [p, wall_ms] : cost.scaling) m.scaling_points.push_back({static_cast<double>(p), p / (wall_ms / 1e3)});
+    for (auto [p, wall_ms] : cost.scaling)
+      m.scaling_points.push_back({static_cast<double>(p), p / (wall_ms / 1e3)});
     cpu += m.cpu_seconds;
     window.stages.push_back(m);
   }

@@ -1,49 +1,45 @@
 // The closed loop (pipetune/verify): it runs real pipelines, so these tests
 // take a few seconds each.
-#include <gtest/gtest.h>
-#include <time.h>
+#include "pipetune/verify/verify.h"
 
+#include <gtest/gtest.h>
+
+#include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include "pipetune/runtime/function_registry.h"
-#include "pipetune/verify/verify.h"
 #include "test_profiles.h"
 
 namespace pipetune::verify {
 namespace {
 
-uint64_t ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-// `us` microseconds of CPU per element, all of it inside one process-wide
-// lock: however many workers the stage has, one element runs at a time.
+// `us` microseconds of waiting per element (a call to a service that takes
+// one request at a time), all of it inside one process-wide lock: however many
+// workers the stage has, one element is served at a time. Waiting rather than
+// spinning keeps the test's numbers independent of how busy the machine is.
 class LockedWork : public runtime::MapFunction {
  public:
-  explicit LockedWork(double us) : ns_(static_cast<uint64_t>(us * 1e3)) {}
+  explicit LockedWork(double us) : duration_(static_cast<int64_t>(us * 1e3)) {}
   Status Apply(runtime::Element&, const runtime::FnContext&) const override {
     static std::mutex lock;
     std::lock_guard<std::mutex> held(lock);
-    uint64_t until = ThreadCpuNs() + ns_;
-    while (ThreadCpuNs() < until) {
-    }
+    std::this_thread::sleep_for(duration_);
     return Status::Ok();
   }
 
  private:
-  uint64_t ns_;
+  std::chrono::nanoseconds duration_;
 };
 
 runtime::FunctionRegistry WithLockedWork() {
   runtime::FunctionRegistry registry = runtime::FunctionRegistry::Builtins();
-  registry.RegisterMap("locked_work", [](const models::StageConfig& stage)
-                                          -> StatusOr<std::unique_ptr<runtime::MapFunction>> {
-    PIPETUNE_ASSIGN_OR_RETURN(auto us, models::ArgNumber(stage, "us", 0));
-    return std::unique_ptr<runtime::MapFunction>(new LockedWork(us.value_or(100)));
-  });
+  registry.RegisterMap(
+      "locked_work", [](const models::StageConfig& stage) -> StatusOr<std::unique_ptr<runtime::MapFunction>> {
+        PIPETUNE_ASSIGN_OR_RETURN(auto us, models::ArgNumber(stage, "us", 0));
+        return std::unique_ptr<runtime::MapFunction>(new LockedWork(us.value_or(100)));
+      });
   return registry;
 }
 
@@ -56,23 +52,27 @@ TEST(VerifyTune, CatchesAStageThatDoesNotScaleAndRefitsIt) {
   options.seconds = 1.5;
   options.rounds = 2;
   options.budgets.cores = 2;
+  options.budgets.max_threads = 16;
   options.registry = &registry;
   StatusOr<VerifyResult> result = VerifyTune(config, options);
   ASSERT_TRUE(result.ok()) << result.status().message();
   ASSERT_EQ(result->rounds.size(), 3u) << FormatRoundTable(*result);
-  const Round& linear = result->rounds[1];   // planned assuming linear scaling
-  const Round& refit = result->rounds[2];    // planned with the fitted curve
-  EXPECT_GE(linear.config.stages[1].parallelism, 2) << FormatRoundTable(*result);
-  EXPECT_LT(linear.measured_throughput, 0.8 * linear.predicted_throughput) << FormatRoundTable(*result);
-  // The refit sees that more workers do not help: it takes them back, and no
-  // longer predicts more than the lock lets through (one element per 0.5 ms).
-  // (Measured throughput is not compared here: on a loaded test machine it
-  // varies too much between runs to be a fair check of the model.)
+  // At one worker the stage looks like any latency-bound stage: Little's law
+  // asks for every worker the thread budget allows, and predicts far more
+  // than the lock lets through (one element per 0.5 ms).
+  const Round& linear = result->rounds[1];
+  const Round& refit = result->rounds[2];
+  EXPECT_GE(linear.config.stages[1].parallelism, 4) << FormatRoundTable(*result);
+  EXPECT_LT(linear.measured_throughput, 0.5 * linear.predicted_throughput) << FormatRoundTable(*result);
+  // With traces at two levels the fit sees that workers do not help: the
+  // re-plan takes them back and predicts no more than the lock allows, which
+  // is what it then measures.
   EXPECT_LE(refit.config.stages[1].parallelism, 2) << FormatRoundTable(*result);
   EXPECT_LE(refit.predicted_throughput, 2000 * 1.1) << FormatRoundTable(*result);
-  EXPECT_LT(refit.predicted_throughput, 0.7 * linear.predicted_throughput) << FormatRoundTable(*result);
+  EXPECT_NEAR(refit.measured_throughput / refit.predicted_throughput, 1.0, 0.3) << FormatRoundTable(*result);
   EXPECT_FALSE(FormatRoundTable(*result).empty());
-  for (const Round& round : result->rounds) EXPECT_TRUE(round.trace_path.empty());  // temporary traces removed
+  for (const Round& round : result->rounds)
+    EXPECT_TRUE(round.trace_path.empty());  // temporary traces removed
 }
 
 TEST(VerifyTune, KeepsTheBestMeasuredAndStopsWhenNothingChanges) {

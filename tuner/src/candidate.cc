@@ -1,11 +1,11 @@
 // The candidate pipelines the solver searches (candidate.h).
 #include "pipetune/tuner/candidate.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace pipetune::tuner {
 namespace {
@@ -87,13 +87,15 @@ PlannedStage FromProfile(const TuneInput& input, size_t index) {
   }
   if (stage.op == Op::kShuffle && config != nullptr) {
     StatusOr<std::optional<int64_t>> buffer = models::ArgInt(*config, "buffer", 1);
-    if (buffer.ok() && *buffer) planned.state_bytes = static_cast<double>(**buffer) * planned.input_bytes_per_element;
+    if (buffer.ok() && *buffer)
+      planned.state_bytes = static_cast<double>(**buffer) * planned.input_bytes_per_element;
   }
   if (stage.op == Op::kBatch) planned.state_bytes = planned.bytes_per_element;  // the batch being filled
   return planned;
 }
 
-models::StageProfile Synthesised(const PlannedStage& planned, double visit_ratio, double seconds_per_element) {
+models::StageProfile Synthesised(const PlannedStage& planned, double visit_ratio,
+                                 double seconds_per_element) {
   models::StageProfile stage;
   stage.name = planned.name;
   stage.op = planned.op;
@@ -133,15 +135,16 @@ int UsefulParallelism(const models::StageProfile& stage) {
   return 0;
 }
 
-const char* ObjectiveName(Objective objective) {
-  return objective == Objective::kDemand ? "demand" : "max";
-}
+const char* ObjectiveName(Objective objective) { return objective == Objective::kDemand ? "demand" : "max"; }
 
 const char* CacheKindName(CacheKind kind) {
   switch (kind) {
-    case CacheKind::kNone: return "none";
-    case CacheKind::kMemory: return "memory";
-    case CacheKind::kDisk: return "disk";
+    case CacheKind::kNone:
+      return "none";
+    case CacheKind::kMemory:
+      return "memory";
+    case CacheKind::kDisk:
+      return "disk";
   }
   return "none";
 }
@@ -189,7 +192,8 @@ std::vector<CacheChoice> CacheChoices(const TuneInput& input, const Resources& r
   return choices;
 }
 
-StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resources, const CacheChoice& choice) {
+StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resources,
+                                  const CacheChoice& choice) {
   const models::Profile& profile = input.profile;
   if (profile.stages.empty()) return InvalidInput("the profile has no stages");
   Candidate candidate;
@@ -222,7 +226,8 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
       unbudgeted.memory_budget_bytes.reset();
       not_allowed = models::CacheNotAllowed(unbudgeted, i);
     }
-    if (not_allowed) return InvalidInput(fmt::format("no cache after \"{}\": {}", profile.stages[i].name, *not_allowed));
+    if (not_allowed)
+      return InvalidInput(fmt::format("no cache after \"{}\": {}", profile.stages[i].name, *not_allowed));
     if (choice.kind == CacheKind::kDisk && !resources.disk_cache_dir) {
       return InvalidInput("a disk cache needs a directory (--cache-dir)");
     }
@@ -232,8 +237,9 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
     cache.cache_bytes = models::CacheBytes(profile, i).value_or(0);
     if (choice.kind == CacheKind::kDisk && resources.disk_free_bytes &&
         cache.cache_bytes > static_cast<double>(*resources.disk_free_bytes)) {
-      return InvalidInput(fmt::format("a disk cache after \"{}\" needs {} and {} has {} free", profile.stages[i].name,
-                                      models::FormatBytes(cache.cache_bytes), *resources.disk_cache_dir,
+      return InvalidInput(fmt::format("a disk cache after \"{}\" needs {} and {} has {} free",
+                                      profile.stages[i].name, models::FormatBytes(cache.cache_bytes),
+                                      *resources.disk_cache_dir,
                                       models::FormatBytes(static_cast<double>(*resources.disk_free_bytes))));
     }
     double seconds = kPassThroughSeconds;
@@ -244,7 +250,8 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
     candidate.cache_stage = candidate.stages.size() - 1;
   }
   if (choice.kind != CacheKind::kNone && !(profile.cache_stage && !movable) && !candidate.cache_stage) {
-    return InvalidInput(fmt::format("no cache after stage #{}: the profile has no such stage to cache", choice.after + 1));
+    return InvalidInput(
+        fmt::format("no cache after stage #{}: the profile has no such stage to cache", choice.after + 1));
   }
   if (candidate.stages.back().op != Op::kPrefetch) {
     PlannedStage prefetch = Inserted(UniqueName(candidate.stages, candidate.removed_stages, "prefetch"),
@@ -260,7 +267,8 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
   candidate.profile.cache_filled = false;
   candidate.profile.storage_stage.reset();
   if (profile.storage_stage) {
-    candidate.profile.storage_stage = candidate.profile.FindStage(profile.stages[*profile.storage_stage].name);
+    candidate.profile.storage_stage =
+        candidate.profile.FindStage(profile.stages[*profile.storage_stage].name);
   }
   if (candidate.cache_after) {
     for (size_t i = 0; i <= *candidate.cache_after; ++i) candidate.stages[i].cached = true;
@@ -270,7 +278,8 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
 
 models::Configuration CandidateConfiguration(const Candidate& candidate, const Resources& resources) {
   models::Configuration config;
-  for (const PlannedStage& stage : candidate.stages) config.parallelism.push_back(stage.parallel ? stage.parallelism : 1);
+  for (const PlannedStage& stage : candidate.stages)
+    config.parallelism.push_back(stage.parallel ? stage.parallelism : 1);
   config.cores = resources.cores;
   config.cache_after = candidate.cache_after;
   config.storage_bytes_per_second = resources.storage_bytes_per_second

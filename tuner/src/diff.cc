@@ -1,10 +1,10 @@
 // A unified line diff of two configs (rewrite.h, UnifiedDiff). Configs are
 // small, so the longest common subsequence is computed outright.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "pipetune/tuner/rewrite.h"
 
@@ -28,9 +28,9 @@ std::vector<std::string> Lines(const std::string& text) {
 }
 
 struct Edit {
-  char op;            // ' ', '-', '+'
-  size_t old_line;    // 0-based index in the old text (for ' ' and '-')
-  size_t new_line;    // 0-based index in the new text (for ' ' and '+')
+  char op;          // ' ', '-', '+'
+  size_t old_line;  // 0-based index in the old text (for ' ' and '-')
+  size_t new_line;  // 0-based index in the new text (for ' ' and '+')
 };
 
 std::vector<Edit> EditScript(const std::vector<std::string>& a, const std::vector<std::string>& b) {

@@ -1,10 +1,10 @@
 // Reasons for each knob of a plan (explain.h).
 #include "explain.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace pipetune::tuner {
 namespace {
@@ -13,6 +13,7 @@ using models::Op;
 
 std::string Ms(double seconds) { return fmt::format("{:.3g} ms", seconds * 1e3); }
 std::string Rate(double x) { return fmt::format("{:.4g}/s", x); }
+std::string Workers(int n) { return fmt::format("{} worker{}", n, n == 1 ? "" : "s"); }
 
 std::string ScalingNote(const models::StageProfile& stage) {
   if (stage.scaling.kind != models::ScalingKind::kAmdahl && stage.scaling.kind != models::ScalingKind::kUsl) {
@@ -28,8 +29,9 @@ std::string ParallelismReason(const Candidate& candidate, size_t i, const models
   if (planned.cached) {
     auto fill = facts.fill_parallelism.find(planned.name);
     bool as_wanted = fill != facts.fill_parallelism.end() && fill->second == planned.parallelism;
-    return fmt::format("cached after the first epoch: its {} workers only fill the cache{}", planned.parallelism,
-                       as_wanted ? ", as fast as the plan without a cache would run" : " (what the budgets leave)");
+    return fmt::format(
+        "cached after the first epoch: {}, only to fill the cache{}", Workers(planned.parallelism),
+        as_wanted ? ", as fast as the plan without a cache would run" : " (what the budgets leave)");
   }
   if (stage.latency_seconds <= 0) return "the traced window saw no elements here: left as it was";
   double x = facts.throughput;
@@ -37,13 +39,15 @@ std::string ParallelismReason(const Candidate& candidate, size_t i, const models
   double utilisation = prediction.stages[i].utilisation;
   std::string head;
   if (stage.latency_bound) {
-    head = fmt::format("latency-bound ({} per element, {} of it CPU): Little's law gives {:.1f} busy workers at {}",
-                       Ms(stage.latency_seconds), Ms(stage.cpu_seconds_per_element), busy, Rate(x));
+    head = fmt::format(
+        "latency-bound ({} per element, {} of it CPU): Little's law gives {:.1f} busy workers at {}",
+        Ms(stage.latency_seconds), Ms(stage.cpu_seconds_per_element), busy, Rate(x));
   } else {
-    head = fmt::format("CPU-bound ({} of CPU per element, {:.2f} cores at {})", Ms(stage.cpu_seconds_per_element),
-                       prediction.stages[i].cores_used, Rate(x));
+    head = fmt::format("CPU-bound ({} of CPU per element, {:.2f} cores at {})",
+                       Ms(stage.cpu_seconds_per_element), prediction.stages[i].cores_used, Rate(x));
   }
-  std::string tail = fmt::format("; {} workers are {:.0f}% busy", planned.parallelism, utilisation * 100);
+  std::string tail = fmt::format("; {} {} {:.0f}% busy", Workers(planned.parallelism),
+                                 planned.parallelism == 1 ? "is" : "are", utilisation * 100);
   if (binding && !facts.limit.empty()) tail += fmt::format("; it binds: {}", facts.limit);
   return head + tail + ScalingNote(stage);
 }
@@ -53,15 +57,18 @@ std::string CacheReason(const TuneInput& input, const Candidate& candidate, cons
   double cpu = 0, latency = 0;
   for (size_t i = 0; i < candidate.stages.size() && candidate.stages[i].cached; ++i) {
     cpu += candidate.profile.stages[i].cpu_seconds_per_output;
-    latency = std::max(latency, candidate.profile.stages[i].latency_seconds * candidate.profile.stages[i].visit_ratio);
+    latency = std::max(latency,
+                       candidate.profile.stages[i].latency_seconds * candidate.profile.stages[i].visit_ratio);
   }
-  std::string where = !cache.location || *cache.location == "memory"
-                          ? fmt::format("memory ({} of the {} budget)", models::FormatBytes(cache.cache_bytes),
-                                        models::FormatBytes(static_cast<double>(resources.memory_bytes)))
-                          : fmt::format("{} on disk in {}", models::FormatBytes(cache.cache_bytes), *cache.location);
+  std::string where =
+      !cache.location || *cache.location == "memory"
+          ? fmt::format("memory ({} of the {} budget)", models::FormatBytes(cache.cache_bytes),
+                        models::FormatBytes(static_cast<double>(resources.memory_bytes)))
+          : fmt::format("{} on disk in {}", models::FormatBytes(cache.cache_bytes), *cache.location);
   const std::string& after = input.profile.stages[candidate.choice.after].name;
-  return fmt::format("after the first epoch it replays \"{}\"'s output, saving {} of CPU per output; it holds {}",
-                     after, Ms(cpu), where);
+  return fmt::format(
+      "after the first epoch it replays \"{}\"'s output, saving {} of CPU per output; it holds {}", after,
+      Ms(cpu), where);
 }
 
 std::string LastBufferReason(const ExplainFacts& facts, const PlannedStage& stage) {
@@ -83,8 +90,8 @@ std::string BindingReason(const Plan& plan, const Resources& resources, const Ex
     case models::BoundKind::kStorage:
       return "the storage bandwidth";
     case models::BoundKind::kDemand:
-      return fmt::format("the consumer: it takes {:.4g} outputs/s ({} steps)", plan.demand_throughput.value_or(0),
-                         Ms(input.profile.step_time_seconds.value_or(0)));
+      return fmt::format("the consumer: it takes {:.4g} outputs/s ({} steps)",
+                         plan.demand_throughput.value_or(0), Ms(input.profile.step_time_seconds.value_or(0)));
   }
   return "";
 }
@@ -103,18 +110,21 @@ void ExplainPlan(const TuneInput& input, const Resources& resources, const Candi
     }
     size_t i = static_cast<size_t>(found - candidate.stages.begin());
     const PlannedStage& stage = *found;
-    bool binding = prediction.binding.kind == models::BoundKind::kConcurrency && prediction.binding.stage == i;
+    bool binding =
+        prediction.binding.kind == models::BoundKind::kConcurrency && prediction.binding.stage == i;
     bool last = i + 1 == candidate.stages.size();
     if (knob.knob == "parallelism") {
       knob.reason = ParallelismReason(candidate, i, prediction, facts, binding);
     } else if (knob.knob == "buffer") {
-      knob.reason = last ? LastBufferReason(facts, stage)
-                         : (knob.changed ? "shrunk to what the memory budget leaves" : "inside the pipeline: kept");
+      knob.reason =
+          last ? LastBufferReason(facts, stage)
+               : (knob.changed ? "shrunk to what the memory budget leaves" : "inside the pipeline: kept");
     } else if (knob.knob == "location") {
-      knob.reason = knob.changed ? CacheReason(input, candidate, stage, resources)
-                                 : "kept where the run had it";
+      knob.reason =
+          knob.changed ? CacheReason(input, candidate, stage, resources) : "kept where the run had it";
     } else if (knob.knob == "stage" && stage.op == Op::kPrefetch) {
-      knob.reason = fmt::format("nothing buffered the outputs for the consumer; {}", LastBufferReason(facts, stage));
+      knob.reason =
+          fmt::format("nothing buffered the outputs for the consumer; {}", LastBufferReason(facts, stage));
     } else if (knob.knob == "stage" && stage.op == Op::kCache) {
       knob.reason = CacheReason(input, candidate, stage, resources);
     }

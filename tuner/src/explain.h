@@ -13,9 +13,9 @@
 namespace pipetune::tuner {
 
 struct ExplainFacts {
-  double throughput = 0;      // X the plan reaches (steady state)
-  double sized_for = 0;       // the X parallelism was sized for (headroom included)
-  std::string limit;          // what stops X going higher (the search's words)
+  double throughput = 0;                        // X the plan reaches (steady state)
+  double sized_for = 0;                         // the X parallelism was sized for (headroom included)
+  std::string limit;                            // what stops X going higher (the search's words)
   std::map<std::string, int> fill_parallelism;  // cached stages: the uncached plan's workers
   models::PrefetchSizing last_buffer;           // the queue model's answer for the last prefetch
   bool last_buffer_capped_by_memory = false;

@@ -1,8 +1,8 @@
 // A finished candidate -> the plan a user reads (candidate.h, PlanFromCandidate).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "pipetune/tuner/candidate.h"
 
@@ -32,15 +32,16 @@ void AddKnobs(const Candidate& candidate, Plan& plan) {
     }
     if (stage.parallel) {
       plan.knobs.push_back({stage.name, "parallelism", std::to_string(stage.old_parallelism),
-                            std::to_string(stage.parallelism), stage.parallelism != stage.old_parallelism, ""});
+                            std::to_string(stage.parallelism), stage.parallelism != stage.old_parallelism,
+                            ""});
     }
     if (stage.op == Op::kPrefetch) {
-      plan.knobs.push_back({stage.name, "buffer", OptionalNumber(stage.old_buffer), OptionalNumber(stage.buffer),
-                            stage.buffer != stage.old_buffer, ""});
+      plan.knobs.push_back({stage.name, "buffer", OptionalNumber(stage.old_buffer),
+                            OptionalNumber(stage.buffer), stage.buffer != stage.old_buffer, ""});
     }
     if (stage.op == Op::kCache) {
-      plan.knobs.push_back({stage.name, "location", stage.old_location.value_or("-"), stage.location.value_or("-"),
-                            stage.location != stage.old_location, ""});
+      plan.knobs.push_back({stage.name, "location", stage.old_location.value_or("-"),
+                            stage.location.value_or("-"), stage.location != stage.old_location, ""});
     }
   }
   for (KnobChange& knob : plan.knobs) {
@@ -65,7 +66,8 @@ Plan PlanFromCandidate(const TuneInput& input, const Resources& resources, Objec
   plan.measured_throughput = input.profile.measured_throughput;
   models::Configuration before = models::ObservedConfiguration(input.profile);
   before.cores = resources.cores;
-  if (resources.storage_bytes_per_second) before.storage_bytes_per_second = resources.storage_bytes_per_second;
+  if (resources.storage_bytes_per_second)
+    before.storage_bytes_per_second = resources.storage_bytes_per_second;
   plan.predicted_throughput_before = models::Predict(input.profile, before).throughput;
 
   models::Prediction after = Evaluate(candidate, resources);

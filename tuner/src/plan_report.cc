@@ -1,10 +1,10 @@
 // Plan -> text and JSON (plan_report.h).
 #include "pipetune/tuner/plan_report.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace pipetune::tuner {
 namespace {
@@ -26,17 +26,18 @@ std::string Budgets(const Plan& plan) {
   text += fmt::format(", {} memory", FormatBytes(static_cast<double>(r.memory_bytes)));
   if (!r.memory_source.empty()) text += fmt::format(" ({})", r.memory_source);
   text += fmt::format(", {} threads", r.max_threads);
-  if (r.storage_bytes_per_second) text += fmt::format(", storage {}/s", FormatBytes(*r.storage_bytes_per_second));
+  if (r.storage_bytes_per_second)
+    text += fmt::format(", storage {}/s", FormatBytes(*r.storage_bytes_per_second));
   if (r.disk_cache_dir) text += fmt::format(", disk caches in {}", *r.disk_cache_dir);
   return text;
 }
 
 std::string MemoryLine(const Plan& plan) {
   const models::MemoryEstimate& m = plan.memory;
-  std::string text = fmt::format("{} of {} (cache {}, prefetch {}, queues {}, in flight {}, state {})",
-                                 FormatBytes(m.Total()), FormatBytes(static_cast<double>(plan.resources.memory_bytes)),
-                                 FormatBytes(m.cache), FormatBytes(m.prefetch), FormatBytes(m.queues),
-                                 FormatBytes(m.in_flight), FormatBytes(m.state));
+  std::string text = fmt::format(
+      "{} of {} (cache {}, prefetch {}, queues {}, in flight {}, state {})", FormatBytes(m.Total()),
+      FormatBytes(static_cast<double>(plan.resources.memory_bytes)), FormatBytes(m.cache),
+      FormatBytes(m.prefetch), FormatBytes(m.queues), FormatBytes(m.in_flight), FormatBytes(m.state));
   if (m.disk > 0) text += fmt::format("; {} on disk", FormatBytes(m.disk));
   return text;
 }
@@ -50,8 +51,8 @@ std::string KnobTable(const Plan& plan) {
     old_width = std::max(old_width, knob.old_value.size());
     new_width = std::max(new_width, knob.new_value.size());
   }
-  std::string text = fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", "knob", name_width, "old", old_width, "new",
-                                 new_width, "reason");
+  std::string text = fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", "knob", name_width, "old", old_width,
+                                 "new", new_width, "reason");
   for (size_t i = 0; i < plan.knobs.size(); ++i) {
     const KnobChange& knob = plan.knobs[i];
     text += fmt::format("{} {:<{}}  {:<{}}  {:<{}}  {}\n", knob.changed ? '*' : ' ', names[i], name_width,
@@ -63,10 +64,12 @@ std::string KnobTable(const Plan& plan) {
 }  // namespace
 
 std::string FormatPlanText(const Plan& plan) {
-  std::string text = fmt::format("plan for \"{}\" (objective: {})\n", plan.pipeline_name, ObjectiveName(plan.objective));
+  std::string text =
+      fmt::format("plan for \"{}\" (objective: {})\n", plan.pipeline_name, ObjectiveName(plan.objective));
   text += fmt::format("budgets:    {}\n", Budgets(plan));
-  text += fmt::format("throughput: measured {}, predicted {} as traced -> {} tuned{}\n", Rate(plan.measured_throughput),
-                      Rate(plan.predicted_throughput_before), Rate(plan.predicted_throughput),
+  text += fmt::format("throughput: measured {}, predicted {} as traced -> {} tuned{}\n",
+                      Rate(plan.measured_throughput), Rate(plan.predicted_throughput_before),
+                      Rate(plan.predicted_throughput),
                       Ratio(plan.predicted_throughput, plan.predicted_throughput_before));
   if (plan.demand_throughput) {
     text += fmt::format("demand:     the consumer takes {} ({})\n", Rate(*plan.demand_throughput),
@@ -120,21 +123,27 @@ Json PlanToJson(const Plan& plan) {
   json["cores_needed"] = plan.cores_needed;
   json["threads"] = plan.threads;
   const models::MemoryEstimate& m = plan.memory;
-  json["memory"] = {{"total_bytes", m.Total()},     {"queues_bytes", m.queues}, {"prefetch_bytes", m.prefetch},
-                    {"in_flight_bytes", m.in_flight}, {"state_bytes", m.state}, {"cache_bytes", m.cache},
+  json["memory"] = {{"total_bytes", m.Total()},     {"queues_bytes", m.queues},
+                    {"prefetch_bytes", m.prefetch}, {"in_flight_bytes", m.in_flight},
+                    {"state_bytes", m.state},       {"cache_bytes", m.cache},
                     {"disk_bytes", m.disk}};
   if (plan.cache_stage) {
     const PlannedStage& cache = plan.stages[*plan.cache_stage];
-    json["cache"] = {{"kind", CacheKindName(plan.cache.kind)},
-                     {"after", *plan.cache_stage > 0 ? Json(plan.stages[*plan.cache_stage - 1].name) : Json(nullptr)},
-                     {"stage", cache.name}};
+    json["cache"] = {
+        {"kind", CacheKindName(plan.cache.kind)},
+        {"after", *plan.cache_stage > 0 ? Json(plan.stages[*plan.cache_stage - 1].name) : Json(nullptr)},
+        {"stage", cache.name}};
   } else {
     json["cache"] = nullptr;
   }
   Json knobs = Json::array();
   for (const KnobChange& k : plan.knobs) {
-    knobs.push_back({{"stage", k.stage}, {"knob", k.knob}, {"old", k.old_value}, {"new", k.new_value},
-                     {"changed", k.changed}, {"reason", k.reason}});
+    knobs.push_back({{"stage", k.stage},
+                     {"knob", k.knob},
+                     {"old", k.old_value},
+                     {"new", k.new_value},
+                     {"changed", k.changed},
+                     {"reason", k.reason}});
   }
   json["knobs"] = std::move(knobs);
   Json stages = Json::array();

@@ -1,10 +1,10 @@
 // Plan -> tuned config (rewrite.h).
 #include "pipetune/tuner/rewrite.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace pipetune::tuner {
 namespace {
@@ -25,8 +25,9 @@ models::StageConfig InsertedStage(const PlannedStage& planned) {
 
 Status SetKnobs(const PlannedStage& planned, models::StageConfig& stage) {
   if (stage.op != planned.op) {
-    return InvalidInput(fmt::format("the plan's stage \"{}\" is a {}, the config's a {}: a plan of another pipeline?",
-                                    planned.name, planned.op_name, models::OpName(stage.op)));
+    return InvalidInput(
+        fmt::format("the plan's stage \"{}\" is a {}, the config's a {}: a plan of another pipeline?",
+                    planned.name, planned.op_name, models::OpName(stage.op)));
   }
   if (models::OpIsParallel(stage.op)) stage.parallelism = planned.parallelism;
   if (stage.op == Op::kPrefetch && planned.buffer) stage.buffer = planned.buffer;
@@ -42,7 +43,8 @@ StatusOr<models::PipelineConfig> ApplyPlan(const models::PipelineConfig& config,
   for (const models::StageConfig& stage : config.stages) {
     if (!planned_names.count(stage.name) && !removed.count(stage.name)) {
       return InvalidInput(fmt::format(
-          "the config has a stage \"{}\" that the plan does not know: a plan of another pipeline?", stage.name));
+          "the config has a stage \"{}\" that the plan does not know: a plan of another pipeline?",
+          stage.name));
     }
   }
   models::PipelineConfig tuned = config;
@@ -51,14 +53,15 @@ StatusOr<models::PipelineConfig> ApplyPlan(const models::PipelineConfig& config,
     std::optional<size_t> index = config.FindStage(planned.name);
     if (planned.inserted()) {
       if (index) {
-        return InvalidInput(fmt::format("the plan inserts a stage \"{}\" but the config already has one",
-                                        planned.name));
+        return InvalidInput(
+            fmt::format("the plan inserts a stage \"{}\" but the config already has one", planned.name));
       }
       tuned.stages.push_back(InsertedStage(planned));
     } else {
       if (!index) {
-        return InvalidInput(fmt::format(
-            "the plan has a stage \"{}\" that the config does not: a plan of another pipeline?", planned.name));
+        return InvalidInput(
+            fmt::format("the plan has a stage \"{}\" that the config does not: a plan of another pipeline?",
+                        planned.name));
       }
       models::StageConfig stage = config.stages[*index];
       PIPETUNE_RETURN_IF_ERROR(SetKnobs(planned, stage));

@@ -1,11 +1,11 @@
 // The exact parallelism search (search.h).
 #include "search.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "pipetune/base/check.h"
 
@@ -37,16 +37,18 @@ Status ParallelismSearch::Prepare() {
   }
   int threads = Threads(candidate_);
   if (threads > resources_.max_threads) {
-    return InvalidInput(fmt::format("with every stage at one worker the pipeline runs {} threads; the limit is {}",
-                                    threads, resources_.max_threads));
+    return InvalidInput(
+        fmt::format("with every stage at one worker the pipeline runs {} threads; the limit is {}", threads,
+                    resources_.max_threads));
   }
   models::MemoryEstimate memory = Memory(candidate_);
   if (memory.Total() > static_cast<double>(resources_.memory_bytes)) {
-    return InvalidInput(fmt::format(
-        "with every knob at its minimum it holds {} of memory ({} cache, {} queues and buffers); the budget is {}",
-        models::FormatBytes(memory.Total()), models::FormatBytes(memory.cache),
-        models::FormatBytes(memory.Total() - memory.cache),
-        models::FormatBytes(static_cast<double>(resources_.memory_bytes))));
+    return InvalidInput(
+        fmt::format("with every knob at its minimum it holds {} of memory ({} cache, {} queues and buffers); "
+                    "the budget is {}",
+                    models::FormatBytes(memory.Total()), models::FormatBytes(memory.cache),
+                    models::FormatBytes(memory.Total() - memory.cache),
+                    models::FormatBytes(static_cast<double>(resources_.memory_bytes))));
   }
   max_parallelism_ = std::min(kParallelismCap, resources_.max_threads - threads + 1);
 
@@ -137,17 +139,20 @@ std::string ParallelismSearch::DescribeFailure(double x) {
     int peak_workers = static_cast<int>(peak - table.bound.begin()) + 1;
     int size = static_cast<int>(table.bound.size());
     if (peak_workers < size) {
-      return fmt::format("stage \"{}\" peaks at {} with {} workers (its fitted scaling: more workers slow it down)",
-                         stage.name, Rate(*peak), peak_workers);
+      return fmt::format(
+          "stage \"{}\" peaks at {} with {} workers (its fitted scaling: more workers slow it down)",
+          stage.name, Rate(*peak), peak_workers);
     }
     if (size < max_parallelism_) {
       return fmt::format(
-          "stage \"{}\" gets at most {} workers ({}): by its fitted scaling each one more would add less than "
+          "stage \"{}\" gets at most {} workers ({}): by its fitted scaling each one more would add less "
+          "than "
           "{:.0f}% of a worker's throughput",
           stage.name, size, Rate(*peak), kMinWorkerGain * 100);
     }
-    return fmt::format("stage \"{}\" would need more than {} workers, which the thread limit of {} does not leave",
-                       stage.name, max_parallelism_, resources_.max_threads);
+    return fmt::format(
+        "stage \"{}\" would need more than {} workers, which the thread limit of {} does not leave",
+        stage.name, max_parallelism_, resources_.max_threads);
   }
   Assign(x);
   int threads = Threads(candidate_);

@@ -60,7 +60,7 @@ class ParallelismSearch {
   Candidate& candidate_;
   const Resources& resources_;
   std::vector<Table> tables_;
-  double upper_ = 0;          // the bounds parallelism does not move
+  double upper_ = 0;  // the bounds parallelism does not move
   std::string upper_name_;
   int max_parallelism_ = 1;
   std::string limit_;

@@ -1,13 +1,13 @@
 // Profile + budgets + objective -> plan (solver.h).
 #include "pipetune/tuner/solver.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "explain.h"
 #include "pipetune/base/check.h"
@@ -18,13 +18,12 @@ namespace {
 
 using models::Op;
 
-
 // Everything the solver worked out for one cache choice.
 struct Solved {
   CacheOption option;
   std::unique_ptr<Candidate> candidate;  // null: not admissible or nothing fits
-  double best = 0;            // the exact optimum X of this choice
-  double sized_for = 0;       // the X the parallelism is sized for
+  double best = 0;                       // the exact optimum X of this choice
+  double sized_for = 0;                  // the X the parallelism is sized for
   bool meets_demand = false;
   std::string limit;
   models::PrefetchSizing last_buffer;
@@ -75,7 +74,8 @@ void AddHeadroom(Candidate& candidate, ParallelismSearch& search, double x, cons
   std::vector<std::pair<int, size_t>> order;  // (-p needed, stage): most workers needed first
   for (size_t i : search.SearchedStages()) {
     bool cpu_bound = !candidate.profile.stages[i].latency_bound;
-    double target = x / (cpu_binds && cpu_bound ? options.cpu_bound_utilisation_target : options.utilisation_target);
+    double target =
+        x / (cpu_binds && cpu_bound ? options.cpu_bound_utilisation_target : options.utilisation_target);
     // A stage that cannot reach the target at all gets no headroom: its
     // curve has flattened, and more workers would buy next to nothing.
     if (!search.Reaches(i, target)) continue;
@@ -133,7 +133,8 @@ void SizeBuffers(Candidate& candidate, const TuneInput& input, const Resources& 
 }
 
 Solved SolveChoice(const TuneInput& input, const Resources& resources, Objective objective,
-                   const SolverOptions& options, const CacheChoice& choice, const std::map<std::string, int>& fill) {
+                   const SolverOptions& options, const CacheChoice& choice,
+                   const std::map<std::string, int>& fill) {
   Solved solved;
   solved.option.choice = choice;
   solved.option.description = DescribeChoice(input, choice);
@@ -207,7 +208,8 @@ const Solved* PickMax(const std::vector<Solved>& all, double tolerance) {
     if (!s.candidate) continue;
     bool tied = std::isinf(best) ? std::isinf(s.best) : s.best >= best * (1 - tolerance);
     if (!tied) continue;
-    if (chosen == nullptr || Cheaper(s, *chosen) || (!Cheaper(*chosen, s) && s.best > chosen->best)) chosen = &s;
+    if (chosen == nullptr || Cheaper(s, *chosen) || (!Cheaper(*chosen, s) && s.best > chosen->best))
+      chosen = &s;
   }
   return chosen;
 }
@@ -224,7 +226,8 @@ const Solved* PickDemand(const std::vector<Solved>& all) {
 std::string NothingFits(const std::vector<Solved>& all, const std::vector<CacheOption>& rejected) {
   std::string why = "no configuration fits the budgets:";
   for (const Solved& s : all) why += fmt::format("\n  {}: {}", s.option.description, s.option.note);
-  for (const CacheOption& r : rejected) why += fmt::format("\n  {}: not admissible: {}", r.description, r.note);
+  for (const CacheOption& r : rejected)
+    why += fmt::format("\n  {}: not admissible: {}", r.description, r.note);
   return why;
 }
 
@@ -268,13 +271,15 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   std::optional<double> demand = Demand(input);
   if (objective == Objective::kDemand) {
     if (!demand) {
-      notes.push_back("the consumer drains as fast as it can, so there is no demand to meet: maximising throughput");
+      notes.push_back(
+          "the consumer drains as fast as it can, so there is no demand to meet: maximising throughput");
     } else {
       chosen = PickDemand(all);
       if (chosen == nullptr) {
-        notes.push_back(fmt::format(
-            "the consumer's demand of {:.4g} outputs/s cannot be met within the budgets: maximising throughput",
-            *demand));
+        notes.push_back(
+            fmt::format("the consumer's demand of {:.4g} outputs/s cannot be met within the budgets: "
+                        "maximising throughput",
+                        *demand));
       }
     }
   }

@@ -40,7 +40,8 @@ StatusOr<TracedRun> LoadTracedRun(const std::vector<std::string>& trace_paths) {
   return traced;
 }
 
-StatusOr<Resources> ResolveResources(const TuneInput& input, const tracer::HostFacts& host, const BudgetFlags& flags) {
+StatusOr<Resources> ResolveResources(const TuneInput& input, const tracer::HostFacts& host,
+                                     const BudgetFlags& flags) {
   Resources resources;
   const models::Resources* configured = input.config ? &input.config->resources : nullptr;
   if (flags.cores) {
@@ -65,8 +66,10 @@ StatusOr<Resources> ResolveResources(const TuneInput& input, const tracer::HostF
     resources.memory_bytes = *configured->memory_bytes;
     resources.memory_source = "the config's resources";
   } else if (host.UsableMemoryBytes() > 0) {
-    resources.memory_bytes = static_cast<uint64_t>(kDefaultMemoryShare * static_cast<double>(host.UsableMemoryBytes()));
-    resources.memory_source = fmt::format("{:.0f}% of the traced host's available memory", kDefaultMemoryShare * 100);
+    resources.memory_bytes =
+        static_cast<uint64_t>(kDefaultMemoryShare * static_cast<double>(host.UsableMemoryBytes()));
+    resources.memory_source =
+        fmt::format("{:.0f}% of the traced host's available memory", kDefaultMemoryShare * 100);
   }
   if (resources.memory_bytes == 0) return InvalidInput("the memory budget is unknown: give --memory");
 

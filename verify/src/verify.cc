@@ -1,13 +1,12 @@
 // The closed tuning loop (verify.h).
 #include "pipetune/verify/verify.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "pipetune/tracer/tracer.h"
 #include "pipetune/tuner/rewrite.h"
@@ -24,17 +23,21 @@ class TraceDirectory {
     TraceDirectory dir;
     std::error_code error;
     if (configured.empty()) {
-      dir.path_ = fs::temp_directory_path(error) / fmt::format("pipetune-verify-{}", static_cast<long>(getpid()));
+      dir.path_ =
+          fs::temp_directory_path(error) / fmt::format("pipetune-verify-{}", static_cast<long>(getpid()));
       dir.temporary_ = true;
     } else {
       dir.path_ = configured;
     }
     fs::create_directories(dir.path_, error);
-    if (error) return IoError(fmt::format("{}: cannot create the trace directory: {}", dir.path_.string(), error.message()));
+    if (error)
+      return IoError(
+          fmt::format("{}: cannot create the trace directory: {}", dir.path_.string(), error.message()));
     return dir;
   }
   TraceDirectory() = default;
-  TraceDirectory(TraceDirectory&& other) noexcept : path_(std::move(other.path_)), temporary_(other.temporary_) {
+  TraceDirectory(TraceDirectory&& other) noexcept
+      : path_(std::move(other.path_)), temporary_(other.temporary_) {
     other.temporary_ = false;
   }
   TraceDirectory& operator=(TraceDirectory&&) = delete;
@@ -52,7 +55,8 @@ class TraceDirectory {
 
 int ThreadsOf(const models::PipelineConfig& config) {
   int threads = 0;
-  for (const models::StageConfig& stage : config.stages) threads += models::OpIsParallel(stage.op) ? stage.parallelism : 1;
+  for (const models::StageConfig& stage : config.stages)
+    threads += models::OpIsParallel(stage.op) ? stage.parallelism : 1;
   return threads;
 }
 
@@ -72,7 +76,8 @@ std::string Changes(const models::PipelineConfig& original, const models::Pipeli
       parts.push_back(fmt::format("{} p{}->{}", stage.name, before.parallelism, stage.parallelism));
     }
     if (before.buffer != stage.buffer) {
-      parts.push_back(fmt::format("{} buffer {}->{}", stage.name, KnobText(before.buffer), KnobText(stage.buffer)));
+      parts.push_back(
+          fmt::format("{} buffer {}->{}", stage.name, KnobText(before.buffer), KnobText(stage.buffer)));
     }
     if (before.location != stage.location) {
       parts.push_back(fmt::format("{} {}", stage.name, stage.location.value_or("-")));
@@ -160,12 +165,14 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     if (r > 0) round.predicted_throughput = result.rounds.back().plan.predicted_throughput;
     if (r == options.rounds) {
       result.rounds.push_back(std::move(round));
-      result.stop_reason = fmt::format("{} round{} of tuning", options.rounds, options.rounds == 1 ? "" : "s");
+      result.stop_reason =
+          fmt::format("{} round{} of tuning", options.rounds, options.rounds == 1 ? "" : "s");
       break;
     }
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                               tuner::ResolveResources(traced.input, traced.host, options.budgets));
-    PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(traced.input, resources, options.objective, options.solver));
+    PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan,
+                              tuner::Solve(traced.input, resources, options.objective, options.solver));
     if (r == 0) round.predicted_throughput = plan.predicted_throughput_before;
     PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig next, tuner::ApplyPlan(current, plan));
     round.plan = std::move(plan);
@@ -191,16 +198,18 @@ std::string FormatRoundTable(const VerifyResult& result) {
     std::string ratio = round.predicted_throughput > 0
                             ? fmt::format("{:.2f}", round.measured_throughput / round.predicted_throughput)
                             : "-";
-    text += fmt::format("{:<7} {:>11} {:>11} {:>9} {:>8}  {}\n",
-                        fmt::format("{}{}", round.index, round.index == static_cast<int>(result.best) ? " *" : ""),
-                        fmt::format("{:.4g}/s", round.predicted_throughput),
-                        fmt::format("{:.4g}/s", round.measured_throughput), ratio, round.threads, round.changes);
+    text += fmt::format(
+        "{:<7} {:>11} {:>11} {:>9} {:>8}  {}\n",
+        fmt::format("{}{}", round.index, round.index == static_cast<int>(result.best) ? " *" : ""),
+        fmt::format("{:.4g}/s", round.predicted_throughput),
+        fmt::format("{:.4g}/s", round.measured_throughput), ratio, round.threads, round.changes);
   }
   const Round& best = result.rounds[result.best];
   const Round& first = result.rounds.front();
   text += fmt::format("best: round {} at {:.4g}/s measured", best.index, best.measured_throughput);
   if (first.measured_throughput > 0 && best.index != first.index) {
-    text += fmt::format(" (x{:.2f} over the config as given)", best.measured_throughput / first.measured_throughput);
+    text += fmt::format(" (x{:.2f} over the config as given)",
+                        best.measured_throughput / first.measured_throughput);
   }
   text += fmt::format("; stopped after {}\n", result.stop_reason);
   return text;

@@ -22,7 +22,7 @@ namespace pipetune::analyzer {
 
 // One stage's cumulative counters at one frame.
 struct StageCounters {
-  bool seen = false;           // a snapshot of the stage has arrived by this frame
+  bool seen = false;  // a snapshot of the stage has arrived by this frame
   uint32_t parallelism = 1;
   uint32_t live_workers = 0;
   uint64_t produced = 0;
@@ -32,23 +32,23 @@ struct StageCounters {
   uint64_t work_ns = 0;
   uint64_t wait_input_ns = 0;
   uint64_t wait_output_ns = 0;
-  int64_t occupancy_bytes = 0;       // gauge
-  double occupancy_byte_seconds = 0; // its integral since the trace started
+  int64_t occupancy_bytes = 0;        // gauge
+  double occupancy_byte_seconds = 0;  // its integral since the trace started
   uint64_t spans_dropped = 0;
 };
 
 // Everything cumulative at one snapshot time.
 struct Frame {
-  uint64_t time_ns = 0;                // since the session started
-  std::vector<StageCounters> stages;   // by stage index (registration order)
-  uint64_t steps = 0;                  // consumer steps
+  uint64_t time_ns = 0;               // since the session started
+  std::vector<StageCounters> stages;  // by stage index (registration order)
+  uint64_t steps = 0;                 // consumer steps
   uint64_t step_wait_ns = 0;
   uint64_t step_busy_ns = 0;
   uint64_t process_cpu_ns = 0;
   bool has_process = false;
-  uint64_t rss_bytes = 0;              // gauge
-  int64_t read_bytes = -1;             // storage reads; -1 unknown
-  uint64_t gpu_busy_ns = 0;            // sum of GPU kernel durations so far
+  uint64_t rss_bytes = 0;    // gauge
+  int64_t read_bytes = -1;   // storage reads; -1 unknown
+  uint64_t gpu_busy_ns = 0;  // sum of GPU kernel durations so far
 };
 
 // A log-scale histogram of span durations: buckets of 2^(1/4) from 1 us.
@@ -70,16 +70,16 @@ struct CollectedStage {
 
 struct CollectedTrace {
   tracer::TraceHeader header;
-  tracer::PipelineInfo pipeline;     // the latest
-  std::vector<CollectedStage> stages;  // registration order
-  std::vector<Frame> frames;         // time order; the first and last are kept
-  uint64_t frame_stride = 1;         // snapshots per kept frame (a power of 2)
+  tracer::PipelineInfo pipeline;                // the latest
+  std::vector<CollectedStage> stages;           // registration order
+  std::vector<Frame> frames;                    // time order; the first and last are kept
+  uint64_t frame_stride = 1;                    // snapshots per kept frame (a power of 2)
   std::optional<uint64_t> first_step_start_ns;  // when the first consumer step's wait began
-  tracer::DropCounts drops;          // the last, cumulative
+  tracer::DropCounts drops;                     // the last, cumulative
   uint64_t spans = 0;
   uint64_t consumer_step_records = 0;
   uint64_t gpu_records = 0;
-  uint64_t records = 0;              // every record visited
+  uint64_t records = 0;  // every record visited
   uint64_t peak_rss_bytes = 0;
   bool has_end = false;
   uint64_t end_ns = 0;
@@ -122,9 +122,9 @@ class TraceCollector : public tracer::TraceVisitor {
   Frame current_;
   bool current_dirty_ = false;
   uint64_t snapshots_since_kept_ = 0;
-  std::vector<tracer::StageId> stage_ids_;   // index -> id
-  uint64_t previous_time_ns_ = 0;            // of the last committed snapshot time
-  std::vector<double> previous_occupancy_;   // per stage, at that snapshot
+  std::vector<tracer::StageId> stage_ids_;  // index -> id
+  uint64_t previous_time_ns_ = 0;           // of the last committed snapshot time
+  std::vector<double> previous_occupancy_;  // per stage, at that snapshot
 };
 
 // Reads the trace at `path` through a TraceCollector. Errors: the reader's

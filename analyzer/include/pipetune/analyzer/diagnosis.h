@@ -37,18 +37,18 @@ struct StageDiagnosis {
   // model's concurrency bound, capped by every core); +inf: unbounded.
   double max_throughput = 0;
   double cpu_ms_per_element = 0;
-  double latency_ms_per_element = 0;   // measured wall of own work per element per worker
-  double span_p50_ms = 0;              // from the sampled spans; 0 without spans
+  double latency_ms_per_element = 0;  // measured wall of own work per element per worker
+  double span_p50_ms = 0;             // from the sampled spans; 0 without spans
   double span_p99_ms = 0;
   double bytes_per_element = 0;
-  double buffer_bytes = 0;             // its output buffer, mean over the window
-  double busy_fraction = 0;            // of its workers' time: own work
-  double wait_input_fraction = 0;      //   waiting for input
-  double wait_output_fraction = 0;     //   blocked on a full output
+  double buffer_bytes = 0;          // its output buffer, mean over the window
+  double busy_fraction = 0;         // of its workers' time: own work
+  double wait_input_fraction = 0;   //   waiting for input
+  double wait_output_fraction = 0;  //   blocked on a full output
   // "cpu", "latency" (latency-bound: it needs workers, not cores), "light"
   // (busy under 5% of its time) or "idle" (no elements in the window).
   std::string limited_by;
-  std::string scaling;                 // "linear (assumed)", "USL: ..."
+  std::string scaling;  // "linear (assumed)", "USL: ..."
   bool bottleneck = false;
   uint64_t spans_dropped = 0;
 };
@@ -56,41 +56,41 @@ struct StageDiagnosis {
 // One point of the timeline charts, over the interval ending at `seconds`.
 struct TimelinePoint {
   double seconds = 0;
-  double throughput = 0;          // outputs/s
-  double stall_fraction = 0;      // consumer wait / interval
-  double cores_used = 0;          // process CPU / interval
+  double throughput = 0;      // outputs/s
+  double stall_fraction = 0;  // consumer wait / interval
+  double cores_used = 0;      // process CPU / interval
   double rss_bytes = 0;
-  std::vector<double> stage_busy; // per stage: own work / (interval * parallelism)
+  std::vector<double> stage_busy;  // per stage: own work / (interval * parallelism)
 };
 
 struct GpuSummary {
   uint64_t activities = 0;
-  double busy_fraction = 0;   // kernel time / window (sums streams; capped at 1)
+  double busy_fraction = 0;  // kernel time / window (sums streams; capped at 1)
 };
 
 struct Diagnosis {
-  std::string trace_name;          // the path as given
+  std::string trace_name;  // the path as given
   std::string pipeline_name;
   double trace_seconds = 0;
   double window_begin_seconds = 0;
   double window_end_seconds = 0;
   std::string window_reason;
 
-  double measured_throughput = 0;  // outputs/s in the window
-  double predicted_throughput = 0; // the model, for the configuration that ran
-  double prediction_ratio = 0;     // predicted / measured (0 when nothing was measured)
-  std::string bound;               // binding bound: cpu, concurrency, storage, demand
+  double measured_throughput = 0;         // outputs/s in the window
+  double predicted_throughput = 0;        // the model, for the configuration that ran
+  double prediction_ratio = 0;            // predicted / measured (0 when nothing was measured)
+  std::string bound;                      // binding bound: cpu, concurrency, storage, demand
   std::optional<std::string> bottleneck;  // the stage to blame; none when demand binds
   std::optional<std::string> next_limit;  // when demand binds: the stage that would limit next
   double next_limit_throughput = 0;
-  double stall_fraction = 0;       // consumer time waiting for input / window
+  double stall_fraction = 0;                // consumer time waiting for input / window
   std::optional<double> demand_throughput;  // 1 / step time
-  double cores = 0;                // usable by the run
-  double cores_used = 0;           // the process's CPU in the window; < 0 unknown
+  double cores = 0;                         // usable by the run
+  double cores_used = 0;                    // the process's CPU in the window; < 0 unknown
   double cpu_contention = 1;
   uint64_t peak_rss_bytes = 0;
   double mean_rss_bytes = 0;
-  double buffer_bytes = 0;         // all stages' output buffers, mean over the window
+  double buffer_bytes = 0;  // all stages' output buffers, mean over the window
   std::vector<StageDiagnosis> stages;
   std::optional<GpuSummary> gpu;
 
@@ -99,13 +99,13 @@ struct Diagnosis {
   std::string truncation_warning;  // the reader's; empty when the trace is whole
   bool ended_cleanly = false;
 
-  std::string summary;             // the one sentence: what limits, what would help
+  std::string summary;  // the one sentence: what limits, what would help
   std::vector<std::string> assumptions;
   std::vector<WhatIfOutcome> what_ifs;
   std::vector<TimelinePoint> timeline;
 
-  models::Profile profile;          // the model instance behind the numbers
-  models::Prediction prediction;    // for the configuration that ran
+  models::Profile profile;        // the model instance behind the numbers
+  models::Prediction prediction;  // for the configuration that ran
 };
 
 struct DiagnoseOptions {
@@ -136,6 +136,7 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
                              const std::vector<CollectedTrace>& extra = {});
 
 // Reads and diagnoses; errors name the file and byte offset.
-StatusOr<Diagnosis> DiagnoseTraces(const std::vector<std::string>& paths, const DiagnoseOptions& options = {});
+StatusOr<Diagnosis> DiagnoseTraces(const std::vector<std::string>& paths,
+                                   const DiagnoseOptions& options = {});
 
 }  // namespace pipetune::analyzer

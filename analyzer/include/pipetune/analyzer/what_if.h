@@ -23,11 +23,11 @@
 namespace pipetune::analyzer {
 
 struct WhatIf {
-  std::string text;                     // as given, for the report
-  std::optional<double> cores;          // in all
-  double more_cores = 0;                // added to the run's (or to `cores`)
+  std::string text;                                      // as given, for the report
+  std::optional<double> cores;                           // in all
+  double more_cores = 0;                                 // added to the run's (or to `cores`)
   std::vector<std::pair<std::string, int>> parallelism;  // stage name, workers
-  std::optional<std::string> cache_after;  // stage name
+  std::optional<std::string> cache_after;                // stage name
   bool remove_cache = false;
 };
 
@@ -35,12 +35,12 @@ struct WhatIf {
 StatusOr<WhatIf> ParseWhatIf(std::string_view text);
 
 struct WhatIfOutcome {
-  std::string question;      // the text as given
-  bool allowed = true;       // false: the change is impossible (see note)
-  std::string note;          // why not; or what the model assumed
-  double throughput = 0;     // predicted outputs/s
-  double speedup = 0;        // over the prediction for the configuration that ran
-  std::string bound;         // the binding bound's name
+  std::string question;   // the text as given
+  bool allowed = true;    // false: the change is impossible (see note)
+  std::string note;       // why not; or what the model assumed
+  double throughput = 0;  // predicted outputs/s
+  double speedup = 0;     // over the prediction for the configuration that ran
+  std::string bound;      // the binding bound's name
   std::optional<std::string> bottleneck;
   double cores_used = 0;
   std::optional<double> cache_bytes;  // when a cache is part of the question

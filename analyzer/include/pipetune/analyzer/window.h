@@ -4,6 +4,8 @@
 //  - start after the warm-up: the first 10% of the run, and at least the
 //    first second or a quarter of the run, whichever is shorter; never before
 //    the consumer's first step;
+//  - when a stage's parallelism changed during the run, start at its last
+//    change (the earlier stretches become scaling points);
 //  - with a cache stage whose first epoch completed, start once it did (the
 //    stages before it then stop working); when that leaves too little of the
 //    run, the window is the first epoch instead and says so;
@@ -22,12 +24,12 @@
 namespace pipetune::analyzer {
 
 struct Window {
-  size_t begin_frame = 0;   // indices into CollectedTrace::frames
+  size_t begin_frame = 0;  // indices into CollectedTrace::frames
   size_t end_frame = 0;
   double begin_seconds = 0;
   double end_seconds = 0;
   bool cache_filled = false;
-  std::string reason;       // one sentence: why these bounds
+  std::string reason;  // one sentence: why these bounds
 };
 
 // Chooses the window. `config` (may be null) says where a cache sits.

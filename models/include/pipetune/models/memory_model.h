@@ -34,13 +34,13 @@ double DefaultQueueBytes(double bytes_per_element);
 
 // One stage as the memory model sees it.
 struct StageMemoryInput {
-  double output_bytes_per_element = 0;  // S_i
-  double input_bytes_per_element = 0;   // S of the stage before (0 for a source)
-  int workers = 1;                      // threads (parallelism for map / read_file)
+  double output_bytes_per_element = 0;     // S_i
+  double input_bytes_per_element = 0;      // S of the stage before (0 for a source)
+  int workers = 1;                         // threads (parallelism for map / read_file)
   std::optional<int64_t> prefetch_buffer;  // set for prefetch stages: their queue holds this many
-  double state_bytes = 0;               // shuffle buffer, partial batch
-  double memory_cache_bytes = 0;        // a memory cache stage: the epoch it stores
-  double disk_cache_bytes = 0;          // a disk cache stage: the file it writes
+  double state_bytes = 0;                  // shuffle buffer, partial batch
+  double memory_cache_bytes = 0;           // a memory cache stage: the epoch it stores
+  double disk_cache_bytes = 0;             // a disk cache stage: the file it writes
 };
 
 struct MemoryEstimate {

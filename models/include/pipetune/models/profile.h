@@ -26,16 +26,16 @@ namespace pipetune::models {
 // One stage's counters over the window, summed over its workers.
 struct StageMeasurement {
   std::string name;
-  std::string op;                 // as the trace names it ("map", "batch", ...)
-  int parallelism = 1;            // workers during the window
-  double elements = 0;            // produced (passed downstream)
-  double consumed = 0;            // taken from the stage before
-  double bytes = 0;               // bytes of the elements produced
-  double cpu_seconds = 0;         // CPU time of the stage's threads
-  double work_seconds = 0;        // wall time in the stage's own work
-  double wait_input_seconds = 0;  // blocked on an empty input
-  double wait_output_seconds = 0; // blocked on a full output buffer
-  double mean_buffer_bytes = 0;   // its output buffer, averaged over the window
+  std::string op;                  // as the trace names it ("map", "batch", ...)
+  int parallelism = 1;             // workers during the window
+  double elements = 0;             // produced (passed downstream)
+  double consumed = 0;             // taken from the stage before
+  double bytes = 0;                // bytes of the elements produced
+  double cpu_seconds = 0;          // CPU time of the stage's threads
+  double work_seconds = 0;         // wall time in the stage's own work
+  double wait_input_seconds = 0;   // blocked on an empty input
+  double wait_output_seconds = 0;  // blocked on a full output buffer
+  double mean_buffer_bytes = 0;    // its output buffer, averaged over the window
   // Per-worker wall seconds per element measured at other parallelism levels
   // (other windows of the same trace, or other traces of the same pipeline),
   // for the scaling fit. The window's own level need not be repeated here.
@@ -45,17 +45,17 @@ struct StageMeasurement {
 // Everything measured over one window of a run.
 struct WindowMeasurement {
   std::string pipeline_name;
-  double begin_seconds = 0;       // window start, seconds after the trace started
+  double begin_seconds = 0;  // window start, seconds after the trace started
   double end_seconds = 0;
-  std::string window_reason;      // why the window starts and ends where it does
+  std::string window_reason;             // why the window starts and ends where it does
   std::vector<StageMeasurement> stages;  // pipeline order
-  double outputs = 0;             // consumer steps (pipeline outputs) in the window
-  double consumer_wait_seconds = 0;  // consumer blocked waiting for an output
-  double consumer_step_seconds = 0;  // consumer busy in its steps (e.g. the GPU step)
-  double process_cpu_seconds = -1;   // whole process; < 0: not measured
-  double storage_bytes_read = -1;    // fetched from storage (not the page cache); < 0: unknown
-  double host_cores = 0;             // cores the process could use (affinity, quota)
-  bool cache_filled = false;         // a cache stage had finished its first epoch before the window
+  double outputs = 0;                    // consumer steps (pipeline outputs) in the window
+  double consumer_wait_seconds = 0;      // consumer blocked waiting for an output
+  double consumer_step_seconds = 0;      // consumer busy in its steps (e.g. the GPU step)
+  double process_cpu_seconds = -1;       // whole process; < 0: not measured
+  double storage_bytes_read = -1;        // fetched from storage (not the page cache); < 0: unknown
+  double host_cores = 0;                 // cores the process could use (affinity, quota)
+  bool cache_filled = false;             // a cache stage had finished its first epoch before the window
   // Elements the first stage produces per epoch when the trace shows it
   // (the source ran dry); the config's `range` count is used otherwise.
   std::optional<double> source_elements_per_epoch;
@@ -64,12 +64,12 @@ struct WindowMeasurement {
 // A stage as the model sees it.
 struct StageProfile {
   std::string name;
-  std::optional<Op> op;          // nullopt: an op this version does not know
+  std::optional<Op> op;  // nullopt: an op this version does not know
   std::string op_name;
   std::string fn;
-  int parallelism = 1;           // p_i: workers (1 for sequential stages)
-  bool parallel = false;         // its parallelism is a knob (map, read_file)
-  bool random = false;           // output changes between epochs: no cache at or after it
+  int parallelism = 1;    // p_i: workers (1 for sequential stages)
+  bool parallel = false;  // its parallelism is a knob (map, read_file)
+  bool random = false;    // output changes between epochs: no cache at or after it
 
   // Measured over the window (E_i, CPU_i, ...), as in StageMeasurement.
   double elements = 0;
@@ -89,10 +89,10 @@ struct StageProfile {
   double latency_seconds = 0;
   double measured_latency_seconds = 0;  // work_seconds / E_i, as measured
   double bytes_per_element = 0;         // S_i
-  double local_ratio = 1;   // r_i: elements consumed per element produced
-  bool local_ratio_measured = false;  // from counters rather than the config
-  double visit_ratio = 1;   // V_i: elements produced per pipeline output
-  double cpu_seconds_per_output = 0;  // c_i = CPU_i / E_i * V_i
+  double local_ratio = 1;               // r_i: elements consumed per element produced
+  bool local_ratio_measured = false;    // from counters rather than the config
+  double visit_ratio = 1;               // V_i: elements produced per pipeline output
+  double cpu_seconds_per_output = 0;    // c_i = CPU_i / E_i * V_i
   // Off-CPU time dominates its work (I/O, remote calls): it needs workers,
   // not cores. L_i > 2 * CPU_i / E_i.
   bool latency_bound = false;
@@ -115,15 +115,15 @@ struct Profile {
   std::string window_reason;
   std::vector<StageProfile> stages;  // pipeline order; the last one feeds the consumer
 
-  double outputs = 0;                // pipeline outputs the consumer took in the window
-  double measured_throughput = 0;    // outputs / window_seconds
+  double outputs = 0;                  // pipeline outputs the consumer took in the window
+  double measured_throughput = 0;      // outputs / window_seconds
   double consumer_stall_fraction = 0;  // consumer wait / window
 
   // CPU. `cores` is what the run could use; other_cpu_cores the process's CPU
   // outside every stage (consumer, tracer), treated as a constant load.
   double cores = 0;
   double other_cpu_cores = 0;
-  double process_cpu_cores = -1;     // < 0: not measured
+  double process_cpu_cores = -1;  // < 0: not measured
   // Oversubscription seen in the window: how much longer than their CPU time
   // CPU-bound threads took (1: none). Used to compute latency_seconds.
   double cpu_contention = 1;

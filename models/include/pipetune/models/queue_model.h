@@ -36,8 +36,8 @@ namespace pipetune::models {
 
 // The spread of the pipeline's output inter-arrival times, as measured.
 struct ArrivalSpread {
-  double cv = 1;        // coefficient of variation (std / mean)
-  size_t samples = 0;   // 0: not measured (cv is the default)
+  double cv = 1;       // coefficient of variation (std / mean)
+  size_t samples = 0;  // 0: not measured (cv is the default)
 };
 
 // The coefficient of variation of inter-arrival times from counts of arrivals
@@ -47,11 +47,11 @@ struct ArrivalSpread {
 std::optional<ArrivalSpread> SpreadFromCounts(const std::vector<double>& counts_per_interval);
 
 struct PrefetchQuery {
-  double producer_throughput = 0;     // X: outputs/s the pipeline can deliver
+  double producer_throughput = 0;      // X: outputs/s the pipeline can deliver
   std::optional<double> step_seconds;  // s; nullopt: the consumer drains
-  double arrival_cv = 1;              // cv_a
-  double step_cv = 0;                 // cv_s
-  double stall_probability = 0.01;    // eps
+  double arrival_cv = 1;               // cv_a
+  double step_cv = 0;                  // cv_s
+  double stall_probability = 0.01;     // eps
   int64_t max_buffer = 128;
 };
 

@@ -28,14 +28,14 @@ namespace pipetune::models {
 // The knobs a prediction is for. Build one with ObservedConfiguration and
 // change what you want to ask about.
 struct Configuration {
-  std::vector<int> parallelism;   // per stage of the profile, in its order; >= 1
-  double cores = 0;               // cores available to the pipeline process
+  std::vector<int> parallelism;  // per stage of the profile, in its order; >= 1
+  double cores = 0;              // cores available to the pipeline process
   // A cache placed right after this stage (its output is stored in the first
   // epoch and replayed after). An existing cache stage is expressed as the
   // stage before it. nullopt: no cache.
   std::optional<size_t> cache_after;
   std::optional<double> storage_bytes_per_second;
-  std::optional<double> step_time_seconds;   // nullopt: the consumer drains
+  std::optional<double> step_time_seconds;  // nullopt: the consumer drains
 };
 
 // The configuration the profile watched.
@@ -53,8 +53,8 @@ const char* BoundKindName(BoundKind kind);
 
 struct Bound {
   BoundKind kind = BoundKind::kCpu;
-  std::optional<size_t> stage;   // kConcurrency (and kStorage: the reading stage)
-  double throughput = 0;         // the X at which it binds; +inf when it cannot bind
+  std::optional<size_t> stage;  // kConcurrency (and kStorage: the reading stage)
+  double throughput = 0;        // the X at which it binds; +inf when it cannot bind
 };
 
 struct StagePrediction {
@@ -69,10 +69,10 @@ struct StagePrediction {
 
 struct Prediction {
   double throughput = 0;
-  Bound binding;                 // the smallest bound
-  std::vector<Bound> bounds;     // every bound: stages in order, then cpu, storage, demand
+  Bound binding;              // the smallest bound
+  std::vector<Bound> bounds;  // every bound: stages in order, then cpu, storage, demand
   std::vector<StagePrediction> stages;
-  double cores_used = 0;         // stages' CPU at `throughput`, plus the other load
+  double cores_used = 0;  // stages' CPU at `throughput`, plus the other load
   // The stage to blame: the stage whose concurrency bound binds; for the CPU
   // bound the stage with the largest CPU cost per output; for storage the
   // reading stage; for demand none (the pipeline keeps up).

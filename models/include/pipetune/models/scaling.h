@@ -45,11 +45,11 @@ const char* ScalingKindName(ScalingKind kind);
 
 struct UslFit {
   ScalingKind kind = ScalingKind::kNone;
-  double lambda = 0;   // elements per second of one worker
-  double sigma = 0;    // contention
-  double kappa = 0;    // coherence
-  size_t points = 0;   // points used
-  size_t levels = 0;   // distinct parallelism levels among them
+  double lambda = 0;  // elements per second of one worker
+  double sigma = 0;   // contention
+  double kappa = 0;   // coherence
+  size_t points = 0;  // points used
+  size_t levels = 0;  // distinct parallelism levels among them
   // Root mean square of (fitted - measured) / measured over the points.
   double rms_relative_error = 0;
 

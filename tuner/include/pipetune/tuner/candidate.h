@@ -42,10 +42,10 @@ struct Candidate {
   // The model's view: one StageProfile per entry of `stages` (inserted ones
   // synthesised), visit ratios consistent with the inserted stages.
   models::Profile profile;
-  std::optional<size_t> cache_after;       // index into `stages`
-  std::optional<size_t> cache_stage;       // index into `stages`
+  std::optional<size_t> cache_after;  // index into `stages`
+  std::optional<size_t> cache_stage;  // index into `stages`
   std::vector<std::string> removed_stages;
-  std::vector<std::string> notes;          // e.g. why the run's cache stays where it is
+  std::vector<std::string> notes;  // e.g. why the run's cache stays where it is
 };
 
 // The cache choices worth evaluating: none, and for each admissible stage a
@@ -57,7 +57,8 @@ std::vector<CacheChoice> CacheChoices(const TuneInput& input, const Resources& r
 // Builds the candidate for `choice`, every knob at its minimum (parallelism 1,
 // buffers 1), cached stages marked. kInvalidInput when the choice is not
 // admissible (the message says why).
-StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resources, const CacheChoice& choice);
+StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resources,
+                                  const CacheChoice& choice);
 
 // The configuration the rate model predicts for: the candidate's knobs, the
 // budgets' cores and storage bandwidth, the profile's step time.

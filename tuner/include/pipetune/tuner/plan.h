@@ -28,8 +28,8 @@ const char* ObjectiveName(Objective objective);  // "max", "demand"
 
 // The budgets a plan must stay within.
 struct Resources {
-  double cores = 0;             // CPU cores the pipeline process may use (> 0)
-  uint64_t memory_bytes = 0;    // for buffers and memory caches (> 0)
+  double cores = 0;                                // CPU cores the pipeline process may use (> 0)
+  uint64_t memory_bytes = 0;                       // for buffers and memory caches (> 0)
   std::optional<double> storage_bytes_per_second;  // nullopt: the profile's, else unbounded
   // A directory for disk caches; nullopt: no cache on disk. disk_free_bytes
   // is the space there when known; a disk cache must fit in it.
@@ -82,15 +82,15 @@ struct PlannedStage {
   int useful_parallelism = 0;
   int parallelism = 1;
   int old_parallelism = 1;
-  std::optional<int64_t> buffer;        // prefetch stages
+  std::optional<int64_t> buffer;  // prefetch stages
   std::optional<int64_t> old_buffer;
   std::optional<std::string> location;  // cache stages: "memory" or a directory
   std::optional<std::string> old_location;
-  bool cached = false;                  // replayed by the cache after the first epoch
-  double bytes_per_element = 0;         // S of its output
-  double input_bytes_per_element = 0;   // S of its input
-  double state_bytes = 0;               // shuffle buffer, partial batch
-  double cache_bytes = 0;               // cache stages: the epoch they hold
+  bool cached = false;                 // replayed by the cache after the first epoch
+  double bytes_per_element = 0;        // S of its output
+  double input_bytes_per_element = 0;  // S of its input
+  double state_bytes = 0;              // shuffle buffer, partial batch
+  double cache_bytes = 0;              // cache stages: the epoch they hold
 
   bool inserted() const { return !profile_index.has_value(); }
 };
@@ -102,46 +102,46 @@ struct KnobChange {
   std::string old_value;  // "-" when absent
   std::string new_value;  // "-" when removed
   bool changed = false;
-  std::string reason;     // one line
+  std::string reason;  // one line
 };
 
 // What the solver found for one cache choice, for the plan's explanation.
 struct CacheOption {
   CacheChoice choice;
-  std::string description;   // "no cache", "memory cache after \"decode\""
+  std::string description;  // "no cache", "memory cache after \"decode\""
   bool feasible = false;
-  double throughput = 0;     // the best under the budgets (feasible only)
+  double throughput = 0;  // the best under the budgets (feasible only)
   double cores_needed = 0;
   double memory_bytes = 0;
-  std::string note;          // why not admissible or not feasible, or what limits it
+  std::string note;  // why not admissible or not feasible, or what limits it
 };
 
 struct Plan {
   std::string pipeline_name;
   Objective objective = Objective::kMax;
   Resources resources;
-  std::vector<PlannedStage> stages;           // the tuned pipeline, in order
-  std::vector<std::string> removed_stages;    // stages of the run the plan drops (a moved cache)
+  std::vector<PlannedStage> stages;         // the tuned pipeline, in order
+  std::vector<std::string> removed_stages;  // stages of the run the plan drops (a moved cache)
   CacheChoice cache;
-  std::optional<size_t> cache_stage;          // index into `stages` of the cache stage, if any
+  std::optional<size_t> cache_stage;  // index into `stages` of the cache stage, if any
   std::vector<KnobChange> knobs;
 
-  double measured_throughput = 0;             // of the traced run
-  double predicted_throughput_before = 0;     // the model on the traced config
-  double predicted_throughput = 0;            // after tuning (steady state)
+  double measured_throughput = 0;          // of the traced run
+  double predicted_throughput_before = 0;  // the model on the traced config
+  double predicted_throughput = 0;         // after tuning (steady state)
   models::BoundKind binding = models::BoundKind::kCpu;
   std::optional<std::string> binding_stage;
-  std::string binding_reason;                 // what stops the plan going faster
-  std::optional<double> demand_throughput;    // 1 / step time, when the consumer has one
+  std::string binding_reason;               // what stops the plan going faster
+  std::optional<double> demand_throughput;  // 1 / step time, when the consumer has one
   bool demand_met = false;
 
-  double cores_used = 0;      // at the predicted throughput, other process load included
-  int cores_needed = 0;       // whole cores the plan needs (demand: with its headroom)
+  double cores_used = 0;  // at the predicted throughput, other process load included
+  int cores_needed = 0;   // whole cores the plan needs (demand: with its headroom)
   models::MemoryEstimate memory;
   int threads = 0;
 
   std::vector<CacheOption> cache_options;
-  std::vector<std::string> notes;             // budgets, fallbacks, assumptions
+  std::vector<std::string> notes;  // budgets, fallbacks, assumptions
 };
 
 }  // namespace pipetune::tuner

@@ -48,7 +48,7 @@ struct SolverOptions {
   // Within one cache choice, the plan may take the fewest workers that reach
   // this share of the optimum instead of the optimum itself. 0: exact.
   double throughput_tolerance = 0;
-  double stall_probability = 0.01;   // the queue model's target for the last buffer
+  double stall_probability = 0.01;  // the queue model's target for the last buffer
   int64_t max_prefetch_buffer = 128;
   // The passes after X is fixed (headroom, cache fill workers, buffer depth).
   // Off: every knob at the least value that reaches X (what tests compare

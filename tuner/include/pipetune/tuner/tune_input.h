@@ -16,7 +16,7 @@ namespace pipetune::tuner {
 
 struct TracedRun {
   TuneInput input;
-  tracer::HostFacts host;   // from the first trace's header
+  tracer::HostFacts host;  // from the first trace's header
 };
 
 // Reads `trace_paths` (the first is profiled; the others, traces of the same
@@ -41,6 +41,7 @@ inline constexpr double kDefaultMemoryShare = 0.9;
 // cores: flag, else config resources.cores, else the host's usable cores;
 // memory: flag, else resources.memory, else 90% of the host's usable memory
 // (cgroup limit or MemAvailable). kInvalidInput when none is known.
-StatusOr<Resources> ResolveResources(const TuneInput& input, const tracer::HostFacts& host, const BudgetFlags& flags);
+StatusOr<Resources> ResolveResources(const TuneInput& input, const tracer::HostFacts& host,
+                                     const BudgetFlags& flags);
 
 }  // namespace pipetune::tuner

@@ -35,12 +35,12 @@ struct Phase {
 };
 
 struct VerifyOptions {
-  double seconds = 3;      // each measured run
-  int rounds = 3;          // plans to run after round 0
+  double seconds = 3;  // each measured run
+  int rounds = 3;      // plans to run after round 0
   tuner::Objective objective = tuner::Objective::kMax;
   tuner::BudgetFlags budgets;
   tuner::SolverOptions solver;
-  std::string base_dir;    // relative paths in the config resolve here
+  std::string base_dir;  // relative paths in the config resolve here
   // Where the traces go. Empty: a fresh directory under the system's temp
   // directory, removed when the loop ends.
   std::string trace_dir;
@@ -51,23 +51,23 @@ struct VerifyOptions {
 
 struct Round {
   int index = 0;
-  models::PipelineConfig config;  // what ran
-  std::string changes;            // vs round 0's config, in a few words
-  std::string trace_path;         // empty once the temporary directory is gone
-  double measured_throughput = 0; // the profile's steady window
-  double run_throughput = 0;      // the whole run (the runtime's summary)
+  models::PipelineConfig config;   // what ran
+  std::string changes;             // vs round 0's config, in a few words
+  std::string trace_path;          // empty once the temporary directory is gone
+  double measured_throughput = 0;  // the profile's steady window
+  double run_throughput = 0;       // the whole run (the runtime's summary)
   // The model's prediction for this config: round 0's from its own trace,
   // later rounds' from the plan that chose them.
   double predicted_throughput = 0;
-  int threads = 0;                // stage threads the config runs
+  int threads = 0;  // stage threads the config runs
   bool has_plan = false;
-  tuner::Plan plan;               // made from this round's traces (the next round's config)
+  tuner::Plan plan;  // made from this round's traces (the next round's config)
 };
 
 struct VerifyResult {
   std::vector<Round> rounds;
-  size_t best = 0;                // index into rounds
-  std::string stop_reason;        // "3 rounds", "the plan changed nothing", ...
+  size_t best = 0;          // index into rounds
+  std::string stop_reason;  // "3 rounds", "the plan changed nothing", ...
 };
 
 // Errors: the config does not build or a run fails (kInvalidInput /
