@@ -17,3 +17,19 @@ build/examples/image/pipetune_make_images --out examples/image/data
 echo "== running examples/image/image_train.json for ${seconds} s, traced"
 "$pipetune" run examples/image/image_train.json --seconds "$seconds" \
   --trace out/image_train.trace --summary out/image_train.summary.json
+
+# The tuned config goes beside the original: its relative `list_files`
+# pattern resolves against the config file's directory.
+echo "== tuning from the trace (budgets: the config's resources)"
+"$pipetune" tune out/image_train.trace -o examples/image/image_train.tuned.json
+
+echo "== running the tuned config for ${seconds} s"
+"$pipetune" run examples/image/image_train.tuned.json --seconds "$seconds" \
+  --summary out/image_train.tuned.summary.json
+/usr/bin/env python3 - out/image_train.summary.json out/image_train.tuned.summary.json <<'PY'
+import json, sys
+before, after = (json.load(open(p)) for p in sys.argv[1:3])
+print(f"before: {before['examples_per_second']:.0f} images/s, stall {100*before['stall_fraction']:.0f}%")
+print(f"after:  {after['examples_per_second']:.0f} images/s, stall {100*after['stall_fraction']:.0f}%")
+print(f"tuned over untuned: {after['examples_per_second']/before['examples_per_second']:.2f}x")
+PY

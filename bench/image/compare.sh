@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The image example's pipeline, pipetune against PyTorch's DataLoader, on the
 # same files and the same cores, in one run. Prints per-stage single-thread
-# costs of both, then each side's images/s, then the ratio LAST.
+# costs of both, then each side's images/s, then the ratio LAST. First it
+# checks that both sides compute the same pixels (check_pixels.py).
 #
 # usage: bench/image/compare.sh [BUILD_DIR]      (default: <repo>/build)
 # environment:
@@ -40,6 +41,9 @@ echo "== images: $data"
 
 echo "== machine: $(nproc) cores visible, pinned to $cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
 echo "   torch $("$python" -c 'import torch, torchvision, PIL; print(torch.__version__, "torchvision", torchvision.__version__, "Pillow", PIL.__version__)')"
+
+echo "== same pixels? pipetune's decode and resize against Pillow's"
+"$python" "$root/bench/image/check_pixels.py" "$bench" "$data" --count 20
 
 if [[ "${SKIP_STAGES:-0}" != 1 ]]; then
   first_core="${cores%%,*}"
