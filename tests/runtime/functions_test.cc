@@ -71,8 +71,11 @@ TEST(CpuWorkTest, BurnsTheRequestedCpuTime) {
     ASSERT_TRUE((*fn)->Apply(element, FnContext{}).ok());
   }
   double cpu = ThreadCpuSeconds() - begin;
-  EXPECT_GT(cpu, 0.100 * 0.85);
-  EXPECT_LT(cpu, 0.100 * 1.25);
+  // Burning, not sleeping (a sleep would cost ~0 CPU). The bounds are wide
+  // because the spin loop is calibrated once, and a sanitizer build on a
+  // loaded machine shifts what one iteration costs.
+  EXPECT_GT(cpu, 0.100 * 0.6);
+  EXPECT_LT(cpu, 0.100 * 1.5);
 }
 
 TEST(CpuWorkTest, JitterVariesCostPerElementButKeepsTheMean) {
