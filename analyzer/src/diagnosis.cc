@@ -165,7 +165,29 @@ void SetNextLimit(Diagnosis& d) {
 
 StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
                                        const std::vector<CollectedTrace>& extra) {
-  PIPETUNE_ASSIGN_OR_RETURN(std::optional<models::PipelineConfig> config, ConfigOf(trace));
+  // A config that cannot be used (a traced program's own, malformed, or of
+  // other stages) is set aside with a note: the counters alone still make a
+  // profile, with every ratio measured.
+  std::optional<std::string> config_note;
+  StatusOr<std::optional<models::PipelineConfig>> parsed = ConfigOf(trace);
+  std::optional<models::PipelineConfig> config;
+  if (!parsed.ok()) {
+    config_note = "the config in the trace's header was ignored (every ratio is measured): " +
+                  parsed.status().message();
+  } else {
+    config = std::move(*parsed);
+  }
+  if (config) {
+    for (const CollectedStage& stage : trace.stages) {
+      if (config->FindStage(stage.def.name)) continue;
+      config_note = fmt::format(
+          "the config in the trace's header was ignored (every ratio is measured): it has no stage \"{}\", "
+          "which the trace has",
+          stage.def.name);
+      config.reset();
+      break;
+    }
+  }
   const models::PipelineConfig* config_ptr = config ? &*config : nullptr;
   PIPETUNE_ASSIGN_OR_RETURN(Window window, SelectWindow(trace, config_ptr));
   models::WindowMeasurement measurement = MeasureWindow(trace, window, config_ptr);
@@ -174,6 +196,7 @@ StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
   PIPETUNE_RETURN_IF_ERROR(AddScalingPoints(extra, name, measurement));
   StatusOr<models::Profile> profile = models::MakeProfile(measurement, config_ptr);
   if (!profile.ok()) return profile.status().WithContext(trace.read_report.path);
+  if (config_note) profile->assumptions.push_back(*config_note);
   ProfiledRun run{std::move(*profile), std::move(config), window};
   return run;
 }
@@ -227,7 +250,9 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
   if (trace.read_report.truncated()) d.truncation_warning = trace.read_report.warning;
   d.ended_cleanly = trace.read_report.ended_cleanly || trace.has_end;
   d.assumptions = profile.assumptions;
-  if (!run.config) d.assumptions.push_back("the trace has no pipeline config: every ratio is measured");
+  if (trace.pipeline.config_json.empty()) {
+    d.assumptions.push_back("the trace has no pipeline config: every ratio is measured");
+  }
   d.summary = internal::Explain(profile, d.prediction);
   for (const WhatIf& what_if : what_ifs) {
     PIPETUNE_ASSIGN_OR_RETURN(WhatIfOutcome outcome, EvaluateWhatIf(profile, what_if));

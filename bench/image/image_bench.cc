@@ -16,6 +16,11 @@
 //     jpeg_decode{crop_size: 224}. Outputs are dropped in batches of 64, as
 //     a pipeline's consumer drops them, so buffer reuse is what a run sees.
 //
+//   pipetune_image_bench dump FILE OUT_PREFIX
+//     Writes OUT_PREFIX.decoded.rgb (jpeg_decode) and OUT_PREFIX.224.rgb
+//     (resize to 224x224) as raw RGB bytes, and prints their shapes:
+//     check_pixels.py compares them with Pillow's.
+//
 // Every result line is "key value"; compare.sh greps them.
 #include <glob.h>
 #include <sys/resource.h>
@@ -51,7 +56,8 @@ double ThreadCpuMicros() {
 double ProcessCpuSeconds() {
   rusage usage;
   getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
 int Fail(const std::string& message) {
@@ -89,9 +95,10 @@ int RunPipelineMode(const std::string& config_path, double seconds, int runs) {
     const double window = std::chrono::duration<double>(last - first).count();
     const double rate = window > 0 ? images_after_first / window : 0;
     const double per_cpu = cpu_seconds > 0 ? summary->source_elements / cpu_seconds : 0;
-    std::printf("run %d: %.1f images/s steady (%.1f overall, %llu images in %.2f s), %.1f images per CPU-second\n",
-                run + 1, rate, summary->examples_per_second,
-                static_cast<unsigned long long>(summary->source_elements), summary->seconds, per_cpu);
+    std::printf(
+        "run %d: %.1f images/s steady (%.1f overall, %llu images in %.2f s), %.1f images per CPU-second\n",
+        run + 1, rate, summary->examples_per_second,
+        static_cast<unsigned long long>(summary->source_elements), summary->seconds, per_cpu);
     best = std::max(best, rate);
     best_per_cpu = std::max(best_per_cpu, per_cpu);
   }
@@ -206,10 +213,34 @@ int RunStagesMode(const std::string& dir, size_t count) {
   return 0;
 }
 
+int RunDumpMode(const std::string& file, const std::string& out_prefix) {
+  runtime::FunctionRegistry registry;
+  runtime::RegisterImageFunctions(registry);
+  auto decode = Make(registry, "jpeg_decode", Json::object(), false);
+  auto resize = Make(registry, "resize", {{"height", 224}, {"width", 224}}, false);
+  if (!decode.ok() || !resize.ok()) return Fail("cannot build the functions");
+  std::ifstream in(file, std::ios::binary);
+  runtime::Element element;
+  element.path = file;
+  element.dtype = runtime::DType::kBytes;
+  element.data =
+      std::make_shared<runtime::Bytes>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  for (const auto& [fn, suffix] : {std::pair{decode->get(), ".decoded.rgb"}, {resize->get(), ".224.rgb"}}) {
+    Status status = fn->Apply(element, runtime::FnContext{0});
+    if (!status.ok()) return Fail(status.message());
+    std::ofstream out(out_prefix + suffix, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(element.data->data()),
+              static_cast<std::streamsize>(element.data->size()));
+    std::printf("%s %d %d\n", suffix + 1, element.shape[0], element.shape[1]);
+  }
+  return 0;
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: pipetune_image_bench pipeline CONFIG [--seconds S] [--runs N]\n"
-               "       pipetune_image_bench stages DIR [--count N]\n");
+               "       pipetune_image_bench stages DIR [--count N]\n"
+               "       pipetune_image_bench dump FILE OUT_PREFIX\n");
   return 2;
 }
 
@@ -221,7 +252,7 @@ int main(int argc, char** argv) {
   double seconds = 0;
   int runs = 1;
   size_t count = 500;
-  for (int i = 3; i + 1 < argc; i += 2) {
+  for (int i = 3; mode != "dump" && i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--seconds") {
       seconds = std::atof(argv[i + 1]);
@@ -235,5 +266,6 @@ int main(int argc, char** argv) {
   }
   if (mode == "pipeline") return RunPipelineMode(target, seconds, runs);
   if (mode == "stages") return RunStagesMode(target, count);
+  if (mode == "dump" && argc == 4) return RunDumpMode(target, argv[3]);
   return Usage();
 }

@@ -5,10 +5,14 @@
 //    second; `ratio` = achieved / that capacity (target >= 0.90).
 //  BM_NoOpPipeline: range -> map(no-op) at parallelism P -> consumer: how
 //    many elements per second the engine itself moves (target >= 1e6 at P=1).
+//  BM_TracedOverUntraced: what the tracer integration costs (target >= 0.98).
 //
 // Each prints its ratio (or rate) as the last counter. Run on an otherwise
 // idle machine; docs/benchmarks-runtime.md has the figures and the command.
 #include <sched.h>
+#include <time.h>
+
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -16,6 +20,7 @@
 
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/pipeline.h"
+#include "pipetune/tracer/tracer.h"
 
 namespace pipetune::runtime {
 namespace {
@@ -25,6 +30,13 @@ int CoresAllowed() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
   return CPU_COUNT(&set);
+}
+
+// CPU seconds this process has used, all threads.
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 const FunctionRegistry& BenchRegistry() {
@@ -77,9 +89,11 @@ void BM_CpuBoundPipeline(benchmark::State& state) {
   const double cpu_bound = cores / (2 * us_per_stage * 1e-6);
   const double worker_bound = parallelism / (us_per_stage * 1e-6);
   const double capacity = std::min(cpu_bound, worker_bound);
-  double seconds = 0, outputs = 0;
+  double seconds = 0, outputs = 0, cpu = 0;
   for (auto _ : state) {
+    double cpu_begin = ProcessCpuSeconds();
     RunSummary summary = Run(config, state);
+    cpu += ProcessCpuSeconds() - cpu_begin;
     seconds += summary.seconds;
     outputs += static_cast<double>(summary.outputs);
     state.SetIterationTime(summary.seconds);
@@ -88,6 +102,11 @@ void BM_CpuBoundPipeline(benchmark::State& state) {
   state.counters["achieved_per_s"] = achieved;
   state.counters["capacity_per_s"] = capacity;
   state.counters["cores"] = cores;
+  // The element functions' CPU over all the CPU the process used: what the
+  // engine costs, whatever else runs on the machine.
+  state.counters["cpu_efficiency"] = cpu > 0 ? outputs * 2 * us_per_stage * 1e-6 / cpu : 0;
+  // Cores the process actually got while it ran (below `cores` on a busy host).
+  state.counters["cores_used"] = seconds > 0 ? cpu / seconds : 0;
   state.counters["ratio"] = achieved / capacity;
 }
 BENCHMARK(BM_CpuBoundPipeline)
@@ -104,14 +123,17 @@ void BM_NoOpPipeline(benchmark::State& state) {
       {{"name": "src", "op": "range", "args": {{"count": {}}}}},
       {{"name": "noop", "op": "map", "fn": "noop", "parallelism": {}}}]}})",
                                   elements, parallelism));
-  double seconds = 0, outputs = 0;
+  double seconds = 0, outputs = 0, cpu = 0;
   for (auto _ : state) {
+    double cpu_begin = ProcessCpuSeconds();
     RunSummary summary = Run(config, state);
+    cpu += ProcessCpuSeconds() - cpu_begin;
     seconds += summary.seconds;
     outputs += static_cast<double>(summary.outputs);
     state.SetIterationTime(summary.seconds);
   }
-  state.SetItemsProcessed(static_cast<int64_t>(outputs));
+  state.counters["cores_used"] = seconds > 0 ? cpu / seconds : 0;
+  state.counters["cpu_ns_per_element"] = outputs > 0 ? cpu * 1e9 / outputs : 0;
   state.counters["elements_per_s"] = seconds > 0 ? outputs / seconds : 0;
 }
 BENCHMARK(BM_NoOpPipeline)
@@ -139,6 +161,49 @@ void BM_NoOpBatchPrefetch(benchmark::State& state) {
   state.counters["elements_per_s"] = seconds > 0 ? examples / seconds : 0;
 }
 BENCHMARK(BM_NoOpBatchPrefetch)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// What tracing costs the runtime: the same pipeline of 10 us cpu_work
+// elements with and without a trace session, alternated within one run;
+// `ratio` = traced / untraced throughput (target >= 0.98).
+void BM_TracedOverUntraced(benchmark::State& state) {
+  auto config = Parse(R"({"name": "traced_10us", "stages": [
+      {"name": "src", "op": "range", "args": {"count": 40000}},
+      {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 10}},
+      {"name": "batch", "op": "batch", "args": {"size": 32}},
+      {"name": "prefetch", "op": "prefetch", "buffer": 2}]})");
+  std::string path = "/tmp/pipetune_runtime_bench.trace";
+  double traced_s = 0, untraced_s = 0, traced_n = 0, untraced_n = 0;
+  bool traced_first = false;  // alternate, so that drift hits both alike
+  for (auto _ : state) {
+    double iteration_s = 0;
+    for (int half = 0; half < 2; ++half) {
+      bool traced = (half == 0) == traced_first;
+      if (traced) {
+        tracer::SessionOptions session;
+        session.path = path;
+        session.pipeline_name = "traced_10us";
+        if (!tracer::Start(session).ok()) {
+          state.SkipWithError("cannot start a trace session");
+          return;
+        }
+      }
+      RunSummary summary = Run(config, state);
+      if (traced) (void)tracer::Stop();
+      (traced ? traced_s : untraced_s) += summary.seconds;
+      (traced ? traced_n : untraced_n) += static_cast<double>(summary.source_elements);
+      iteration_s += summary.seconds;
+    }
+    traced_first = !traced_first;
+    state.SetIterationTime(iteration_s);
+  }
+  std::remove(path.c_str());
+  double untraced = untraced_s > 0 ? untraced_n / untraced_s : 0;
+  double traced = traced_s > 0 ? traced_n / traced_s : 0;
+  state.counters["untraced_per_s"] = untraced;
+  state.counters["traced_per_s"] = traced;
+  state.counters["ratio"] = untraced > 0 ? traced / untraced : 0;
+}
+BENCHMARK(BM_TracedOverUntraced)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
 
 }  // namespace
 }  // namespace pipetune::runtime

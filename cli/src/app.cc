@@ -14,6 +14,7 @@ int Main(int argc, char** argv) {
   int exit_code = kExitOk;
   RegisterRunCommand(app, exit_code);
   RegisterProfileCommand(app, exit_code);
+  RegisterReportCommand(app, exit_code);
   RegisterTuneCommand(app, exit_code);
   RegisterExportCommand(app, exit_code);
   RegisterTraceInfoCommand(app, exit_code);

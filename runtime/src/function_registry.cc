@@ -1,9 +1,23 @@
 #include "pipetune/runtime/function_registry.h"
 
+#include <exception>
+
 #include <fmt/format.h>
 
 namespace pipetune::runtime {
 namespace {
+
+// Calls a factory; one that throws is a config error, not a crash.
+template <typename Fn>
+auto CallFactory(const Fn& factory, const models::StageConfig& stage) -> decltype(factory(stage)) {
+  try {
+    return factory(stage);
+  } catch (const std::exception& e) {
+    return InvalidInput(models::StageKeyError(stage, "fn", fmt::format("the function could not be built: {}", e.what())));
+  } catch (...) {
+    return InvalidInput(models::StageKeyError(stage, "fn", "the function could not be built"));
+  }
+}
 
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
@@ -45,7 +59,7 @@ StatusOr<std::unique_ptr<MapFunction>> FunctionRegistry::MakeMap(
     return InvalidInput(models::StageKeyError(
         stage, "fn", fmt::format("{}; known map functions: {}", what, JoinNames(MapNames()))));
   }
-  auto fn = it->second(stage);
+  auto fn = CallFactory(it->second, stage);
   if (fn.ok() && *fn == nullptr) {
     return InvalidInput(models::StageKeyError(stage, "fn", "the function's factory returned nothing"));
   }
@@ -63,7 +77,7 @@ StatusOr<std::unique_ptr<FilterFunction>> FunctionRegistry::MakeFilter(
     return InvalidInput(models::StageKeyError(
         stage, "fn", fmt::format("{}; known filter functions: {}", what, JoinNames(FilterNames()))));
   }
-  auto fn = it->second(stage);
+  auto fn = CallFactory(it->second, stage);
   if (fn.ok() && *fn == nullptr) {
     return InvalidInput(models::StageKeyError(stage, "fn", "the function's factory returned nothing"));
   }

@@ -1,7 +1,8 @@
 // The image element functions: jpeg_decode, resize, random_crop_flip and
 // normalize (docs/image-example.md describes their args and what makes them
 // fast). Each factory parses and checks its stage's args once; Apply is the
-// hot path and allocates exactly one output buffer per element.
+// hot path and produces exactly one output buffer per element, taken from a
+// recycling pool (image_buffers.h), with per-thread scratch for the rest.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -95,7 +96,7 @@ std::string Describe(const Json& value) {
   return text.size() > 40 ? text.substr(0, 37) + "..." : text;
 }
 
-// An array of `count` numbers, each checked by `valid`; absent: `fallback`.
+// An array of kCount numbers, checked together by `valid`; absent: `fallback`.
 template <size_t kCount>
 StatusOr<std::array<double, kCount>> ArgNumbers(const StageConfig& stage, const std::string& key,
                                                 std::array<double, kCount> fallback, const char* expected,
@@ -114,7 +115,8 @@ StatusOr<std::array<double, kCount>> ArgNumbers(const StageConfig& stage, const 
 }
 
 // `size`, `scale`, `ratio`, `flip_probability`, `antialias`: the crop spec
-// shared by random_crop_flip and the fused jpeg_decode (with key prefix).
+// shared by random_crop_flip and the fused jpeg_decode, where the output
+// side is `crop_size` instead of `size`.
 struct CropSpec {
   int size = 224;
   image::ResizedCropSampling sampling;
@@ -220,7 +222,7 @@ class JpegDecode final : public MapFunction {
   // header's dimensions, so the decode can run at the smallest DCT scale
   // whose pixels still cover the crop at >= the output resolution. The
   // decoded image lives in per-thread scratch; the output is the only
-  // allocation.
+  // per-element buffer.
   Status DecodeCropped(Element& element, const image::JpegInfo& info, uint64_t seed) const {
     const CropDraw draw = DrawCrop(*crop_, info.height, info.width, seed);
     image::JpegDecodeOptions options = options_;

@@ -35,7 +35,8 @@ struct AxisPlan {
   std::vector<int32_t> first;
   std::vector<int16_t> weights;
   // Horizontal plans: weights t and t+1 packed into one 32-bit word (low
-  // half t), the operand pmaddwd wants, so the inner loop only broadcasts.
+  // half t) and repeated 4 times: the 16-byte operand pmaddwd wants, ready
+  // to load.
   std::vector<int32_t> weight_pairs;
   std::vector<int32_t> row_offsets;  // horizontal plans: (first[i] - lo) * 3, the lane to start at
 };
@@ -118,11 +119,12 @@ void PlanAxis(double start, double length, int src_len, int out_len, bool mirror
   if (even_taps) {
     plan.row_offsets.resize(out_len);
     for (int i = 0; i < out_len; ++i) plan.row_offsets[i] = (plan.first[i] - plan.lo) * kChannels;
-    plan.weight_pairs.resize(plan.weights.size() / 2);
-    for (size_t k = 0; k < plan.weight_pairs.size(); ++k) {
-      plan.weight_pairs[k] =
+    plan.weight_pairs.resize(plan.weights.size() / 2 * 4);
+    for (size_t k = 0; k < plan.weights.size() / 2; ++k) {
+      const int32_t pair =
           static_cast<int32_t>(static_cast<uint16_t>(plan.weights[2 * k]) |
                                static_cast<uint32_t>(static_cast<uint16_t>(plan.weights[2 * k + 1])) << 16);
+      std::fill_n(&plan.weight_pairs[4 * k], 4, pair);
     }
   }
 }
@@ -177,12 +179,13 @@ void HorizontalPass(const AxisPlan& x_plan, const int16_t* row, int out_width, u
   const __m128i round = _mm_set1_epi32(1 << (kResultShift - 1));
   auto pixel = [&](int x) {
     const int16_t* p = row + offsets[x];
-    const int32_t* w = weight_pairs + static_cast<ptrdiff_t>(x) * pairs;
+    const int32_t* w = weight_pairs + static_cast<ptrdiff_t>(x) * pairs * 4;
     __m128i acc = round;
     for (int t = 0; t < pairs; ++t) {
       const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * t * kChannels));
       const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + (2 * t + 1) * kChannels));
-      acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), _mm_set1_epi32(w[t])));
+      const __m128i weights = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 4 * t));
+      acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), weights));
     }
     acc = _mm_srai_epi32(acc, kResultShift);
     const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);

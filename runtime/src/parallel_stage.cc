@@ -28,6 +28,10 @@
 namespace pipetune::runtime {
 namespace {
 
+// Far more than any machine has cores: enough for latency-bound stages
+// (1000 workers keep 10000 requests of 100 ms each in flight per second).
+constexpr int kMaxWorkers = 4096;
+
 // read_file's work: the whole file into a kBytes payload, one allocation.
 class ReadFileFunction : public MapFunction {
  public:
@@ -104,7 +108,7 @@ class ParallelStage : public Stage {
     uint64_t begin = worker.now_ns;
     uint64_t seq = worker.seq();
     FnContext context{ElementSeed(config_.index, element.id, element.epoch)};
-    Status status = fn_->Apply(element, context);
+    Status status = ApplyGuarded(*fn_, element, context);
     worker.WorkDone(begin, element.id);
     if (!status.ok()) {
       run_->RecordFailure(config_, element, status);
@@ -202,6 +206,10 @@ class ParallelStage : public Stage {
 StatusOr<std::unique_ptr<Stage>> MakeParallelStage(const models::StageConfig& config,
                                                    RunState* run,
                                                    const FunctionRegistry& registry) {
+  if (config.parallelism > kMaxWorkers) {
+    return InvalidInput(models::StageKeyError(
+        config, "parallelism", fmt::format("at most {} worker threads, got {}", kMaxWorkers, config.parallelism)));
+  }
   PIPETUNE_ASSIGN_OR_RETURN(auto deterministic_arg, models::ArgBool(config, "deterministic"));
   bool deterministic = run->options().deterministic || deterministic_arg.value_or(false);
   std::unique_ptr<MapFunction> fn;

@@ -1,6 +1,7 @@
 // Building a pipeline from its config, and the pull API over it.
 #include <pthread.h>
 
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -103,13 +104,21 @@ class PipelineImpl {
     for (auto& stage : stages_) {
       for (int i = 0; i < stage->workers(); ++i) {
         Stage* s = stage.get();
-        threads_.emplace_back([s, i] {
-          // Thread names show up in debuggers, top -H and perf.
-          std::string name = s->config().name.substr(0, 12);
-          if (s->workers() > 1) name += fmt::format("/{}", i);
-          pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-          s->RunWorker(i);
-        });
+        try {
+          threads_.emplace_back([s, i] {
+            // Thread names show up in debuggers, top -H and perf.
+            std::string name = s->config().name.substr(0, 12);
+            if (s->workers() > 1) name += fmt::format("/{}", i);
+            pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+            s->RunWorker(i);
+          });
+        } catch (const std::system_error& e) {
+          // Out of threads: the run fails, with the reason, instead of the
+          // exception leaving the library.
+          run_->Fail(Failed(models::StageKeyError(
+              s->config(), "parallelism", fmt::format("cannot start worker {}: {}", i + 1, e.what()))));
+          return;
+        }
       }
     }
     stages_.back()->RequestPass(0);

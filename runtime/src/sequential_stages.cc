@@ -47,7 +47,7 @@ class FilterStage : public SequentialStage {
   bool OnElement(StageWorker& worker, Element&& element) override {
     uint64_t begin = worker.now_ns;
     FnContext context{ElementSeed(config_.index, element.id, element.epoch)};
-    StatusOr<bool> keep = fn_->Keep(element, context);
+    StatusOr<bool> keep = KeepGuarded(*fn_, element, context);
     worker.WorkDone(begin, element.id);
     if (!keep.ok()) {
       run_->RecordFailure(config_, element, keep.status());

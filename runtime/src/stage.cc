@@ -1,6 +1,7 @@
 #include "stage.h"
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
 #include <fmt/format.h>
@@ -135,6 +136,27 @@ StageSummary Stage::Summary() const {
                         peak_state_bytes_.load(std::memory_order_relaxed);
   s.cache_bytes = CacheBytes();
   return s;
+}
+
+Status ApplyGuarded(const MapFunction& fn, Element& element, const FnContext& context) {
+  try {
+    return fn.Apply(element, context);
+  } catch (const std::exception& e) {
+    return Failed(fmt::format("the function threw: {}", e.what()));
+  } catch (...) {
+    return Failed("the function threw");
+  }
+}
+
+StatusOr<bool> KeepGuarded(const FilterFunction& fn, const Element& element,
+                           const FnContext& context) {
+  try {
+    return fn.Keep(element, context);
+  } catch (const std::exception& e) {
+    return Failed(fmt::format("the function threw: {}", e.what()));
+  } catch (...) {
+    return Failed("the function threw");
+  }
 }
 
 StageWorker::StageWorker(Stage& stage, int index)

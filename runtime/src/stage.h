@@ -25,6 +25,7 @@
 
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
+#include "pipetune/runtime/function_registry.h"
 #include "pipetune/runtime/pipeline.h"
 #include "pipetune/tracer/tracer.h"
 #include "queue.h"
@@ -184,6 +185,12 @@ inline uint64_t Mix64(uint64_t x) {
 inline uint64_t ElementSeed(size_t stage_index, uint64_t element_id, uint32_t epoch) {
   return Mix64(Mix64(Mix64(stage_index) ^ element_id) ^ epoch);
 }
+
+// Runs an element function; an exception it throws (a user's function may)
+// becomes that element's failure instead of ending the process.
+Status ApplyGuarded(const MapFunction& fn, Element& element, const FnContext& context);
+StatusOr<bool> KeepGuarded(const FilterFunction& fn, const Element& element,
+                           const FnContext& context);
 
 // One worker thread's view of its stage: attached to the tracer for the
 // thread's lifetime, it pops input in chunks, keeps one clock reading that

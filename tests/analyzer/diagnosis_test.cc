@@ -170,6 +170,20 @@ TEST(Diagnose, ATooShortTraceIsAnErrorNamingTheFile) {
   EXPECT_NE(d.status().message().find("short.trace"), std::string::npos);
 }
 
+TEST(Diagnose, AConfigOfOtherStagesIsSetAsideWithANote) {
+  SyntheticRun run = DecodeBound();
+  run.config_json = R"({"name": "other", "stages": [{"name": "numbers", "op": "range"}]})";
+  Diagnosis d = DiagnoseOrDie(Collect(run));
+  EXPECT_EQ(*d.bottleneck, "decode");
+  EXPECT_NEAR(d.stages[0].visit_ratio, 4, 0.1);  // measured now
+  bool noted = false;
+  for (const std::string& a : d.assumptions) noted |= a.find("was ignored") != std::string::npos;
+  EXPECT_TRUE(noted);
+
+  run.config_json = "{not json";
+  EXPECT_EQ(*DiagnoseOrDie(Collect(run)).bottleneck, "decode");
+}
+
 TEST(Diagnose, BadWhatIfIsAnError) {
   CollectedTrace trace = Collect(DecodeBound());
   EXPECT_FALSE(Diagnose(trace, "t", DiagnoseOptions{{"nosuch.parallelism=2"}}).ok());

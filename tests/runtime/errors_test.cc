@@ -91,6 +91,20 @@ TEST(OnErrorTest, FilterFailuresFollowOnError) {
   EXPECT_THAT(stopped.status.message(), HasSubstr("element 50"));
 }
 
+TEST(OnErrorTest, AFunctionThatThrowsFailsItsElementNotTheProcess) {
+  auto config = RangeThen(100, R"({"name": "thrower", "op": "map", "fn": "throw",
+                                   "args": {"every": 10, "at": 1}, "parallelism": 4, "on_error": "skip"})");
+  Outputs out = Drain(config, Options());
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  EXPECT_EQ(out.elements.size(), 90u);
+  EXPECT_EQ(out.stages[1].failed, 10u);
+
+  config.stages[1].on_error = models::OnError::kStop;
+  Outputs stopped = Drain(config, Options());
+  EXPECT_EQ(stopped.status.code(), StatusCode::kFailed);
+  EXPECT_THAT(stopped.status.message(), HasSubstr("thrown on purpose"));
+}
+
 TEST(OnErrorTest, MissingFileIsAnElementFailureNamingThePath) {
   std::string dir = TempDir("data");
   for (int i = 0; i < 10; ++i) std::ofstream(fmt::format("{}/f{}.bin", dir, i)) << i;
@@ -140,6 +154,14 @@ TEST(ConfigErrorTest, BadFunctionArgsNameStageAndKey) {
   auto jitter = Pipeline::Create(RangeThen(10, R"({"name": "burn", "op": "map", "fn": "cpu_work", "args": {"us": 1, "jitter": 3}})"));
   ASSERT_FALSE(jitter.ok());
   EXPECT_THAT(jitter.status().message(), HasSubstr("args.jitter"));
+}
+
+TEST(ConfigErrorTest, AbsurdParallelismIsRejected) {
+  auto config = RangeThen(10, R"({"name": "m", "op": "map", "fn": "cpu_work", "args": {"us": 1}})");
+  config.stages[1].parallelism = 100000;  // as a program might set it
+  auto pipeline = Pipeline::Create(config);
+  ASSERT_FALSE(pipeline.ok());
+  EXPECT_THAT(pipeline.status().message(), HasSubstr("key \"parallelism\""));
 }
 
 TEST(ConfigErrorTest, StructurallyInvalidConfigIsRejectedBeforeRunning) {

@@ -137,6 +137,20 @@ TEST(JpegDecodeTest, DecodesSizeAndColours) {
   }
 }
 
+TEST(JpegDecodeTest, GreyscaleComesOutAsRgb) {
+  std::vector<uint8_t> grey(40 * 30, 90);
+  tjhandle encoder = tjInitCompress();
+  unsigned char* jpeg = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(tjCompress2(encoder, grey.data(), 40, 0, 30, TJPF_GRAY, &jpeg, &size, TJSAMP_GRAY, 95, 0), 0);
+  std::vector<uint8_t> bytes(jpeg, jpeg + size);
+  tjFree(jpeg);
+  tjDestroy(encoder);
+  Element out = Apply(*Make("jpeg_decode", Json::object()), BytesElement(bytes));
+  EXPECT_EQ(out.shape, (std::array<int32_t, 3>{30, 40, 3}));
+  for (uint8_t v : *out.data) ASSERT_NEAR(v, 90, 2);
+}
+
 TEST(JpegDecodeTest, CorruptBytesNameTheElementAndLibjpegError) {
   auto decode = Make("jpeg_decode", Json::object());
   Element junk = BytesElement({'n', 'o', 't', ' ', 'a', ' ', 'j', 'p', 'e', 'g'}, 42, "data/broken.jpg");

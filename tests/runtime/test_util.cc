@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -117,6 +118,18 @@ class Fail : public MapFunction {
   FailRule rule_;
 };
 
+class Throw : public MapFunction {
+ public:
+  explicit Throw(FailRule rule) : rule_(rule) {}
+  Status Apply(Element& element, const FnContext&) const override {
+    if (rule_.Fails(element.id)) throw std::runtime_error("thrown on purpose");
+    return Status::Ok();
+  }
+
+ private:
+  FailRule rule_;
+};
+
 class FailFilter : public FilterFunction {
  public:
   explicit FailFilter(FailRule rule) : rule_(rule) {}
@@ -141,6 +154,10 @@ const FunctionRegistry& TestRegistry() {
     r.RegisterMap("fail", [](const models::StageConfig& stage) -> StatusOr<std::unique_ptr<MapFunction>> {
       PIPETUNE_ASSIGN_OR_RETURN(FailRule rule, ReadRule(stage));
       return std::unique_ptr<MapFunction>(new Fail(rule));
+    });
+    r.RegisterMap("throw", [](const models::StageConfig& stage) -> StatusOr<std::unique_ptr<MapFunction>> {
+      PIPETUNE_ASSIGN_OR_RETURN(FailRule rule, ReadRule(stage));
+      return std::unique_ptr<MapFunction>(new Throw(rule));
     });
     r.RegisterFilter("fail_filter", [](const models::StageConfig& stage) -> StatusOr<std::unique_ptr<FilterFunction>> {
       PIPETUNE_ASSIGN_OR_RETURN(FailRule rule, ReadRule(stage));

@@ -41,6 +41,7 @@ std::map<std::pair<uint32_t, uint64_t>, int> Histogram(const std::vector<Element
 //   count        map; counts its calls in CallCount()
 //   fail         map; fails on elements whose id % args.every == args.at
 //                ("injected failure")
+//   throw        map; throws std::runtime_error where `fail` would fail
 //   fail_filter  filter; keeps all, fails like `fail`
 const FunctionRegistry& TestRegistry();
 std::atomic<uint64_t>& CallCount();

@@ -66,10 +66,13 @@ TEST(VerifyTune, CatchesAStageThatDoesNotScaleAndRefitsIt) {
   EXPECT_LT(linear.measured_throughput, 0.5 * linear.predicted_throughput) << FormatRoundTable(*result);
   // With traces at two levels the fit sees that workers do not help: the
   // re-plan takes them back and predicts no more than the lock allows, which
-  // is what it then measures.
+  // is what round 0 measured at one worker. (The refit round's own
+  // measurement is not compared: under a sanitizer on a loaded machine the
+  // sleeps inside the lock stretch, and that says nothing about the fit.)
   EXPECT_LE(refit.config.stages[1].parallelism, 2) << FormatRoundTable(*result);
   EXPECT_LE(refit.predicted_throughput, 2000 * 1.1) << FormatRoundTable(*result);
-  EXPECT_NEAR(refit.measured_throughput / refit.predicted_throughput, 1.0, 0.3) << FormatRoundTable(*result);
+  EXPECT_NEAR(refit.predicted_throughput / result->rounds[0].measured_throughput, 1.0, 0.3)
+      << FormatRoundTable(*result);
   EXPECT_FALSE(FormatRoundTable(*result).empty());
   for (const Round& round : result->rounds)
     EXPECT_TRUE(round.trace_path.empty());  // temporary traces removed
