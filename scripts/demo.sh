@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job, on a fresh machine: install dependencies, build, generate the
 # image example's JPEGs, then run the example pipeline traced and print what
-# it achieved. Usage: scripts/demo.sh [SECONDS]  (default 20)
+# it achieved, report what limits it, tune it from the trace and run the tuned
+# config, printing before and after. Usage: scripts/demo.sh [SECONDS]  (default 20)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -18,13 +19,17 @@ echo "== running examples/image/image_train.json for ${seconds} s, traced"
 "$pipetune" run examples/image/image_train.json --seconds "$seconds" \
   --trace out/image_train.trace --summary out/image_train.summary.json
 
-# The tuned config goes beside the original: its relative `list_files`
-# pattern resolves against the config file's directory.
+echo "== report: what limits the pipeline (also out/image_train.report.html)"
+"$pipetune" report out/image_train.trace
+"$pipetune" report out/image_train.trace --format html -o out/image_train.report.html
+
+# The tuned config's relative `list_files` pattern is rewritten to name the
+# same files from out/.
 echo "== tuning from the trace (budgets: the config's resources)"
-"$pipetune" tune out/image_train.trace -o examples/image/image_train.tuned.json
+"$pipetune" tune out/image_train.trace -o out/image_train.tuned.json --diff
 
 echo "== running the tuned config for ${seconds} s"
-"$pipetune" run examples/image/image_train.tuned.json --seconds "$seconds" \
+"$pipetune" run out/image_train.tuned.json --seconds "$seconds" \
   --summary out/image_train.tuned.summary.json
 /usr/bin/env python3 - out/image_train.summary.json out/image_train.tuned.summary.json <<'PY'
 import json, sys

@@ -1,4 +1,7 @@
 // `pipetune run CONFIG`: runs a pipeline and its consumer, optionally traced.
+#include <signal.h>
+
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -13,6 +16,36 @@
 
 namespace pipetune::cli {
 namespace {
+
+// Ctrl-C (SIGINT) or SIGTERM during a run: the first one asks the run to
+// stop as at its time limit, so that the summary and the trace cover what
+// ran; SA_RESETHAND makes a second one end the process as usual.
+std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void OnInterrupt(int signal_number) {
+  g_signal.store(signal_number);
+  g_interrupted.store(true);
+}
+
+class InterruptHandlers {
+ public:
+  InterruptHandlers() {
+    struct sigaction action = {};
+    action.sa_handler = OnInterrupt;
+    action.sa_flags = SA_RESETHAND;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~InterruptHandlers() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
 
 struct RunFlags {
   std::string config_path;
@@ -54,6 +87,9 @@ int Run(const RunFlags& flags) {
     session.config_json = models::Serialize(*config);
     Status started = tracer::Start(session);
     if (!started.ok()) return ReportError(started.WithContext("cannot start the trace"));
+    // Where the config lives, so that `pipetune tune` can write the tuned
+    // config elsewhere and keep its relative paths pointing at the same files.
+    tracer::SetPipelineInfo(session.pipeline_name, session.config_json, flags.config_path);
   }
 
   bool show_progress = flags.progress == "always" || (flags.progress == "auto" && StderrIsTerminal());
@@ -63,14 +99,22 @@ int Run(const RunFlags& flags) {
   options.base_dir = DirectoryOf(flags.config_path);
   options.deterministic = flags.deterministic;
   options.on_progress = [&progress](const runtime::Progress& p) { progress.Draw(p); };
+  options.interrupt = &g_interrupted;
 
-  StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(*config, options);
+  StatusOr<runtime::RunSummary> summary = [&] {
+    InterruptHandlers handlers;
+    return runtime::RunPipeline(*config, options);
+  }();
   progress.Clear();
   Status trace_closed = tracer::Stop();
   if (!summary.ok()) {
     ReportError(summary.status());
     if (!flags.trace_path.empty()) fmt::print(stderr, "pipetune: the trace up to the failure is in {}\n", flags.trace_path);
     return kExitBadInput;
+  }
+  if (summary->interrupted) {
+    fmt::print(stderr, "pipetune: interrupted by {} after {:.1f} s; the summary covers what ran\n",
+               g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT", summary->seconds);
   }
   fmt::print("{}", FormatRunSummary(*config, *summary));
   if (!trace_closed.ok()) return ReportError(trace_closed.WithContext(flags.trace_path));
@@ -80,6 +124,9 @@ int Run(const RunFlags& flags) {
     if (!written.ok()) return ReportError(written);
     fmt::print("summary: {}\n", flags.summary_path);
   }
+  // A shell's convention for a command that a signal ended (128 + the
+  // signal), so that `pipetune run ... && next` does not go on.
+  if (summary->interrupted) return 128 + g_signal.load();
   return kExitOk;
 }
 

@@ -77,6 +77,12 @@ tuner::Objective ObjectiveFrom(const TuneFlags& flags) {
   return flags.objective == "demand" ? tuner::Objective::kDemand : tuner::Objective::kMax;
 }
 
+// "dir/x.json" -> "dir/x.tuned.json".
+std::string DefaultTunedPath(const std::string& config_path) {
+  fs::path path = config_path;
+  return (path.parent_path() / (path.stem().string() + ".tuned.json")).string();
+}
+
 // Writes the tuned config and, with --diff, prints what changed.
 Status WriteTuned(const models::PipelineConfig& original, const models::PipelineConfig& tuned,
                   const std::string& path, bool diff, std::FILE* out) {
@@ -108,7 +114,11 @@ int TuneTraces(const TuneFlags& flags) {
 
   const std::optional<models::PipelineConfig>& config = traced->input.config;
   std::string output = flags.output;
-  if (config && output.empty()) output = config->name + ".tuned.json";
+  if (config && output.empty()) {
+    // Beside the config the run read when the trace says where that was;
+    // otherwise in the current directory.
+    output = traced->config_path.empty() ? config->name + ".tuned.json" : DefaultTunedPath(traced->config_path);
+  }
   if (!config && !flags.output.empty()) {
     return ReportError(
         InvalidInput(fmt::format("{} holds no pipeline config (a program traced with `pipetune profile`): "
@@ -122,6 +132,9 @@ int TuneTraces(const TuneFlags& flags) {
     StatusOr<models::PipelineConfig> applied = tuner::ApplyPlan(*config, *plan);
     if (!applied.ok()) return ReportError(applied.status());
     tuned = std::move(*applied);
+    if (!traced->config_path.empty()) {
+      models::RebaseRelativePaths(*tuned, DirectoryOf(traced->config_path), DirectoryOf(output));
+    }
   }
   if (json) {
     models::Json document = tuner::PlanToJson(*plan);
@@ -149,10 +162,6 @@ int TuneTraces(const TuneFlags& flags) {
   return kExitOk;
 }
 
-std::string DefaultVerifyOutput(const std::string& config_path) {
-  fs::path path = config_path;
-  return (path.parent_path() / (path.stem().string() + ".tuned.json")).string();
-}
 
 int TuneVerify(const TuneFlags& flags) {
   if (flags.inputs.size() != 1) return ReportError(InvalidInput("--verify takes one pipeline config"));
@@ -187,7 +196,9 @@ int TuneVerify(const TuneFlags& flags) {
   if (!result.ok()) return ReportError(result.status());
 
   const verify::Round& best = result->rounds[result->best];
-  std::string output = flags.output.empty() ? DefaultVerifyOutput(config_path) : flags.output;
+  std::string output = flags.output.empty() ? DefaultTunedPath(config_path) : flags.output;
+  models::PipelineConfig tuned = best.config;
+  models::RebaseRelativePaths(tuned, DirectoryOf(config_path), DirectoryOf(output));
   if (flags.format == "json") {
     models::Json document = models::Json::object();
     models::Json rounds = models::Json::array();
@@ -204,10 +215,10 @@ int TuneVerify(const TuneFlags& flags) {
     document["predicted_throughput"] = best.predicted_throughput;
     document["stop_reason"] = result->stop_reason;
     document["config_path"] = output;
-    Status written = models::SaveConfig(best.config, output);
+    Status written = models::SaveConfig(tuned, output);
     if (!written.ok()) return ReportError(written);
     if (flags.diff) {
-      document["diff"] = tuner::UnifiedDiff(models::Serialize(*config), models::Serialize(best.config),
+      document["diff"] = tuner::UnifiedDiff(models::Serialize(*config), models::Serialize(tuned),
                                             "a/" + config_path, "b/" + output);
     }
     fmt::print("{}\n", document.dump(2));
@@ -216,7 +227,7 @@ int TuneVerify(const TuneFlags& flags) {
   const verify::Round& last = result->rounds.back();
   if (last.has_plan) fmt::print("{}\n", tuner::FormatPlanText(last.plan));
   fmt::print("{}", verify::FormatRoundTable(*result));
-  Status written = WriteTuned(*config, best.config, output, flags.diff, stdout);
+  Status written = WriteTuned(*config, tuned, output, flags.diff, stdout);
   if (!written.ok()) return ReportError(written);
   fmt::print("tuned config (round {}): {}\n", best.index, output);
   return kExitOk;
@@ -247,7 +258,7 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
                   "max: the highest throughput; demand: the consumer's rate with the fewest cores")
       ->check(CLI::IsMember({"max", "demand"}));
   sub->add_option("-o,--output", flags->output,
-                  "Tuned config to write (default: NAME.tuned.json here; with --verify beside the config)");
+                  "Tuned config to write (default: beside the traced config as NAME.tuned.json; relative paths in it are rewritten to name the same files)");
   sub->add_option("--format", flags->format, "Plan output: text or json")
       ->check(CLI::IsMember({"text", "json"}));
   sub->add_flag("--diff", flags->diff, "Show the change to the config as a unified diff");

@@ -1,4 +1,5 @@
 // Rules that span stages, and writing a config back as JSON.
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -166,6 +167,41 @@ Json ToJson(const PipelineConfig& config) {
   }
   document["stages"] = std::move(stages);
   return document;
+}
+
+namespace {
+
+// `path` (relative to `from`) as seen from `to`; both directories absolute.
+std::string RebasePath(const std::string& path, const std::filesystem::path& from,
+                       const std::filesystem::path& to) {
+  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
+  std::filesystem::path target = (from / path).lexically_normal();
+  std::filesystem::path relative = target.lexically_relative(to);
+  return relative.empty() ? target.string() : relative.string();
+}
+
+std::filesystem::path AbsoluteDir(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::path absolute = std::filesystem::absolute(dir.empty() ? "." : dir, error);
+  std::filesystem::path normal = (error ? std::filesystem::path(dir) : absolute).lexically_normal();
+  // "/a/b/" and "/a/b" are one directory.
+  if (!normal.has_filename() && normal.has_relative_path()) normal = normal.parent_path();
+  return normal;
+}
+
+}  // namespace
+
+void RebaseRelativePaths(PipelineConfig& config, const std::string& from_dir, const std::string& to_dir) {
+  std::filesystem::path from = AbsoluteDir(from_dir), to = AbsoluteDir(to_dir);
+  if (from == to) return;
+  for (StageConfig& stage : config.stages) {
+    if (stage.op == Op::kListFiles && stage.args.contains("pattern") && stage.args["pattern"].is_string()) {
+      stage.args["pattern"] = RebasePath(stage.args["pattern"].get<std::string>(), from, to);
+    }
+    if (stage.op == Op::kCache && stage.location && *stage.location != "memory") {
+      stage.location = RebasePath(*stage.location, from, to);
+    }
+  }
 }
 
 }  // namespace pipetune::models

@@ -29,6 +29,9 @@ void SleepUntilNs(uint64_t deadline_ns) {
   }
 }
 
+// How often the monitor looks at RunOptions::interrupt.
+constexpr uint64_t kInterruptPollNs = 100'000'000;
+
 class ConsumerLoop {
  public:
   ConsumerLoop(Pipeline& pipeline, const models::ConsumerConfig& consumer, const RunOptions& options)
@@ -44,7 +47,9 @@ class ConsumerLoop {
       deadline_ns_ = start_ns_ + static_cast<uint64_t>(options_.max_seconds * 1e9);
     }
     std::thread monitor;
-    if (deadline_ns_ != 0 || options_.on_progress) monitor = std::thread([this] { Monitor(); });
+    if (deadline_ns_ != 0 || options_.on_progress || options_.interrupt != nullptr) {
+      monitor = std::thread([this] { Monitor(); });
+    }
     Status status = Consume();
     uint64_t end_ns = tracer::NowNs();
     pipeline_.Stop();
@@ -67,8 +72,9 @@ class ConsumerLoop {
       uint64_t got = tracer::NowNs();
       if (!next.ok()) return next.status();
       if (!*next) {
-        // The monitor stopped us at the time limit, or the data ended.
-        stopped_early_ = deadline_ns_ != 0 && got >= deadline_ns_;
+        // The monitor stopped us at the time limit or on an interrupt, or
+        // the data ended.
+        stopped_early_ = (deadline_ns_ != 0 && got >= deadline_ns_) || interrupted_.load();
         return Status::Ok();
       }
       uint64_t wait = got - t;
@@ -83,15 +89,15 @@ class ConsumerLoop {
       }
       t = tracer::NowNs();
       tracer::ConsumerStep(wait, t - got, t);
-      if (deadline_ns_ != 0 && t >= deadline_ns_) {
+      if ((deadline_ns_ != 0 && t >= deadline_ns_) || interrupted_.load()) {
         stopped_early_ = true;
         return Status::Ok();
       }
     }
   }
 
-  // Stops the pipeline at the deadline (Next() then returns false) and calls
-  // on_progress every progress interval.
+  // Stops the pipeline at the deadline or on an interrupt (Next() then
+  // returns false) and calls on_progress every progress interval.
   void Monitor() {
     using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC, as NowNs()
     uint64_t interval_ns = static_cast<uint64_t>(std::max(options_.progress_interval_s, 0.01) * 1e9);
@@ -102,6 +108,7 @@ class ConsumerLoop {
     while (!done_) {
       uint64_t wake = options_.on_progress ? next_progress : ~uint64_t{0};
       if (deadline != 0) wake = std::min(wake, deadline);
+      if (options_.interrupt != nullptr) wake = std::min(wake, tracer::NowNs() + kInterruptPollNs);
       if (wake == ~uint64_t{0}) {
         cv_.wait(lock);
       } else {
@@ -109,7 +116,9 @@ class ConsumerLoop {
       }
       if (done_) break;
       uint64_t now = tracer::NowNs();
-      if (deadline != 0 && now >= deadline) {
+      bool interrupt = options_.interrupt != nullptr && options_.interrupt->load() && !interrupted_.load();
+      if (interrupt) interrupted_.store(true);
+      if ((deadline != 0 && now >= deadline) || interrupt) {
         deadline = 0;
         lock.unlock();
         pipeline_.Stop();
@@ -155,6 +164,7 @@ class ConsumerLoop {
     s.cache_bytes = pipeline_.CacheBytes();
     s.disk_cache_bytes = pipeline_.DiskCacheBytes();
     s.stopped_early = stopped_early_;
+    s.interrupted = interrupted_.load();
     s.stages = pipeline_.StageSummaries();
     for (const StageSummary& stage : s.stages) s.failed_elements += stage.failed;
     s.errors = pipeline_.Errors();
@@ -167,6 +177,7 @@ class ConsumerLoop {
   uint64_t start_ns_ = 0;
   uint64_t deadline_ns_ = 0;  // 0: none
   bool stopped_early_ = false;
+  std::atomic<bool> interrupted_{false};
   std::atomic<uint64_t> outputs_{0};
   std::atomic<uint64_t> examples_{0};
   std::atomic<uint64_t> wait_ns_{0};
@@ -200,6 +211,7 @@ nlohmann::ordered_json SummaryToJson(const RunSummary& summary) {
   j["cache_bytes"] = summary.cache_bytes;
   j["disk_cache_bytes"] = summary.disk_cache_bytes;
   j["stopped_early"] = summary.stopped_early;
+  j["interrupted"] = summary.interrupted;
   j["errors"] = summary.errors;
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   for (const StageSummary& s : summary.stages) {

@@ -1,7 +1,14 @@
 // `pipetune run`: what a user sees for good and bad configs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "cli_test_util.h"
 
@@ -72,6 +79,38 @@ TEST(CliRun, SecondsStopsAnEndlessPipeline) {
   auto summary = nlohmann::json::parse(ReadFile(dir / "s.json"));
   EXPECT_LT(summary["seconds"].get<double>(), 5.0);
   EXPECT_GT(summary["elements"].get<uint64_t>(), 0u);
+}
+
+// Ctrl-C stops the run as its time limit would: the summary and the trace
+// cover what ran, and the exit code says a signal ended it.
+TEST(CliRun, InterruptWritesTheSummaryAndTheTrace) {
+  TempDir dir("cli");
+  WriteFile(dir / "endless.json", R"({"stages": [
+      {"name": "numbers", "op": "range"},
+      {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 20}}]})");
+  std::string config = dir / "endless.json", summary = dir / "s.json", trace = dir / "t.ptrace";
+  std::string binary = PipetuneBinary();
+  std::vector<const char*> argv = {binary.c_str(), "run",           config.c_str(), "--summary",
+                                   summary.c_str(), "--trace", trace.c_str(),  nullptr};
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  ASSERT_EQ(kill(child, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  auto written = nlohmann::json::parse(ReadFile(summary));
+  EXPECT_EQ(written["interrupted"], true);
+  EXPECT_EQ(written["stopped_early"], true);
+  EXPECT_GT(written["elements"].get<uint64_t>(), 0u);
+  CommandResult info = RunPipetune("trace-info " + trace);
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_THAT(info.out, Not(HasSubstr("warning"))) << "the run closed its trace";
 }
 
 TEST(CliRun, BadConfigExitsTwoNamingFileStageAndKey) {

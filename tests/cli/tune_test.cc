@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli_test_util.h"
 
@@ -96,6 +98,42 @@ TEST_F(CliTune, BadInputIsExitTwoWithAMessage) {
   EXPECT_EQ(tiny.exit_code, 2);
   EXPECT_THAT(tiny.err, HasSubstr("no configuration fits"));
   EXPECT_FALSE(std::filesystem::exists(Path("never.json")));
+}
+
+// A config reading files by a relative glob, traced where it lives and tuned
+// into another directory: the tuned config still reads the same files.
+TEST_F(CliTune, TunedConfigElsewhereKeepsReadingTheSameFiles) {
+  std::filesystem::create_directories(Path("pipe/data"));
+  std::filesystem::create_directories(Path("elsewhere"));
+  for (int i = 0; i < 3; ++i) WriteFile(Path("pipe/data/f" + std::to_string(i) + ".txt"), "payload");
+  WriteFile(Path("pipe/files.json"), R"({"name": "files", "stages": [
+    {"name": "list", "op": "list_files", "args": {"pattern": "data/*.txt"}},
+    {"name": "read", "op": "read_file"},
+    {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 200}},
+    {"name": "again", "op": "repeat"}]})");
+  CommandResult run =
+      RunPipetune("run " + Path("pipe/files.json") + " --seconds 1 --trace " + Path("files.ptrace"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+
+  CommandResult beside = RunPipetune("tune " + Path("files.ptrace") + " --cores 2");
+  ASSERT_EQ(beside.exit_code, 0) << beside.err;
+  EXPECT_THAT(beside.out, HasSubstr("tuned config: " + Path("pipe/files.tuned.json")));
+  nlohmann::json same_dir = nlohmann::json::parse(ReadFile(Path("pipe/files.tuned.json")));
+  EXPECT_EQ(same_dir["stages"][0]["args"]["pattern"], "data/*.txt");
+
+  CommandResult moved = RunPipetune("tune " + Path("files.ptrace") + " --cores 2 -o " + Path("elsewhere/t.json"));
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  nlohmann::json tuned = nlohmann::json::parse(ReadFile(Path("elsewhere/t.json")));
+  EXPECT_EQ(tuned["stages"][0]["args"]["pattern"], "../pipe/data/*.txt");
+  nlohmann::json once = nlohmann::json::array();  // without the repeat: one pass of the 3 files
+  for (const nlohmann::json& stage : tuned["stages"])
+    if (stage["op"] != "repeat") once.push_back(stage);
+  tuned["stages"] = once;
+  WriteFile(Path("elsewhere/once.json"), tuned.dump());
+  std::string summary = Path("elsewhere/summary.json");
+  CommandResult rerun = RunPipetune("run " + Path("elsewhere/once.json") + " --summary " + summary);
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(summary))["elements"], 3);
 }
 
 TEST_F(CliTune, VerifyRunsThePlanAndKeepsTheBestMeasured) {

@@ -242,5 +242,29 @@ TEST(ConfigArgs, TypedAccessNamesStageAndKey) {
             "stage \"augment\" (#4): key \"args.size\": expected a string, got 224");
 }
 
+TEST(ConfigPaths, RebasedConfigNamesTheSameFilesFromItsNewDirectory) {
+  StatusOr<PipelineConfig> config = ParseConfig(R"({"name": "p", "stages": [
+    {"name": "files", "op": "list_files", "args": {"pattern": "data/*.jpg"}},
+    {"name": "read", "op": "read_file"},
+    {"name": "disk", "op": "cache", "location": "cache/dir"},
+    {"name": "mem", "op": "cache", "location": "memory"}]})");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  PipelineConfig moved = *config;
+  RebaseRelativePaths(moved, "/work/pipes/image", "/work/out");
+  EXPECT_EQ(moved.stages[0].args["pattern"], "../pipes/image/data/*.jpg");
+  EXPECT_EQ(*moved.stages[2].location, "../pipes/image/cache/dir");
+  EXPECT_EQ(*moved.stages[3].location, "memory");
+  EXPECT_THAT(Serialize(moved), HasSubstr("\"../pipes/image/data/*.jpg\""));
+
+  PipelineConfig same = *config;
+  RebaseRelativePaths(same, "/work/pipes/image/", "/work/pipes/image");
+  EXPECT_EQ(same.stages[0].args["pattern"], "data/*.jpg");
+
+  PipelineConfig absolute = *config;
+  absolute.stages[0].args["pattern"] = "/data/*.jpg";
+  RebaseRelativePaths(absolute, "/a", "/b");
+  EXPECT_EQ(absolute.stages[0].args["pattern"], "/data/*.jpg");
+}
+
 }  // namespace
 }  // namespace pipetune::models

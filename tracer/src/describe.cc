@@ -110,6 +110,7 @@ StatusOr<std::string> DescribeTrace(const std::string& path) {
   out << "pipeline: " << (h.pipeline.name.empty() ? "(unnamed)" : h.pipeline.name) << ", "
       << Format("%.2f", seconds) << " s traced, pid " << h.pid << ", snapshot every "
       << h.snapshot_interval_ms << " ms\n";
+  if (!h.pipeline.config_path.empty()) out << "config: " << h.pipeline.config_path << "\n";
   out << HostLine(h) << "\n";
   out << "stages (" << s.order.size() << "):" << (s.order.empty() ? " none" : "") << "\n";
   for (size_t i = 0; i < s.order.size() && i < kMaxStagesListed; ++i) out << StageLine(s, s.order[i]) << "\n";

@@ -219,6 +219,7 @@ void AppendPipelineInfoChunk(std::string& out, const PipelineInfo& info) {
   ChunkBuilder chunk(out, ChunkType::kPipelineInfo);
   chunk.w().Str(info.name);
   chunk.w().Str(info.config_json);
+  if (!info.config_path.empty()) chunk.w().Str(info.config_path);
   chunk.Finish();
 }
 

@@ -341,6 +341,7 @@ bool DecodeChunk(ChunkType type, std::string_view payload, TraceVisitor& v, Scra
       PipelineInfo info;
       info.name = r.Str();
       info.config_json = r.Str();
+      if (!r.failed() && r.remaining() > 0) info.config_path = r.Str();
       if (r.failed()) return false;
       v.OnPipelineInfo(info);
       return true;

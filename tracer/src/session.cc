@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -301,8 +302,15 @@ Status StartFromEnvironment(const SessionOptions& defaults) {
   return StartLocked(options, /*from_environment=*/true).WithContext("PIPETUNE_TRACE=" + path);
 }
 
-void SetPipelineInfo(const std::string& pipeline_name, const std::string& config_json) {
-  internal::QueuePipelineInfo(PipelineInfo{pipeline_name, config_json});
+void SetPipelineInfo(const std::string& pipeline_name, const std::string& config_json,
+                     const std::string& config_path) {
+  std::string absolute;
+  if (!config_path.empty()) {
+    std::error_code error;
+    absolute = std::filesystem::absolute(config_path, error).lexically_normal().string();
+    if (error) absolute.clear();
+  }
+  internal::QueuePipelineInfo(PipelineInfo{pipeline_name, config_json, absolute});
 }
 
 }  // namespace pipetune::tracer

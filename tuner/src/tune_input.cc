@@ -34,6 +34,7 @@ StatusOr<TracedRun> LoadTracedRun(const std::vector<std::string>& trace_paths) {
   PIPETUNE_ASSIGN_OR_RETURN(analyzer::ProfiledRun run, analyzer::ProfileCollected(main, extra));
   TracedRun traced;
   traced.host = main.header.host;
+  traced.config_path = main.pipeline.config_path;
   traced.input.output_spread = OutputSpread(main, run.window);
   traced.input.profile = std::move(run.profile);
   traced.input.config = std::move(run.config);

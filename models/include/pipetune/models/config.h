@@ -110,6 +110,12 @@ Status Validate(const PipelineConfig& config);
 Json ToJson(const PipelineConfig& config);
 std::string Serialize(const PipelineConfig& config);  // 2-space indented, trailing newline
 
+// Relative file paths in a config (list_files' pattern, a disk cache's
+// directory) are relative to the config file's directory. Rewrites them so
+// that a copy saved in `to_dir` names the same files as the config in
+// `from_dir` did; absolute paths and "memory" stay as they are.
+void RebaseRelativePaths(PipelineConfig& config, const std::string& from_dir, const std::string& to_dir);
+
 // Writes atomically: a temporary file beside `path`, fsync, rename. A failure
 // leaves any existing file untouched.
 Status SaveConfig(const PipelineConfig& config, const std::string& path);

@@ -19,6 +19,7 @@
 // tracer::Start() around RunPipeline().
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -71,6 +72,10 @@ struct RunOptions {
   const FunctionRegistry* registry = nullptr;  // null: Builtins()
   bool deterministic = false;                  // see BuildOptions
   std::string base_dir;                        // see BuildOptions
+  // When set, the run watches this flag (at least every 100 ms) and, once it
+  // is true, stops as at the time limit: the summary covers what ran, with
+  // `interrupted` set. The CLI sets it from its SIGINT/SIGTERM handler.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
 struct StageSummary {
@@ -98,7 +103,8 @@ struct RunSummary {
   uint64_t peak_buffer_bytes = 0;  // peak bytes held by all buffers together
   uint64_t cache_bytes = 0;        // bytes held by memory caches at the end
   uint64_t disk_cache_bytes = 0;   // bytes written to or replayed from disk caches
-  bool stopped_early = false;      // max_seconds reached before the end of the data
+  bool stopped_early = false;      // max_seconds reached (or interrupted) before the end of the data
+  bool interrupted = false;        // RunOptions::interrupt stopped the run
   std::vector<StageSummary> stages;
   uint64_t failed_elements = 0;    // sum over stages (on_error skip)
   // The first few failure messages, each naming the stage and the element.

@@ -161,6 +161,12 @@ const char* GpuActivityKindName(GpuActivityKind kind);
 struct PipelineInfo {
   std::string name;
   std::string config_json;
+  // The config file's absolute path, when the run read one; empty otherwise.
+  // Relative paths inside the config are relative to its directory, which is
+  // what `pipetune tune` needs to write a tuned config somewhere else.
+  // Written as an optional trailing field of the pipeline-info chunk (older
+  // readers ignore it; older traces lack it).
+  std::string config_path;
 };
 
 }  // namespace pipetune::tracer

@@ -73,7 +73,10 @@ Status StartFromEnvironment(const SessionOptions& defaults = {});
 
 // Records the pipeline's name and config in the running trace (readers take
 // the latest). Without a session it does nothing.
-void SetPipelineInfo(const std::string& pipeline_name, const std::string& config_json);
+// `config_path`, when given, is the file the config was read from (made
+// absolute here).
+void SetPipelineInfo(const std::string& pipeline_name, const std::string& config_json,
+                     const std::string& config_path = "");
 
 // What this process may use on this host (affinity, cgroup v1/v2 CPU quota
 // and memory limit, MemAvailable): the facts a trace's header records. Reads

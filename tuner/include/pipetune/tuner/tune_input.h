@@ -17,6 +17,7 @@ namespace pipetune::tuner {
 struct TracedRun {
   TuneInput input;
   tracer::HostFacts host;  // from the first trace's header
+  std::string config_path;  // absolute path of the config the run read; empty when unknown
 };
 
 // Reads `trace_paths` (the first is profiled; the others, traces of the same
