@@ -74,6 +74,25 @@ RunSummary Run(const models::PipelineConfig& config, benchmark::State& state) {
   return std::move(summary).value();
 }
 
+// The benchmark's iterations, summed: wall seconds of the consumer loops,
+// outputs delivered and the process CPU seconds they took.
+struct Totals {
+  double seconds = 0, outputs = 0, cpu = 0;
+};
+
+Totals RunIterations(const models::PipelineConfig& config, benchmark::State& state) {
+  Totals totals;
+  for (auto _ : state) {
+    double cpu_begin = ProcessCpuSeconds();
+    RunSummary summary = Run(config, state);
+    totals.cpu += ProcessCpuSeconds() - cpu_begin;
+    totals.seconds += summary.seconds;
+    totals.outputs += static_cast<double>(summary.outputs);
+    state.SetIterationTime(summary.seconds);
+  }
+  return totals;
+}
+
 void BM_CpuBoundPipeline(benchmark::State& state) {
   const int parallelism = static_cast<int>(state.range(0));
   const int64_t elements = state.range(1);
@@ -89,15 +108,8 @@ void BM_CpuBoundPipeline(benchmark::State& state) {
   const double cpu_bound = cores / (2 * us_per_stage * 1e-6);
   const double worker_bound = parallelism / (us_per_stage * 1e-6);
   const double capacity = std::min(cpu_bound, worker_bound);
-  double seconds = 0, outputs = 0, cpu = 0;
-  for (auto _ : state) {
-    double cpu_begin = ProcessCpuSeconds();
-    RunSummary summary = Run(config, state);
-    cpu += ProcessCpuSeconds() - cpu_begin;
-    seconds += summary.seconds;
-    outputs += static_cast<double>(summary.outputs);
-    state.SetIterationTime(summary.seconds);
-  }
+  const Totals totals = RunIterations(config, state);
+  const double seconds = totals.seconds, outputs = totals.outputs, cpu = totals.cpu;
   double achieved = seconds > 0 ? outputs / seconds : 0;
   state.counters["achieved_per_s"] = achieved;
   state.counters["capacity_per_s"] = capacity;
@@ -123,15 +135,8 @@ void BM_NoOpPipeline(benchmark::State& state) {
       {{"name": "src", "op": "range", "args": {{"count": {}}}}},
       {{"name": "noop", "op": "map", "fn": "noop", "parallelism": {}}}]}})",
                                   elements, parallelism));
-  double seconds = 0, outputs = 0, cpu = 0;
-  for (auto _ : state) {
-    double cpu_begin = ProcessCpuSeconds();
-    RunSummary summary = Run(config, state);
-    cpu += ProcessCpuSeconds() - cpu_begin;
-    seconds += summary.seconds;
-    outputs += static_cast<double>(summary.outputs);
-    state.SetIterationTime(summary.seconds);
-  }
+  const Totals totals = RunIterations(config, state);
+  const double seconds = totals.seconds, outputs = totals.outputs, cpu = totals.cpu;
   state.counters["cores_used"] = seconds > 0 ? cpu / seconds : 0;
   state.counters["cpu_ns_per_element"] = outputs > 0 ? cpu * 1e9 / outputs : 0;
   state.counters["elements_per_s"] = seconds > 0 ? outputs / seconds : 0;

@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "pipetune/base/rng.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -44,23 +46,7 @@ struct Options {
   bool quiet = false;
 };
 
-// splitmix64: tiny, fast and good enough for synthetic pixels.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-  double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
-  int Int(int lo, int hi) { return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1)); }
-
- private:
-  uint64_t state_;
-};
+using ::pipetune::Rng;  // splitmix64: tiny, fast and good enough for synthetic pixels
 
 struct Colour {
   float r, g, b;
@@ -167,8 +153,8 @@ std::vector<float> Lighting(Rng& rng, int width, int height) {
 std::vector<uint8_t> RenderImage(uint64_t seed, int index, int& width, int& height) {
   Rng rng(seed * 0x100000001B3ull + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull + 1);
   // ImageNet-like: landscape 400..500 x 333..375 mostly, some portrait.
-  width = rng.Int(400, 500);
-  height = rng.Int(333, 375);
+  width = rng.IntInclusive(400, 500);
+  height = rng.IntInclusive(333, 375);
   if (rng.Uniform() < 0.15) std::swap(width, height);
   const size_t pixels = static_cast<size_t>(width) * height;
 
@@ -188,7 +174,7 @@ std::vector<uint8_t> RenderImage(uint64_t seed, int index, int& width, int& heig
   const float gx = static_cast<float>(std::cos(g_angle) / width);
   const float gy = static_cast<float>(std::sin(g_angle) / height);
   std::vector<Shape> shapes;
-  const int shape_count = rng.Int(8, 20);
+  const int shape_count = rng.IntInclusive(8, 20);
   for (int i = 0; i < shape_count; ++i) shapes.push_back(RandomShape(rng, width, height));
   const float noise_amp = static_cast<float>(rng.Uniform(50, 60));
 

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pipetune/base/rng.h"
+
 namespace pipetune::runtime::image {
 
 inline constexpr int kChannels = 3;
@@ -56,30 +58,8 @@ struct NormalizeParams {
 };
 void NormalizeToFloat(const uint8_t* in, int height, int width, const NormalizeParams& params, float* out);
 
-// A small, fast generator seeded from FnContext::seed (splitmix64). Same seed,
-// same sequence on every thread and machine.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi).
-  double Uniform(double lo, double hi) {
-    return lo + (hi - lo) * (static_cast<double>(Next() >> 11) * 0x1.0p-53);
-  }
-  // Uniform integer in [lo, hi] (hi >= lo).
-  int IntInclusive(int lo, int hi) {
-    const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
-    return lo + static_cast<int>(Next() % span);
-  }
-
- private:
-  uint64_t state_;
-};
+// Seeded from FnContext::seed: the same crops on every thread and machine.
+using ::pipetune::Rng;
 
 // torchvision.transforms.RandomResizedCrop's parameters.
 struct ResizedCropSampling {

@@ -53,11 +53,13 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Runs `pipetune ARGS` through the shell (arguments are passed as written).
-inline CommandResult RunPipetune(const std::string& args) {
+// Runs `pipetune ARGS` through the shell (arguments are passed as written),
+// in `working_dir` when one is given.
+inline CommandResult RunPipetune(const std::string& args, const std::string& working_dir = "") {
   TempDir dir("pipetune_cli_run");
   std::string out_path = dir / "out", err_path = dir / "err";
   std::string command = PipetuneBinary() + " " + args + " >" + out_path + " 2>" + err_path + " </dev/null";
+  if (!working_dir.empty()) command = "cd '" + working_dir + "' && " + command;
   int status = std::system(command.c_str());
   CommandResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -50,32 +50,9 @@ const std::vector<GoldenCase>& Cases() {
 
 // Runs `pipetune ARGS` from the source directory, so that trace names in the
 // reports are the relative paths given.
-CommandResult RunInSourceDir(const std::string& args) {
-  TempDir dir("pipetune_report");
-  std::string out_path = dir / "out", err_path = dir / "err";
-  std::string command = "cd '" + std::string(PIPETUNE_SOURCE_DIR) + "' && " + PipetuneBinary() + " " + args +
-                        " >" + out_path + " 2>" + err_path + " </dev/null";
-  int status = std::system(command.c_str());
-  CommandResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = ReadFile(out_path);
-  result.err = ReadFile(err_path);
-  return result;
-}
+CommandResult RunInSourceDir(const std::string& args) { return RunPipetune(args, PIPETUNE_SOURCE_DIR); }
 
-// TEMP while the command is wired into the CLI (cli/src/app.cc): skip rather
-// than fail when this `pipetune` has no `report` subcommand yet.
-bool HasReportCommand() {
-  static const bool has = RunPipetune("--help").out.find("\n  report ") != std::string::npos;
-  return has;
-}
-
-class ReportTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!HasReportCommand()) GTEST_SKIP() << "this pipetune binary has no `report` command yet";
-  }
-};
+class ReportTest : public ::testing::Test {};
 
 using ReportGolden = ReportTest;
 using ReportHtml = ReportTest;
