@@ -5,7 +5,9 @@
 //    second; `ratio` = achieved / that capacity (target >= 0.90).
 //  BM_NoOpPipeline: range -> map(no-op) at parallelism P -> consumer: how
 //    many elements per second the engine itself moves (target >= 1e6 at P=1).
-//  BM_TracedOverUntraced: what the tracer integration costs (target >= 0.98).
+//  BM_TracedOverUntraced: what the tracer integration costs on 10 us elements
+//    (target >= 0.98); BM_TracedOverUntracedImage: on the image example
+//    (target >= 0.995; needs examples/image/data from pipetune_make_images).
 //
 // Each prints its ratio (or rate) as the last counter. Run on an otherwise
 // idle machine; docs/benchmarks-runtime.md has the figures and the command.
@@ -63,9 +65,8 @@ models::PipelineConfig Parse(const std::string& json) {
   return std::move(config).value();
 }
 
-RunSummary Run(const models::PipelineConfig& config, benchmark::State& state) {
-  RunOptions options;
-  options.registry = &BenchRegistry();
+RunSummary Run(const models::PipelineConfig& config, benchmark::State& state, RunOptions options = {}) {
+  if (options.registry == nullptr) options.registry = &BenchRegistry();
   auto summary = RunPipeline(config, options);
   if (!summary.ok()) {
     state.SkipWithError(summary.status().message().c_str());
@@ -167,33 +168,31 @@ void BM_NoOpBatchPrefetch(benchmark::State& state) {
 }
 BENCHMARK(BM_NoOpBatchPrefetch)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 
-// What tracing costs the runtime: the same pipeline of 10 us cpu_work
-// elements with and without a trace session, alternated within one run;
-// `ratio` = traced / untraced throughput (target >= 0.98).
-void BM_TracedOverUntraced(benchmark::State& state) {
-  auto config = Parse(R"({"name": "traced_10us", "stages": [
-      {"name": "src", "op": "range", "args": {"count": 40000}},
-      {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 10}},
-      {"name": "batch", "op": "batch", "args": {"size": 32}},
-      {"name": "prefetch", "op": "prefetch", "buffer": 2}]})");
+// Runs `config` with and without a trace session, alternated within one
+// run so that drift falls on both sides alike (and both share one process,
+// one cpu_work calibration and one page cache); `ratio` = traced / untraced
+// examples per second. With `control` the "traced" side starts no session:
+// an A/A run whose ratio is the harness's own noise floor.
+void TracedOverUntraced(benchmark::State& state, const models::PipelineConfig& config, const RunOptions& options,
+                        bool control = false) {
   std::string path = "/tmp/pipetune_runtime_bench.trace";
   double traced_s = 0, untraced_s = 0, traced_n = 0, untraced_n = 0;
-  bool traced_first = false;  // alternate, so that drift hits both alike
+  bool traced_first = false;
   for (auto _ : state) {
     double iteration_s = 0;
     for (int half = 0; half < 2; ++half) {
       bool traced = (half == 0) == traced_first;
-      if (traced) {
+      if (traced && !control) {
         tracer::SessionOptions session;
         session.path = path;
-        session.pipeline_name = "traced_10us";
+        session.pipeline_name = config.name;
         if (!tracer::Start(session).ok()) {
           state.SkipWithError("cannot start a trace session");
           return;
         }
       }
-      RunSummary summary = Run(config, state);
-      if (traced) (void)tracer::Stop();
+      RunSummary summary = Run(config, state, options);
+      if (traced && !control) (void)tracer::Stop();
       (traced ? traced_s : untraced_s) += summary.seconds;
       (traced ? traced_n : untraced_n) += static_cast<double>(summary.source_elements);
       iteration_s += summary.seconds;
@@ -208,7 +207,35 @@ void BM_TracedOverUntraced(benchmark::State& state) {
   state.counters["traced_per_s"] = traced;
   state.counters["ratio"] = untraced > 0 ? traced / untraced : 0;
 }
+
+// The tracer's worst case: 10 us cpu_work elements (target >= 0.98).
+void BM_TracedOverUntraced(benchmark::State& state) {
+  auto config = Parse(R"({"name": "traced_10us", "stages": [
+      {"name": "src", "op": "range", "args": {"count": 40000}},
+      {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 10}},
+      {"name": "batch", "op": "batch", "args": {"size": 32}},
+      {"name": "prefetch", "op": "prefetch", "buffer": 2}]})");
+  TracedOverUntraced(state, config, RunOptions{});
+}
 BENCHMARK(BM_TracedOverUntraced)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
+
+// The image example (examples/image/image_train_tuned.json over the files
+// pipetune_make_images wrote), 3 s a side (target >= 0.995).
+void BM_TracedOverUntracedImage(benchmark::State& state) {
+  const std::string dir = std::string(PIPETUNE_SOURCE_DIR) + "/examples/image";
+  auto config = models::LoadConfig(dir + "/image_train_tuned.json");
+  if (!config.ok()) {
+    state.SkipWithError(config.status().message().c_str());
+    return;
+  }
+  RunOptions options;
+  options.registry = &FunctionRegistry::Builtins();
+  options.base_dir = dir;
+  options.max_seconds = 3;
+  TracedOverUntraced(state, *config, options, /*control=*/state.range(0) == 1);
+}
+// Arg 0: traced over untraced; arg 1: the A/A control (untraced over untraced).
+BENCHMARK(BM_TracedOverUntracedImage)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(6);
 
 }  // namespace
 }  // namespace pipetune::runtime
