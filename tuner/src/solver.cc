@@ -68,14 +68,17 @@ void KeepUnmeasured(Candidate& candidate, ParallelismSearch& search) {
 
 // Headroom: no searched stage busier than its utilisation target at X, the
 // stages needing the most workers first, as far as threads and memory allow.
-// CPU-bound stages get the lower target when the cores bind.
+// CPU-bound stages get the lower target when the cores bind, latency-bound
+// ones always (SolverOptions).
 void AddHeadroom(Candidate& candidate, ParallelismSearch& search, double x, const SolverOptions& options) {
   bool cpu_binds = Evaluate(candidate, search.resources()).binding.kind == models::BoundKind::kCpu;
   std::vector<std::pair<int, size_t>> order;  // (-p needed, stage): most workers needed first
   for (size_t i : search.SearchedStages()) {
     bool cpu_bound = !candidate.profile.stages[i].latency_bound;
-    double target =
-        x / (cpu_binds && cpu_bound ? options.cpu_bound_utilisation_target : options.utilisation_target);
+    double utilisation = !cpu_bound ? options.latency_bound_utilisation_target
+                         : cpu_binds ? options.cpu_bound_utilisation_target
+                                     : options.utilisation_target;
+    double target = x / utilisation;
     // A stage that cannot reach the target at all gets no headroom: its
     // curve has flattened, and more workers would buy next to nothing.
     if (!search.Reaches(i, target)) continue;
