@@ -176,7 +176,7 @@ BENCHMARK(BM_NoOpBatchPrefetch)->UseManualTime()->Unit(benchmark::kMillisecond)-
 void TracedOverUntraced(benchmark::State& state, const models::PipelineConfig& config, const RunOptions& options,
                         bool control = false) {
   std::string path = "/tmp/pipetune_runtime_bench.trace";
-  double traced_s = 0, untraced_s = 0, traced_n = 0, untraced_n = 0;
+  double traced_s = 0, untraced_s = 0, traced_n = 0, untraced_n = 0, traced_cpu = 0, untraced_cpu = 0;
   bool traced_first = false;
   for (auto _ : state) {
     double iteration_s = 0;
@@ -191,8 +191,10 @@ void TracedOverUntraced(benchmark::State& state, const models::PipelineConfig& c
           return;
         }
       }
+      double cpu_begin = ProcessCpuSeconds();
       RunSummary summary = Run(config, state, options);
       if (traced && !control) (void)tracer::Stop();
+      (traced ? traced_cpu : untraced_cpu) += ProcessCpuSeconds() - cpu_begin;
       (traced ? traced_s : untraced_s) += summary.seconds;
       (traced ? traced_n : untraced_n) += static_cast<double>(summary.source_elements);
       iteration_s += summary.seconds;
@@ -205,6 +207,13 @@ void TracedOverUntraced(benchmark::State& state, const models::PipelineConfig& c
   double traced = traced_s > 0 ? traced_n / traced_s : 0;
   state.counters["untraced_per_s"] = untraced;
   state.counters["traced_per_s"] = traced;
+  // CPU per element, untraced over traced: what tracing adds to the work
+  // itself, less disturbed by scheduling than the wall-clock rates (it
+  // includes the sampler thread and the trace's writes).
+  double untraced_cpu_per = untraced_n > 0 ? untraced_cpu / untraced_n : 0;
+  double traced_cpu_per = traced_n > 0 ? traced_cpu / traced_n : 0;
+  state.counters["cpu_us_per_element"] = untraced_cpu_per * 1e6;
+  state.counters["cpu_ratio"] = traced_cpu_per > 0 ? untraced_cpu_per / traced_cpu_per : 0;
   state.counters["ratio"] = untraced > 0 ? traced / untraced : 0;
 }
 

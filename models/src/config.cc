@@ -290,18 +290,82 @@ std::optional<size_t> PipelineConfig::FirstRandomStage() const {
   return std::nullopt;
 }
 
+namespace {
+
+Status NotJsonAt(std::string_view text, std::string_view source_name, size_t offset, std::string_view reason) {
+  auto [line, column] = LineAndColumn(text, offset);
+  return InvalidInput(fmt::format("{}: not valid JSON at line {}, column {} (byte {}): {}", source_name, line,
+                                  column, offset, reason));
+}
+
+// Bytes of the input quoted in a message, with control characters and
+// bytes that are not ASCII (invalid UTF-8, most likely) written as \xNN.
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  return out;
+}
+
+// No config nests deeper than a handful of levels; a document that does is
+// refused before nlohmann/json sees it, whose copies and destructors recurse
+// once per level (100 000 levels overflow the stack).
+constexpr int kMaxNesting = 64;
+
+Status CheckNesting(std::string_view text, std::string_view source_name) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting) {
+        return NotJsonAt(text, source_name, i, fmt::format("nested deeper than {} levels", kMaxNesting));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<PipelineConfig> ParseConfig(std::string_view text, std::string_view source_name) {
+  PIPETUNE_RETURN_IF_ERROR(CheckNesting(text, source_name));
   Json document;
   try {
     document = Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
     // nlohmann's byte is 1-based and points just past the offending character.
     size_t offset = e.byte > 0 ? e.byte - 1 : 0;
-    auto [line, column] = LineAndColumn(text, offset);
+    // "[json.exception.parse_error.101] parse error at line 1, column 11:
+    // syntax error while parsing value - invalid literal; last read: 'tru'"
     std::string reason = e.what();
-    if (size_t colon = reason.rfind(": "); colon != std::string::npos) reason = reason.substr(colon + 2);
-    return InvalidInput(fmt::format("{}: not valid JSON at line {}, column {} (byte {}): {}", source_name,
-                                    line, column, offset, reason));
+    if (size_t colon = reason.find(": "); colon != std::string::npos) reason = reason.substr(colon + 2);
+    if (size_t dash = reason.find(" - "); dash != std::string::npos) reason = reason.substr(dash + 3);
+    return NotJsonAt(text, source_name, offset, Printable(reason));
+  } catch (const Json::exception& e) {
+    // A number beyond a double ("1e400") is out_of_range, with no position:
+    // point at the number it names.
+    std::string reason = e.what();
+    if (size_t bracket = reason.find("] "); bracket != std::string::npos) reason = reason.substr(bracket + 2);
+    size_t offset = 0;
+    if (size_t open = reason.find('\''), close = reason.rfind('\'');
+        open != std::string::npos && close > open + 1) {
+      offset = std::min(text.find(reason.substr(open + 1, close - open - 1)), text.size());
+    }
+    return NotJsonAt(text, source_name, offset, Printable(reason));
   }
   StatusOr<PipelineConfig> config = ParseDocument(document);
   if (!config.ok()) return config.status().WithContext(std::string(source_name));

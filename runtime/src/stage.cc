@@ -138,9 +138,14 @@ StageSummary Stage::Summary() const {
   return s;
 }
 
-Status ApplyGuarded(const MapFunction& fn, Element& element, const FnContext& context) {
+namespace {
+
+// Runs an element function; an exception it throws fails the element
+// instead of the process.
+template <typename Call>
+auto CallGuarded(Call&& call) -> decltype(call()) {
   try {
-    return fn.Apply(element, context);
+    return call();
   } catch (const std::exception& e) {
     return Failed(fmt::format("the function threw: {}", e.what()));
   } catch (...) {
@@ -148,15 +153,15 @@ Status ApplyGuarded(const MapFunction& fn, Element& element, const FnContext& co
   }
 }
 
+}  // namespace
+
+Status ApplyGuarded(const MapFunction& fn, Element& element, const FnContext& context) {
+  return CallGuarded([&] { return fn.Apply(element, context); });
+}
+
 StatusOr<bool> KeepGuarded(const FilterFunction& fn, const Element& element,
                            const FnContext& context) {
-  try {
-    return fn.Keep(element, context);
-  } catch (const std::exception& e) {
-    return Failed(fmt::format("the function threw: {}", e.what()));
-  } catch (...) {
-    return Failed("the function threw");
-  }
+  return CallGuarded([&] { return fn.Keep(element, context); });
 }
 
 StageWorker::StageWorker(Stage& stage, int index)
