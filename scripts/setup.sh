@@ -3,7 +3,7 @@
 # as root without prompts (or through sudo when not root).
 #   scripts/setup.sh          build + test dependencies
 #   scripts/setup.sh --bench  also the peers the benchmarks compare against
-#                             (PyTorch's DataLoader, hyperfine)
+#                             (PyTorch's DataLoader, hyperfine) and perf
 set -euo pipefail
 
 packages=(
@@ -14,7 +14,7 @@ packages=(
   clang-14 libclang-rt-14-dev llvm-14-dev libclang-cpp14-dev libclang-14-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy hyperfine)
+  packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy hyperfine linux-perf)
 fi
 
 sudo_cmd=()

@@ -14,7 +14,9 @@
 #include <sched.h>
 #include <time.h>
 
+#include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -245,6 +247,81 @@ void BM_TracedOverUntracedImage(benchmark::State& state) {
 }
 // Arg 0: traced over untraced; arg 1: the A/A control (untraced over untraced).
 BENCHMARK(BM_TracedOverUntracedImage)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(6);
+
+// The image pipeline made endless (a repeat after the file list; batches of
+// 8 so that a window holds ~180 outputs) and run once for 64 s, with tracing
+// switched on and off every 2 s inside that one run: no restart, no new page
+// cache, no new calibration between the two sides, only the tracer. Windows
+// alternate traced / untraced after 4 s of warm-up; `ratio` = traced / untraced images per second over all windows,
+// `pair_sd` the spread of the per-pair ratios (its standard error is
+// pair_sd / sqrt(pairs)).
+void BM_TracedWindowsImage(benchmark::State& state) {
+  const std::string dir = std::string(PIPETUNE_SOURCE_DIR) + "/examples/image";
+  auto config = Parse(R"({"name": "image_windows", "stages": [
+      {"name": "files", "op": "list_files", "args": {"pattern": "data/*.jpg", "shuffle_seed": 7}},
+      {"name": "again", "op": "repeat"},
+      {"name": "read", "op": "read_file"},
+      {"name": "decode", "op": "map", "fn": "jpeg_decode", "parallelism": 2},
+      {"name": "augment", "op": "map", "fn": "random_crop_flip", "args": {"size": 224}, "random": true},
+      {"name": "normalize", "op": "map", "fn": "normalize"},
+      {"name": "batch", "op": "batch", "args": {"size": 8}},
+      {"name": "prefetch", "op": "prefetch", "buffer": 32}]})");
+  const std::string path = "/tmp/pipetune_runtime_bench_windows.trace";
+  constexpr double kWarmup = 4, kSeconds = 64, kWindow = 2;
+  double traced_s = 0, untraced_s = 0, traced_n = 0, untraced_n = 0;
+  std::vector<double> rates[2];  // [untraced, traced] per window
+  for (auto _ : state) {
+    double last_s = 0, last_n = 0;
+    bool tracing = false;
+    RunOptions options;
+    options.registry = &FunctionRegistry::Builtins();
+    options.base_dir = dir;
+    options.max_seconds = kSeconds;
+    options.progress_interval_s = kWindow;
+    options.on_progress = [&](const Progress& p) {
+      double n = static_cast<double>(p.source_elements), dt = p.seconds - last_s;
+      if (last_s >= kWarmup && dt > 0) {
+        (tracing ? traced_s : untraced_s) += dt;
+        (tracing ? traced_n : untraced_n) += n - last_n;
+        rates[tracing].push_back((n - last_n) / dt);
+      }
+      last_s = p.seconds;
+      last_n = n;
+      if (p.seconds < kWarmup - kWindow) return;
+      if (tracing) {
+        (void)tracer::Stop();
+      } else {
+        tracer::SessionOptions session;
+        session.path = path;
+        session.pipeline_name = "image_windows";
+        (void)tracer::Start(session);
+      }
+      tracing = !tracing;
+    };
+    RunSummary summary = Run(config, state, options);
+    (void)tracer::Stop();
+    state.SetIterationTime(summary.seconds);
+  }
+  std::remove(path.c_str());
+  size_t pairs = std::min(rates[0].size(), rates[1].size());
+  double mean = 0, square = 0;
+  for (size_t i = 0; i < pairs; ++i) {
+    double r = rates[1][i] / rates[0][i];
+    mean += r;
+    square += r * r;
+  }
+  if (pairs > 1) {
+    mean /= static_cast<double>(pairs);
+    state.counters["pair_sd"] = std::sqrt(std::max(0.0, square / static_cast<double>(pairs) - mean * mean));
+  }
+  state.counters["pairs"] = static_cast<double>(pairs);
+  double untraced = untraced_s > 0 ? untraced_n / untraced_s : 0;
+  double traced = traced_s > 0 ? traced_n / traced_s : 0;
+  state.counters["untraced_per_s"] = untraced;
+  state.counters["traced_per_s"] = traced;
+  state.counters["ratio"] = untraced > 0 ? traced / untraced : 0;
+}
+BENCHMARK(BM_TracedWindowsImage)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 }  // namespace pipetune::runtime
