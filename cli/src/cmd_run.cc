@@ -77,6 +77,9 @@ class ProgressLine {
 };
 
 int Run(const RunFlags& flags) {
+  // From the start, so that a signal that comes while the config loads or
+  // the trace opens also ends the run cleanly (it then stops at once).
+  InterruptHandlers handlers;
   StatusOr<models::PipelineConfig> config = models::LoadConfig(flags.config_path);
   if (!config.ok()) return ReportError(config.status());
 
@@ -101,10 +104,7 @@ int Run(const RunFlags& flags) {
   options.on_progress = [&progress](const runtime::Progress& p) { progress.Draw(p); };
   options.interrupt = &g_interrupted;
 
-  StatusOr<runtime::RunSummary> summary = [&] {
-    InterruptHandlers handlers;
-    return runtime::RunPipeline(*config, options);
-  }();
+  StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(*config, options);
   progress.Clear();
   Status trace_closed = tracer::Stop();
   if (!summary.ok()) {

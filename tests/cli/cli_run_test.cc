@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -98,7 +99,11 @@ TEST(CliRun, InterruptWritesTheSummaryAndTheTrace) {
     execv(binary.c_str(), const_cast<char* const*>(argv.data()));
     _exit(127);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  // Once the trace exists the run has started (handlers are installed before
+  // that); let it run a little, then Ctrl-C.
+  for (int i = 0; i < 200 && !std::filesystem::exists(trace); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_EQ(kill(child, SIGINT), 0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
