@@ -14,6 +14,10 @@ namespace {
 
 // The timeline charts show at most this many points.
 constexpr size_t kMaxTimelinePoints = 240;
+// ... each over enough time to hold this many outputs on average, while at
+// least kMinTimelinePoints remain.
+constexpr double kOutputsPerTimelinePoint = 8;
+constexpr size_t kMinTimelinePoints = 20;
 // Below this busy share a stage is "light": neither its CPU nor its latency matters.
 constexpr double kLightBusyFraction = 0.05;
 
@@ -105,6 +109,20 @@ std::vector<TimelinePoint> Timeline(const CollectedTrace& trace) {
   size_t step = (frames.size() - 1 + kMaxTimelinePoints - 1) / kMaxTimelinePoints;
   bool has_consumer = frames.back().steps > 0;
   size_t last_stage = trace.stages.empty() ? 0 : trace.stages.size() - 1;
+  // A slow output (a batch of 64 images, 8 a second) arrives in one snapshot
+  // interval and not the next: per-snapshot rates would swing between 0 and
+  // twice the mean. Each point spans enough snapshots to hold about
+  // kOutputsPerTimelinePoint outputs on average, keeping at least
+  // kMinTimelinePoints points.
+  double total_outputs = has_consumer ? Delta(frames.back().steps, frames.front().steps)
+                                      : Delta(At(frames.back(), last_stage).produced,
+                                              At(frames.front(), last_stage).produced);
+  double per_frame = total_outputs / static_cast<double>(frames.size() - 1);
+  if (per_frame > 0) {
+    size_t wanted = static_cast<size_t>(std::ceil(kOutputsPerTimelinePoint / per_frame));
+    size_t most = std::max<size_t>(1, (frames.size() - 1) / kMinTimelinePoints);
+    step = std::max(step, std::min(wanted, most));
+  }
   for (size_t i = step; i < frames.size(); i += step) {
     const Frame& a = frames[i - step];
     const Frame& b = frames[i];

@@ -65,6 +65,26 @@ TEST(Diagnose, NamesTheStageWhoseCostsLimitThroughput) {
   EXPECT_NE(d.summary.find("the CPU bound"), std::string::npos) << d.summary;
 }
 
+// Slow outputs (25 batches/s against 10 snapshots/s) would make
+// per-snapshot rates jump between 0 and 3x the mean: each timeline point
+// spans enough snapshots to hold about 8 outputs, and there are still at
+// least 20 points.
+TEST(Diagnose, TimelinePointsHoldSeveralOutputsEach) {
+  Diagnosis d = DiagnoseOrDie(Collect(DecodeBound()));
+  ASSERT_GE(d.timeline.size(), 20u);
+  ASSERT_LE(d.timeline.size(), 40u);
+  for (size_t i = 1; i < d.timeline.size(); ++i) {
+    EXPECT_GE(d.timeline[i].seconds - d.timeline[i - 1].seconds, 0.3 - 1e-9);
+    if (d.timeline[i - 1].seconds >= 2) {
+      EXPECT_NEAR(d.timeline[i].throughput, 25, 25 * 0.35) << i;
+    }
+  }
+  SyntheticRun fast = DecodeBound();
+  fast.throughput = 1000;  // 100 outputs a snapshot: every snapshot is its own point
+  Diagnosis busy = DiagnoseOrDie(Collect(fast));
+  EXPECT_GE(busy.timeline.size(), 90u);
+}
+
 TEST(Diagnose, SkipsTheWarmUpAndSaysWhichWindowItUsed) {
   SyntheticRun run = DecodeBound();
   run.start_seconds = 2.5;  // the consumer's first step comes late
