@@ -239,4 +239,16 @@ StatusOr<CollectedTrace> CollectTrace(const std::string& path) {
   return collector.Finish(*report);
 }
 
+StatusOr<TraceSet> ReadTraceSet(const std::vector<std::string>& paths) {
+  if (paths.empty()) return InvalidInput("no trace given");
+  TraceSet set;
+  set.main_path = paths[0];
+  PIPETUNE_ASSIGN_OR_RETURN(set.main, CollectTrace(paths[0]));
+  for (size_t i = 1; i < paths.size(); ++i) {
+    PIPETUNE_ASSIGN_OR_RETURN(CollectedTrace other, CollectTrace(paths[i]));
+    set.extra.push_back(std::move(other));
+  }
+  return set;
+}
+
 }  // namespace pipetune::analyzer

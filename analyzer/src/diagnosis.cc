@@ -219,17 +219,6 @@ StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
   return run;
 }
 
-StatusOr<ProfiledRun> ProfileTraces(const std::vector<std::string>& paths) {
-  if (paths.empty()) return InvalidInput("no trace given");
-  PIPETUNE_ASSIGN_OR_RETURN(CollectedTrace main, CollectTrace(paths[0]));
-  std::vector<CollectedTrace> extra;
-  for (size_t i = 1; i < paths.size(); ++i) {
-    PIPETUNE_ASSIGN_OR_RETURN(CollectedTrace other, CollectTrace(paths[i]));
-    extra.push_back(std::move(other));
-  }
-  return ProfileCollected(main, extra);
-}
-
 StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& trace_name,
                              const DiagnoseOptions& options, const std::vector<CollectedTrace>& extra) {
   std::vector<WhatIf> what_ifs;
@@ -281,14 +270,8 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
 }
 
 StatusOr<Diagnosis> DiagnoseTraces(const std::vector<std::string>& paths, const DiagnoseOptions& options) {
-  if (paths.empty()) return InvalidInput("no trace given");
-  PIPETUNE_ASSIGN_OR_RETURN(CollectedTrace main, CollectTrace(paths[0]));
-  std::vector<CollectedTrace> extra;
-  for (size_t i = 1; i < paths.size(); ++i) {
-    PIPETUNE_ASSIGN_OR_RETURN(CollectedTrace other, CollectTrace(paths[i]));
-    extra.push_back(std::move(other));
-  }
-  return Diagnose(main, paths[0], options, extra);
+  PIPETUNE_ASSIGN_OR_RETURN(TraceSet traces, ReadTraceSet(paths));
+  return Diagnose(traces.main, traces.main_path, options, traces.extra);
 }
 
 }  // namespace pipetune::analyzer

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/workflow/run.h"
 #include "traced_run.h"
 
 namespace {
@@ -247,11 +248,12 @@ int main(int argc, char** argv) {
         }
       }
       double free_cores = FreeCores(static_cast<int>(std::max(1.0, std::round(runtime_cores))));
-      bench::TracedRunOptions options;
+      workflow::RunConfigOptions options;
       options.seconds = seconds;
+      options.spans_per_stage_per_second = bench::kBenchSpansPerStagePerSecond;
       options.trace_path = fmt::format("{}/{:02d}_{}.trace", dir, counter++, config->name);
       options.base_dir = std::filesystem::path(examples + c.config).parent_path().string();
-      StatusOr<runtime::RunSummary> summary = bench::RunTraced(*config, options);
+      StatusOr<runtime::RunSummary> summary = workflow::RunConfig(*config, options);
       if (!summary.ok()) {
         fmt::print(stderr, "error: {}: {}\n", c.config, summary.status().message());
         return 2;

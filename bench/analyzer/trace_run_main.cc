@@ -9,13 +9,16 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 
+#include "pipetune/workflow/run.h"
 #include "traced_run.h"
 
 int main(int argc, char** argv) {
   using namespace pipetune;
   CLI::App app{"Run a pipeline config traced (small traces for tests and benchmarks)"};
   std::string config_path;
-  bench::TracedRunOptions options;
+  workflow::RunConfigOptions options;
+  options.seconds = 5;
+  options.spans_per_stage_per_second = bench::kBenchSpansPerStagePerSecond;
   std::vector<std::string> knobs;
   bool endless = false;
   app.add_option("config", config_path)->required();
@@ -41,9 +44,8 @@ int main(int argc, char** argv) {
     }
   }
   if (endless) bench::MakeEndless(*config);
-  std::filesystem::path parent = std::filesystem::path(config_path).parent_path();
-  options.base_dir = parent.empty() ? "." : parent.string();
-  StatusOr<runtime::RunSummary> summary = bench::RunTraced(*config, options);
+  options.config_path = config_path;
+  StatusOr<runtime::RunSummary> summary = workflow::RunConfig(*config, options);
   if (!summary.ok()) {
     fmt::print(stderr, "error: {}\n", summary.status().message());
     return 2;

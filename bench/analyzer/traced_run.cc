@@ -2,29 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "pipetune/tracer/tracer.h"
 
 namespace pipetune::bench {
-
-StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config,
-                                        const TracedRunOptions& options) {
-  tracer::SessionOptions session;
-  session.path = options.trace_path;
-  session.pipeline_name = config.name;
-  session.config_json = models::Serialize(config);
-  session.snapshot_interval_ms = options.snapshot_interval_ms;
-  session.spans_per_stage_per_second = options.spans_per_stage_per_second;
-  session.consumer_steps_per_second = options.consumer_steps_per_second;
-  PIPETUNE_RETURN_IF_ERROR(tracer::Start(session));
-  runtime::RunOptions run;
-  run.max_seconds = options.seconds;
-  run.base_dir = options.base_dir;
-  StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(config, run);
-  Status stopped = tracer::Stop();
-  if (!summary.ok()) return summary.status();
-  if (!stopped.ok()) return stopped;
-  return summary;
-}
 
 Status SetKnob(models::PipelineConfig& config, const std::string& assignment) {
   size_t dot = assignment.find('.');

@@ -1,5 +1,5 @@
-// Running a pipeline config under the tracer with chosen session options:
-// what the analyzer benchmarks and the golden-trace maker share.
+// What the analyzer benchmarks and the golden-trace maker share besides
+// workflow::RunConfig: knob edits on the command line, endless sources.
 #pragma once
 
 #include <cstdint>
@@ -7,21 +7,13 @@
 
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
-#include "pipetune/runtime/pipeline.h"
 
 namespace pipetune::bench {
 
-struct TracedRunOptions {
-  double seconds = 5;
-  std::string trace_path;
-  uint32_t spans_per_stage_per_second = 20;  // fewer than `pipetune run`: small traces
-  uint32_t snapshot_interval_ms = 100;
-  uint32_t consumer_steps_per_second = 1000;
-  std::string base_dir;  // where relative paths in the config resolve
-};
-
-StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config,
-                                        const TracedRunOptions& options);
+// Sampled spans per stage per second in benchmark traces: fewer than
+// `pipetune run` records, so that golden traces stay small. Traced runs
+// themselves go through workflow::RunConfig.
+inline constexpr uint32_t kBenchSpansPerStagePerSecond = 20;
 
 // "decode.parallelism=3" or "prefetch.buffer=4": changes one knob.
 Status SetKnob(models::PipelineConfig& config, const std::string& assignment);

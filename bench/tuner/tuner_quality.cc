@@ -23,11 +23,11 @@
 
 #include "peers.h"
 #include "pipetune/models/config.h"
-#include "pipetune/runtime/pipeline.h"
-#include "pipetune/tracer/tracer.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/tuner/tune_input.h"
+#include "pipetune/workflow/run.h"
+#include "pipetune/workflow/tune.h"
 #include "suite.h"
 
 namespace pipetune::bench {
@@ -59,23 +59,11 @@ T OrDie(StatusOr<T> value, const std::string& where) {
   return std::move(value).value();
 }
 
-double Measure(const models::PipelineConfig& config, double seconds) {
-  runtime::RunOptions options;
-  options.max_seconds = seconds;
-  return OrDie(runtime::RunPipeline(config, options), config.name).throughput;
-}
-
-double TracedRun(const models::PipelineConfig& config, double seconds, const std::string& path) {
-  tracer::SessionOptions session;
-  session.path = path;
-  session.pipeline_name = config.name;
-  session.config_json = models::Serialize(config);
-  Status started = tracer::Start(session);
-  if (!started.ok()) Die(started, path);
-  double throughput = Measure(config, seconds);
-  Status stopped = tracer::Stop();
-  if (!stopped.ok()) Die(stopped, path);
-  return throughput;
+double Measure(const models::PipelineConfig& config, double seconds, const std::string& trace_path = "") {
+  workflow::RunConfigOptions options;
+  options.seconds = seconds;
+  options.trace_path = trace_path;
+  return OrDie(workflow::RunConfig(config, options), config.name).throughput;
 }
 
 // The start with knobs from the grid: parallelism per axis, a cache after
@@ -190,10 +178,10 @@ Row RunCase(const QualityCase& c, const Flags& flags, const std::string& dir) {
   models::PipelineConfig start = OrDie(models::ParseConfig(c.config_json, c.name), c.name);
   std::string trace = dir + "/" + c.name + ".ptrace";
   fmt::print(stderr, "{}: tracing the start for {} s\n", c.name, flags.trace_seconds);
-  TracedRun(start, flags.trace_seconds, trace);
+  Measure(start, flags.trace_seconds, trace);
 
   Clock::time_point begin = Clock::now();
-  tuner::TracedRun traced = OrDie(tuner::LoadTracedRun({trace}), trace);
+  tuner::TracedRun traced = OrDie(workflow::CollectProfile({trace}), trace);
   tuner::Resources resources = OrDie(tuner::ResolveResources(traced.input, traced.host, {}), c.name);
   double load_seconds = Seconds(begin);
 

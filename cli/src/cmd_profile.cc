@@ -1,12 +1,6 @@
 // `pipetune profile [--trace FILE] -- COMMAND ...`: runs any program with
 // tracing on. A program that links pipetune's tracer starts recording before
 // main() when PIPETUNE_TRACE names a file; this command sets it and waits.
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -14,6 +8,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "pipetune/workflow/profile_program.h"
 
 namespace pipetune::cli {
 namespace {
@@ -25,41 +20,22 @@ struct ProfileFlags {
 };
 
 int Profile(const ProfileFlags& flags) {
-  ::unlink(flags.trace_path.c_str());  // a stale trace must not pass for this run's
-  pid_t child = ::fork();
-  if (child < 0) return ReportError(IoError(fmt::format("cannot fork: {}", std::strerror(errno))));
-  if (child == 0) {
-    ::setenv("PIPETUNE_TRACE", flags.trace_path.c_str(), 1);
-    ::setenv("PIPETUNE_TRACE_INTERVAL_MS", std::to_string(flags.interval_ms).c_str(), 1);
-    std::vector<char*> argv;
-    for (const std::string& arg : flags.command) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    fmt::print(stderr, "pipetune: error: cannot run {}: {}\n", flags.command[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  int child_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (child_code == 127) return kExitBadInput;
-  struct stat info {};
-  if (::stat(flags.trace_path.c_str(), &info) != 0) {
-    fmt::print(stderr,
-               "pipetune: error: {} wrote no trace: it does not link pipetune's tracer "
-               "(pipetune::tracer, or libpipetune_tracer from C); see docs/tracer.md\n",
-               flags.command[0]);
-    return kExitBadInput;
-  }
-  if (WIFSIGNALED(status)) {
+  workflow::ProfileOptions options;
+  options.trace_path = flags.trace_path;
+  options.interval_ms = flags.interval_ms;
+  options.command = flags.command;
+  StatusOr<workflow::ProfiledProgram> profiled = workflow::ProfileProgram(options);
+  if (!profiled.ok()) return ReportError(profiled.status());
+  const std::string& program = flags.command[0];
+  if (profiled->signal_number > 0) {
     fmt::print(stderr, "pipetune: {} was killed by signal {}; the trace holds what it recorded until then\n",
-               flags.command[0], WTERMSIG(status));
-  } else if (child_code != 0) {
-    fmt::print(stderr, "pipetune: {} exited with status {}\n", flags.command[0], child_code);
+               program, profiled->signal_number);
+  } else if (profiled->exit_code != 0) {
+    fmt::print(stderr, "pipetune: {} exited with status {}\n", program, profiled->exit_code);
   }
-  fmt::print("trace: {} ({} bytes)\n", flags.trace_path, static_cast<long long>(info.st_size));
+  fmt::print("trace: {} ({} bytes)\n", flags.trace_path, profiled->trace_bytes);
   // The program's own exit status passes through, so scripts see its failure.
-  return child_code;
+  return profiled->exit_code;
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 #include "commands.h"
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/pipeline.h"
-#include "pipetune/tracer/tracer.h"
+#include "pipetune/workflow/exit_code.h"
+#include "pipetune/workflow/run.h"
 #include "run_report.h"
 
 namespace pipetune::cli {
@@ -83,51 +84,36 @@ int Run(const RunFlags& flags) {
   StatusOr<models::PipelineConfig> config = models::LoadConfig(flags.config_path);
   if (!config.ok()) return ReportError(config.status());
 
-  if (!flags.trace_path.empty()) {
-    tracer::SessionOptions session;
-    session.path = flags.trace_path;
-    session.pipeline_name = config->name;
-    session.config_json = models::Serialize(*config);
-    Status started = tracer::Start(session);
-    if (!started.ok()) return ReportError(started.WithContext("cannot start the trace"));
-    // Where the config lives, so that `pipetune tune` can write the tuned
-    // config elsewhere and keep its relative paths pointing at the same files.
-    tracer::SetPipelineInfo(session.pipeline_name, session.config_json, flags.config_path);
-  }
-
   bool show_progress = flags.progress == "always" || (flags.progress == "auto" && StderrIsTerminal());
   ProgressLine progress(show_progress);
-  runtime::RunOptions options;
-  options.max_seconds = flags.seconds;
-  options.base_dir = DirectoryOf(flags.config_path);
+  workflow::RunConfigOptions options;
+  options.seconds = flags.seconds;
+  options.trace_path = flags.trace_path;
+  options.config_path = flags.config_path;
   options.deterministic = flags.deterministic;
   options.on_progress = [&progress](const runtime::Progress& p) { progress.Draw(p); };
   options.interrupt = &g_interrupted;
-
-  StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(*config, options);
+  StatusOr<runtime::RunSummary> summary = workflow::RunConfig(*config, options);
   progress.Clear();
-  Status trace_closed = tracer::Stop();
   if (!summary.ok()) {
-    ReportError(summary.status());
-    if (!flags.trace_path.empty()) fmt::print(stderr, "pipetune: the trace up to the failure is in {}\n", flags.trace_path);
-    return kExitBadInput;
+    int code = ReportError(summary.status());
+    if (summary.status().code() == StatusCode::kFailed && !flags.trace_path.empty()) {
+      fmt::print(stderr, "pipetune: the trace up to the failure is in {}\n", flags.trace_path);
+    }
+    return code;
   }
   if (summary->interrupted) {
     fmt::print(stderr, "pipetune: interrupted by {} after {:.1f} s; the summary covers what ran\n",
                g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT", summary->seconds);
   }
   fmt::print("{}", FormatRunSummary(*config, *summary));
-  if (!trace_closed.ok()) return ReportError(trace_closed.WithContext(flags.trace_path));
   if (!flags.trace_path.empty()) fmt::print("trace: {}\n", flags.trace_path);
   if (!flags.summary_path.empty()) {
     Status written = models::WriteFileAtomically(flags.summary_path, runtime::SummaryToJson(*summary).dump(2) + "\n");
     if (!written.ok()) return ReportError(written);
     fmt::print("summary: {}\n", flags.summary_path);
   }
-  // A shell's convention for a command that a signal ended (128 + the
-  // signal), so that `pipetune run ... && next` does not go on.
-  if (summary->interrupted) return 128 + g_signal.load();
-  return kExitOk;
+  return workflow::RunExitCode(summary->interrupted, g_signal.load());
 }
 
 }  // namespace

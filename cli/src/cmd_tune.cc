@@ -1,10 +1,8 @@
 // `pipetune tune TRACE...`: profile + budgets -> plan -> tuned config.
-// `pipetune tune CONFIG --verify`: the closed loop (pipetune/verify).
+// `pipetune tune CONFIG --verify`: the closed loop (pipetune/workflow/verify.h).
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,18 +10,13 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "pipetune/models/config.h"
 #include "pipetune/tuner/plan_report.h"
-#include "pipetune/tuner/rewrite.h"
-#include "pipetune/tuner/solver.h"
-#include "pipetune/tuner/tune_input.h"
-#include "pipetune/verify/verify.h"
+#include "pipetune/workflow/tune.h"
+#include "pipetune/workflow/verify.h"
 #include "run_report.h"
 
 namespace pipetune::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct TuneFlags {
   std::vector<std::string> inputs;
@@ -42,146 +35,59 @@ struct TuneFlags {
   std::string progress = "auto";
 };
 
-bool LooksLikeJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char c = 0;
-  while (in.get(c)) {
-    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c == '{';
-  }
-  return false;
-}
-
 StatusOr<tuner::BudgetFlags> BudgetsFrom(const TuneFlags& flags) {
-  tuner::BudgetFlags budgets;
-  budgets.cores = flags.cores;
-  if (!flags.memory.empty()) {
-    StatusOr<uint64_t> bytes = models::ParseSize(flags.memory);
-    if (!bytes.ok()) return bytes.status().WithContext("--memory");
-    if (*bytes == 0) return InvalidInput("--memory: must be > 0");
-    budgets.memory_bytes = *bytes;
-  }
-  budgets.max_threads = flags.max_threads;
-  if (!flags.cache_dir.empty()) {
-    budgets.disk_cache_dir = flags.cache_dir;
-    // The space where the directory is, or would be created.
-    fs::path probe = flags.cache_dir;
-    std::error_code error;
-    while (!probe.empty() && !fs::exists(probe, error)) probe = probe.parent_path();
-    fs::space_info space = fs::space(probe.empty() ? fs::path(".") : probe, error);
-    if (!error) budgets.disk_free_bytes = space.available;
-  }
-  return budgets;
+  return workflow::ParseBudgets(flags.cores, flags.memory, flags.max_threads, flags.cache_dir);
 }
 
 tuner::Objective ObjectiveFrom(const TuneFlags& flags) {
   return flags.objective == "demand" ? tuner::Objective::kDemand : tuner::Objective::kMax;
 }
 
-// "dir/x.json" -> "dir/x.tuned.json".
-std::string DefaultTunedPath(const std::string& config_path) {
-  fs::path path = config_path;
-  return (path.parent_path() / (path.stem().string() + ".tuned.json")).string();
-}
-
-// Writes the tuned config and, with --diff, prints what changed.
-Status WriteTuned(const models::PipelineConfig& original, const models::PipelineConfig& tuned,
-                  const std::string& path, bool diff, std::FILE* out) {
-  PIPETUNE_RETURN_IF_ERROR(models::SaveConfig(tuned, path));
-  if (diff) {
-    std::string text = tuner::UnifiedDiff(models::Serialize(original), models::Serialize(tuned),
-                                          "a/" + original.name + ".json (as traced)", "b/" + path);
-    fmt::print(out, "{}", text.empty() ? "(no change)\n" : text);
-  }
-  return Status::Ok();
+void PrintDiff(const workflow::TunedConfig& written) {
+  if (written.diff) fmt::print("{}", written.diff->empty() ? "(no change)\n" : *written.diff);
 }
 
 int TuneTraces(const TuneFlags& flags) {
-  if (LooksLikeJson(flags.inputs[0])) {
-    return ReportError(
-        InvalidInput(fmt::format("{} is a pipeline config, not a trace: trace a run first (pipetune run {} "
-                                 "--trace run.ptrace), or add "
-                                 "--verify to run and tune it in one go",
-                                 flags.inputs[0], flags.inputs[0])));
-  }
-  StatusOr<tuner::TracedRun> traced = tuner::LoadTracedRun(flags.inputs);
-  if (!traced.ok()) return ReportError(traced.status());
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
-  StatusOr<tuner::Resources> resources = tuner::ResolveResources(traced->input, traced->host, *budgets);
-  if (!resources.ok()) return ReportError(resources.status());
-  StatusOr<tuner::Plan> plan = tuner::Solve(traced->input, *resources, ObjectiveFrom(flags));
-  if (!plan.ok()) return ReportError(plan.status());
-
-  const std::optional<models::PipelineConfig>& config = traced->input.config;
-  std::string output = flags.output;
-  if (config && output.empty()) {
-    // Beside the config the run read when the trace says where that was;
-    // otherwise in the current directory.
-    output = traced->config_path.empty() ? config->name + ".tuned.json" : DefaultTunedPath(traced->config_path);
-  }
-  if (!config && !flags.output.empty()) {
-    return ReportError(
-        InvalidInput(fmt::format("{} holds no pipeline config (a program traced with `pipetune profile`): "
-                                 "there is nothing to rewrite; "
-                                 "drop -o to see the plan",
-                                 flags.inputs[0])));
-  }
-  bool json = flags.format == "json";
-  std::optional<models::PipelineConfig> tuned;
-  if (config) {
-    StatusOr<models::PipelineConfig> applied = tuner::ApplyPlan(*config, *plan);
-    if (!applied.ok()) return ReportError(applied.status());
-    tuned = std::move(*applied);
-    if (!traced->config_path.empty()) {
-      models::RebaseRelativePaths(*tuned, DirectoryOf(traced->config_path), DirectoryOf(output));
-    }
-  }
-  if (json) {
-    models::Json document = tuner::PlanToJson(*plan);
-    document["config_path"] = tuned ? models::Json(output) : models::Json(nullptr);
-    if (tuned) {
-      Status written = models::SaveConfig(*tuned, output);
-      if (!written.ok()) return ReportError(written);
-      if (flags.diff) {
-        document["diff"] = tuner::UnifiedDiff(models::Serialize(*config), models::Serialize(*tuned),
-                                              "a/" + config->name + ".json (as traced)", "b/" + output);
-      }
-    }
-    fmt::print("{}\n", document.dump(2));
+  workflow::TuneRequest request;
+  request.traces = flags.inputs;
+  request.budgets = *budgets;
+  request.objective = ObjectiveFrom(flags);
+  request.output = flags.output;
+  request.diff = flags.diff;
+  StatusOr<workflow::TuneResult> result = workflow::Tune(request);
+  if (!result.ok()) return ReportError(result.status());
+  if (flags.format == "json") {
+    fmt::print("{}\n", workflow::TuneResultToJson(*result).dump(2));
     return kExitOk;
   }
-  fmt::print("{}", tuner::FormatPlanText(*plan));
-  if (!tuned) {
+  fmt::print("{}", tuner::FormatPlanText(result->plan));
+  if (!result->config) {
     fmt::print("\nthe trace holds no pipeline config: nothing to rewrite\n");
     return kExitOk;
   }
   fmt::print("\n");
-  Status written = WriteTuned(*config, *tuned, output, flags.diff, stdout);
-  if (!written.ok()) return ReportError(written);
-  fmt::print("tuned config: {}\n", output);
+  PrintDiff(*result->config);
+  fmt::print("tuned config: {}\n", result->config->path);
   return kExitOk;
 }
 
-
 int TuneVerify(const TuneFlags& flags) {
   if (flags.inputs.size() != 1) return ReportError(InvalidInput("--verify takes one pipeline config"));
-  const std::string& config_path = flags.inputs[0];
-  StatusOr<models::PipelineConfig> config = models::LoadConfig(config_path);
-  if (!config.ok()) return ReportError(config.status());
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
 
   bool show_progress = flags.progress == "always" || (flags.progress == "auto" && StderrIsTerminal());
-  auto phase = std::make_shared<verify::Phase>();
-  verify::VerifyOptions options;
+  auto phase = std::make_shared<workflow::Phase>();
+  workflow::VerifyOptions options;
   options.seconds = flags.seconds;
   options.rounds = flags.rounds;
   options.objective = ObjectiveFrom(flags);
   options.budgets = *budgets;
-  options.base_dir = DirectoryOf(config_path);
   options.trace_dir = flags.trace_dir;
   if (show_progress) {
-    options.on_phase = [phase](const verify::Phase& p) {
+    options.on_phase = [phase](const workflow::Phase& p) {
       *phase = p;
       fmt::print(stderr, "\r\033[Kround {}/{}: {}", p.round, p.rounds, p.what);
       std::fflush(stderr);
@@ -191,45 +97,20 @@ int TuneVerify(const TuneFlags& flags) {
       std::fflush(stderr);
     };
   }
-  StatusOr<verify::VerifyResult> result = verify::VerifyTune(*config, options);
+  StatusOr<workflow::VerifiedTune> verified =
+      workflow::VerifyConfigFile(flags.inputs[0], options, flags.output, flags.diff);
   if (show_progress) fmt::print(stderr, "\r\033[K");
-  if (!result.ok()) return ReportError(result.status());
-
-  const verify::Round& best = result->rounds[result->best];
-  std::string output = flags.output.empty() ? DefaultTunedPath(config_path) : flags.output;
-  models::PipelineConfig tuned = best.config;
-  models::RebaseRelativePaths(tuned, DirectoryOf(config_path), DirectoryOf(output));
+  if (!verified.ok()) return ReportError(verified.status());
   if (flags.format == "json") {
-    models::Json document = models::Json::object();
-    models::Json rounds = models::Json::array();
-    for (const verify::Round& round : result->rounds) {
-      rounds.push_back({{"round", round.index},
-                        {"changes", round.changes},
-                        {"predicted_throughput", round.predicted_throughput},
-                        {"measured_throughput", round.measured_throughput},
-                        {"threads", round.threads}});
-    }
-    document["rounds"] = std::move(rounds);
-    document["best_round"] = best.index;
-    document["measured_throughput"] = best.measured_throughput;
-    document["predicted_throughput"] = best.predicted_throughput;
-    document["stop_reason"] = result->stop_reason;
-    document["config_path"] = output;
-    Status written = models::SaveConfig(tuned, output);
-    if (!written.ok()) return ReportError(written);
-    if (flags.diff) {
-      document["diff"] = tuner::UnifiedDiff(models::Serialize(*config), models::Serialize(tuned),
-                                            "a/" + config_path, "b/" + output);
-    }
-    fmt::print("{}\n", document.dump(2));
+    fmt::print("{}\n", workflow::VerifiedTuneToJson(*verified).dump(2));
     return kExitOk;
   }
-  const verify::Round& last = result->rounds.back();
+  const workflow::VerifyResult& result = verified->result;
+  const workflow::Round& last = result.rounds.back();
   if (last.has_plan) fmt::print("{}\n", tuner::FormatPlanText(last.plan));
-  fmt::print("{}", verify::FormatRoundTable(*result));
-  Status written = WriteTuned(*config, tuned, output, flags.diff, stdout);
-  if (!written.ok()) return ReportError(written);
-  fmt::print("tuned config (round {}): {}\n", best.index, output);
+  fmt::print("{}", workflow::FormatRoundTable(result));
+  PrintDiff(verified->written);
+  fmt::print("tuned config (round {}): {}\n", result.rounds[result.best].index, verified->written.path);
   return kExitOk;
 }
 

@@ -23,19 +23,12 @@ std::optional<models::ArrivalSpread> OutputSpread(const analyzer::CollectedTrace
 
 }  // namespace
 
-StatusOr<TracedRun> LoadTracedRun(const std::vector<std::string>& trace_paths) {
-  if (trace_paths.empty()) return InvalidInput("no trace given");
-  PIPETUNE_ASSIGN_OR_RETURN(analyzer::CollectedTrace main, analyzer::CollectTrace(trace_paths[0]));
-  std::vector<analyzer::CollectedTrace> extra;
-  for (size_t i = 1; i < trace_paths.size(); ++i) {
-    PIPETUNE_ASSIGN_OR_RETURN(analyzer::CollectedTrace other, analyzer::CollectTrace(trace_paths[i]));
-    extra.push_back(std::move(other));
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(analyzer::ProfiledRun run, analyzer::ProfileCollected(main, extra));
+StatusOr<TracedRun> MakeTracedRun(const analyzer::TraceSet& traces) {
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::ProfiledRun run, analyzer::ProfileCollected(traces.main, traces.extra));
   TracedRun traced;
-  traced.host = main.header.host;
-  traced.config_path = main.pipeline.config_path;
-  traced.input.output_spread = OutputSpread(main, run.window);
+  traced.host = traces.main.header.host;
+  traced.config_path = traces.main.pipeline.config_path;
+  traced.input.output_spread = OutputSpread(traces.main, run.window);
   traced.input.profile = std::move(run.profile);
   traced.input.config = std::move(run.config);
   return traced;

@@ -132,4 +132,16 @@ class TraceCollector : public tracer::TraceVisitor {
 // read_report.
 StatusOr<CollectedTrace> CollectTrace(const std::string& path);
 
+// Traces of one pipeline read together: the first is the one measured (and
+// diagnosed); the others, runs at other parallelism levels, only add scaling
+// points to its profile.
+struct TraceSet {
+  std::string main_path;
+  CollectedTrace main;
+  std::vector<CollectedTrace> extra;
+};
+
+// Reads every path (none: kInvalidInput). Errors name the file and offset.
+StatusOr<TraceSet> ReadTraceSet(const std::vector<std::string>& paths);
+
 }  // namespace pipetune::analyzer

@@ -127,10 +127,6 @@ struct ProfiledRun {
 StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
                                        const std::vector<CollectedTrace>& extra = {});
 
-// Reads `paths` (the first is the trace diagnosed; the others only add
-// scaling points) and builds the profile.
-StatusOr<ProfiledRun> ProfileTraces(const std::vector<std::string>& paths);
-
 StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& trace_name,
                              const DiagnoseOptions& options = {},
                              const std::vector<CollectedTrace>& extra = {});

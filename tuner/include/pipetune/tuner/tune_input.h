@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pipetune/analyzer/collector.h"
 #include "pipetune/base/status.h"
 #include "pipetune/tracer/records.h"
 #include "pipetune/tuner/plan.h"
@@ -20,11 +21,12 @@ struct TracedRun {
   std::string config_path;  // absolute path of the config the run read; empty when unknown
 };
 
-// Reads `trace_paths` (the first is profiled; the others, traces of the same
-// pipeline at other parallelism levels, add scaling points). The output
-// spread is the index of dispersion of consumer steps per snapshot interval
-// over the steady window. Errors are the reader's and the analyzer's.
-StatusOr<TracedRun> LoadTracedRun(const std::vector<std::string>& trace_paths);
+// Profiles traces already read (the tuner itself reads no files; the
+// workflow's CollectProfile reads them): the main trace is profiled, the
+// others add scaling points. The output spread is the index of dispersion of
+// consumer steps per snapshot interval over the steady window. Errors are the
+// analyzer's.
+StatusOr<TracedRun> MakeTracedRun(const analyzer::TraceSet& traces);
 
 // Budgets the user gave on the command line; unset ones fall back.
 struct BudgetFlags {

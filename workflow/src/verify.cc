@@ -1,5 +1,5 @@
 // The closed tuning loop (verify.h).
-#include "pipetune/verify/verify.h"
+#include "pipetune/workflow/verify.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <optional>
 
-#include "pipetune/tracer/tracer.h"
+#include "pipetune/workflow/run.h"
 #include "pipetune/tuner/rewrite.h"
 
-namespace pipetune::verify {
+namespace pipetune::workflow {
 namespace {
 
 namespace fs = std::filesystem;
@@ -94,21 +94,13 @@ std::string Changes(const models::PipelineConfig& original, const models::Pipeli
 
 StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config, const std::string& trace_path,
                                         const VerifyOptions& options) {
-  tracer::SessionOptions session;
-  session.path = trace_path;
-  session.pipeline_name = config.name;
-  session.config_json = models::Serialize(config);
-  PIPETUNE_RETURN_IF_ERROR(tracer::Start(session).WithContext("cannot start the trace"));
-  runtime::RunOptions run;
-  run.max_seconds = options.seconds;
+  RunConfigOptions run;
+  run.seconds = options.seconds;
+  run.trace_path = trace_path;
   run.base_dir = options.base_dir;
   run.registry = options.registry;
   run.on_progress = options.on_run_progress;
-  StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(config, run);
-  Status closed = tracer::Stop();
-  if (!summary.ok()) return summary.status();
-  if (!closed.ok()) return closed.WithContext(trace_path);
-  return summary;
+  return RunConfig(config, run);
 }
 
 std::optional<double> DemandOf(const models::PipelineConfig& config) {
@@ -160,7 +152,7 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     traces.insert(traces.begin(), round.trace_path);
 
     Announce(options, r, "tuning");
-    PIPETUNE_ASSIGN_OR_RETURN(tuner::TracedRun traced, tuner::LoadTracedRun(traces));
+    PIPETUNE_ASSIGN_OR_RETURN(tuner::TracedRun traced, CollectProfile(traces));
     round.measured_throughput = traced.input.profile.measured_throughput;
     if (r > 0) round.predicted_throughput = result.rounds.back().plan.predicted_throughput;
     if (r == options.rounds) {
@@ -191,6 +183,40 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
   return result;
 }
 
+StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOptions options,
+                                        const std::string& output, bool with_diff) {
+  PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig config, models::LoadConfig(config_path));
+  options.base_dir = DirectoryOf(config_path);
+  PIPETUNE_ASSIGN_OR_RETURN(VerifyResult result, VerifyTune(config, options));
+  const Round& best = result.rounds[result.best];
+  PIPETUNE_ASSIGN_OR_RETURN(TunedConfig written,
+                            WriteTunedConfig(config, best.config, options.base_dir, config_path,
+                                             TunedConfigPath(output, config_path, config.name), with_diff));
+  return VerifiedTune{std::move(result), std::move(written)};
+}
+
+models::Json VerifiedTuneToJson(const VerifiedTune& verified) {
+  const VerifyResult& result = verified.result;
+  const Round& best = result.rounds[result.best];
+  models::Json rounds = models::Json::array();
+  for (const Round& round : result.rounds) {
+    rounds.push_back({{"round", round.index},
+                      {"changes", round.changes},
+                      {"predicted_throughput", round.predicted_throughput},
+                      {"measured_throughput", round.measured_throughput},
+                      {"threads", round.threads}});
+  }
+  models::Json document = models::Json::object();
+  document["rounds"] = std::move(rounds);
+  document["best_round"] = best.index;
+  document["measured_throughput"] = best.measured_throughput;
+  document["predicted_throughput"] = best.predicted_throughput;
+  document["stop_reason"] = result.stop_reason;
+  document["config_path"] = verified.written.path;
+  if (verified.written.diff) document["diff"] = *verified.written.diff;
+  return document;
+}
+
 std::string FormatRoundTable(const VerifyResult& result) {
   std::string text = fmt::format("{:<7} {:>11} {:>11} {:>9} {:>8}  {}\n", "round", "predicted", "measured",
                                  "meas/pred", "threads", "config");
@@ -215,4 +241,4 @@ std::string FormatRoundTable(const VerifyResult& result) {
   return text;
 }
 
-}  // namespace pipetune::verify
+}  // namespace pipetune::workflow

@@ -1,7 +1,7 @@
-// `pipetune tune CONFIG --verify`: the closed loop (../shared/DESIGN.md, "The
-// tuner": "run the plan, measure, refit, re-plan, and keep the best
-// measured"). It runs pipelines, so it sits above the solver (tuner/, which
-// only sees profiles) and the runtime.
+// `pipetune tune CONFIG --verify`: the closed loop (run the plan, measure,
+// refit, re-plan, and keep the best measured; docs/tuner.md). It runs
+// pipelines, so it sits in the workflow, above the solver (tuner/, which only
+// sees profiles) and the runtime.
 //
 // Round 0 runs the config as given, traced. Every round then profiles its
 // trace together with the traces of the rounds before it (their per-stage
@@ -24,8 +24,9 @@
 #include "pipetune/tuner/plan.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/tuner/tune_input.h"
+#include "pipetune/workflow/tune.h"
 
-namespace pipetune::verify {
+namespace pipetune::workflow {
 
 // What the loop is doing, for a progress line.
 struct Phase {
@@ -74,8 +75,22 @@ struct VerifyResult {
 // kFailed), traces cannot be written (kIoError), no plan fits the budgets.
 StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const VerifyOptions& options);
 
+// Loads the config at `config_path`, runs the loop and writes the best
+// round's config to TunedConfigPath(output, config_path) (relative paths
+// rebased), with its diff when asked for.
+struct VerifiedTune {
+  VerifyResult result;
+  TunedConfig written;
+};
+StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOptions options,
+                                        const std::string& output, bool with_diff);
+
+// `pipetune tune --verify --format json`: rounds, best_round, measured and
+// predicted throughput, stop_reason, config_path, diff when asked for.
+models::Json VerifiedTuneToJson(const VerifiedTune& verified);
+
 // The rounds as a table: round, changes, predicted, measured, measured /
 // predicted; a line naming the best.
 std::string FormatRoundTable(const VerifyResult& result);
 
-}  // namespace pipetune::verify
+}  // namespace pipetune::workflow

@@ -1,6 +1,6 @@
-// The closed loop (pipetune/verify): it runs real pipelines, so these tests
+// The closed loop (pipetune/workflow/verify.h): it runs real pipelines, so these tests
 // take a few seconds each.
-#include "pipetune/verify/verify.h"
+#include "pipetune/workflow/verify.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "pipetune/runtime/function_registry.h"
 #include "test_profiles.h"
 
-namespace pipetune::verify {
+namespace pipetune::workflow {
 namespace {
 
 // `us` microseconds of waiting per element (a call to a service that takes
@@ -112,4 +112,4 @@ TEST(VerifyTune, BadOptionsAreInvalidInput) {
 }
 
 }  // namespace
-}  // namespace pipetune::verify
+}  // namespace pipetune::workflow

@@ -1,0 +1,141 @@
+// The workflow's operations as a user meets them through any entry point:
+// exit codes, a traced run that `tune` can find its config from, the tuned
+// config's destination and diff, and the refusals.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "pipetune/workflow/exit_code.h"
+#include "pipetune/workflow/run.h"
+#include "pipetune/workflow/tune.h"
+
+namespace pipetune::workflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory per test, removed afterwards.
+class WorkflowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pipetune_workflow_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+// One CPU-heavy map behind a source: parallelism 1 of 2 cores, so the plan
+// raises it.
+constexpr const char* kUnderTuned = R"({"name": "under", "resources": {"cores": 2, "memory": "256MiB"},
+  "stages": [
+    {"name": "src", "op": "range"},
+    {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 400}, "parallelism": 1}]})";
+
+TEST(ExitCodes, OkCheckFailedAndBadInputAreZeroOneTwo) {
+  EXPECT_EQ(ExitCodeFor(Status::Ok()), 0);
+  EXPECT_EQ(ExitCodeFor(InvalidInput("bad key")), 2);
+  EXPECT_EQ(ExitCodeFor(NotFound("no such file")), 2);
+  EXPECT_EQ(ExitCodeFor(Failed("decode failed on element 3")), 2);
+  EXPECT_EQ(ExitCodeFor(CheckOutcome::kPassed), 0);
+  EXPECT_EQ(ExitCodeFor(CheckOutcome::kFailed), 1);
+  EXPECT_EQ(RunExitCode(true, SIGINT), 130);
+  EXPECT_EQ(RunExitCode(false, 0), 0);
+}
+
+TEST(TunedConfigPath, BesideTheConfigUnlessToldOtherwise) {
+  EXPECT_EQ(TunedConfigPath("", "/data/pipes/image.json", "image_train"), "/data/pipes/image.tuned.json");
+  EXPECT_EQ(TunedConfigPath("", "", "image_train"), "image_train.tuned.json");
+  EXPECT_EQ(TunedConfigPath("out/t.json", "/data/pipes/image.json", "image_train"), "out/t.json");
+}
+
+TEST_F(WorkflowTest, TracedRunRecordsTheConfigSoTuneWritesBesideIt) {
+  std::string config = Write("under.json", kUnderTuned);
+  RunConfigOptions run;
+  run.seconds = 1.0;
+  run.trace_path = Path("under.ptrace");
+  StatusOr<runtime::RunSummary> summary = RunConfigFile(config, run);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_GT(summary->outputs, 0u);
+  ASSERT_TRUE(fs::exists(run.trace_path));
+
+  TuneRequest request;
+  request.traces = {run.trace_path};
+  request.diff = true;
+  StatusOr<TuneResult> result = Tune(request);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  ASSERT_TRUE(result->config.has_value());
+  EXPECT_EQ(fs::path(result->config->path), fs::path(Path("under.tuned.json")));
+  // The tuned config loads again, and the diff shows the raised parallelism.
+  StatusOr<models::PipelineConfig> tuned = models::LoadConfig(result->config->path);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().message();
+  EXPECT_GT(tuned->stages[*tuned->FindStage("work")].parallelism, 1);
+  ASSERT_TRUE(result->config->diff.has_value());
+  EXPECT_NE(result->config->diff->find("+"), std::string::npos);
+  models::Json json = TuneResultToJson(*result);
+  EXPECT_EQ(json["config_path"], result->config->path);
+  EXPECT_TRUE(json.contains("diff"));
+  EXPECT_GT(json["predicted_throughput"].get<double>(), 0);
+}
+
+TEST_F(WorkflowTest, RelativePathsStillNameTheSameFilesWhenWrittenElsewhere) {
+  fs::create_directories(dir_ / "data");
+  for (int i = 0; i < 4; ++i) Write("data/f" + std::to_string(i) + ".bin", std::string(1000, 'x'));
+  std::string config = Write("files.json", R"({"name": "files", "resources": {"cores": 2, "memory": "64MiB"},
+    "stages": [
+      {"name": "files", "op": "list_files", "args": {"pattern": "data/*.bin"}},
+      {"name": "read", "op": "read_file"},
+      {"name": "again", "op": "repeat"}]})");
+  RunConfigOptions run;
+  run.seconds = 0.8;
+  run.trace_path = Path("files.ptrace");
+  ASSERT_TRUE(RunConfigFile(config, run).ok());
+  fs::create_directories(dir_ / "elsewhere");
+  TuneRequest request;
+  request.traces = {run.trace_path};
+  request.output = Path("elsewhere/files.tuned.json");
+  StatusOr<TuneResult> result = Tune(request);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  StatusOr<models::PipelineConfig> tuned = models::LoadConfig(request.output);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().message();
+  EXPECT_EQ(tuned->stages[0].args["pattern"], "../data/*.bin");
+}
+
+TEST_F(WorkflowTest, AConfigWhereATraceBelongsIsRefusedWithAHint) {
+  std::string config = Write("under.json", kUnderTuned);
+  StatusOr<tuner::TracedRun> profile = CollectProfile({config});
+  ASSERT_FALSE(profile.ok());
+  EXPECT_EQ(ExitCodeFor(profile.status()), 2);
+  EXPECT_NE(profile.status().message().find("is a pipeline config, not a trace"), std::string::npos);
+  EXPECT_NE(profile.status().message().find("--verify"), std::string::npos);
+}
+
+TEST_F(WorkflowTest, AMissingTraceIsNamed) {
+  StatusOr<tuner::TracedRun> profile = CollectProfile({Path("nothing.ptrace")});
+  ASSERT_FALSE(profile.ok());
+  EXPECT_NE(profile.status().message().find("nothing.ptrace"), std::string::npos);
+}
+
+TEST_F(WorkflowTest, BadBudgetsNameTheFlag) {
+  StatusOr<tuner::BudgetFlags> budgets = ParseBudgets(std::nullopt, "lots", std::nullopt, "");
+  ASSERT_FALSE(budgets.ok());
+  EXPECT_NE(budgets.status().message().find("--memory"), std::string::npos);
+  EXPECT_FALSE(ParseBudgets(std::nullopt, "0", std::nullopt, "").ok());
+  StatusOr<tuner::BudgetFlags> ok = ParseBudgets(2.0, "1GiB", 8, "");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok->memory_bytes, 1ull << 30);
+}
+
+}  // namespace
+}  // namespace pipetune::workflow

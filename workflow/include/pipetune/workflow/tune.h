@@ -1,0 +1,78 @@
+// Tuning as users run it: traces -> one profile -> plan -> tuned config,
+// where that config goes, and what changed. `pipetune tune`, the tuning loop
+// (verify.h), the CI gate and the benchmarks call these; the CLI only parses
+// flags into a TuneRequest and prints the result.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipetune/base/status.h"
+#include "pipetune/models/config.h"
+#include "pipetune/tuner/plan.h"
+#include "pipetune/tuner/solver.h"
+#include "pipetune/tuner/tune_input.h"
+
+namespace pipetune::workflow {
+
+// Reads traces of one pipeline into one profile: the first is measured, the
+// others (other parallelism levels) add scaling points. Errors: the reader's
+// (file, byte offset) and the analyzer's (traces of different pipelines, a
+// trace too short to measure). A JSON file given where a trace belongs is
+// refused with a hint (trace a run first, or --verify).
+StatusOr<tuner::TracedRun> CollectProfile(const std::vector<std::string>& trace_paths);
+
+// Budgets as the user spells them: a memory size ("4GiB"; empty: unset), and a
+// cache directory whose free space bounds a disk cache (empty: no disk cache).
+StatusOr<tuner::BudgetFlags> ParseBudgets(std::optional<double> cores, const std::string& memory,
+                                          std::optional<int> max_threads, const std::string& cache_dir);
+
+// Where a tuned config goes: `requested` when given; else beside the config
+// the run read, as STEM.tuned.json; else NAME.tuned.json here.
+std::string TunedConfigPath(const std::string& requested, const std::string& config_path,
+                            const std::string& pipeline_name);
+
+// A tuned config as written: relative paths rebased from the original's
+// directory to the destination's, so they name the same files.
+struct TunedConfig {
+  models::PipelineConfig original;
+  models::PipelineConfig tuned;  // as written, paths rebased
+  std::string path;
+  std::optional<std::string> diff;  // unified diff original -> tuned when asked for ("" unchanged)
+};
+
+// Writes `tuned` to `path` atomically (validated first). `original_dir` is
+// where relative paths in it resolve today (empty: they are not rebased);
+// `original_label` names the original in the diff.
+StatusOr<TunedConfig> WriteTunedConfig(const models::PipelineConfig& original, models::PipelineConfig tuned,
+                                       const std::string& original_dir, const std::string& original_label,
+                                       const std::string& path, bool with_diff);
+
+struct TuneRequest {
+  std::vector<std::string> traces;  // the first is profiled
+  tuner::BudgetFlags budgets;
+  tuner::Objective objective = tuner::Objective::kMax;
+  tuner::SolverOptions solver;
+  std::string output;  // empty: TunedConfigPath's default
+  bool diff = false;
+};
+
+struct TuneResult {
+  tuner::Plan plan;
+  // The written config; none when the trace holds no config (a program traced
+  // with `pipetune profile`): the plan is all there is.
+  std::optional<TunedConfig> config;
+};
+
+// Collects the traces, resolves the budgets, solves and writes the tuned
+// config. Errors: the traces', the budgets' (kInvalidInput naming the flag),
+// no plan within the budgets, `output` given for a trace with no config, the
+// tuned config cannot be written.
+StatusOr<TuneResult> Tune(const TuneRequest& request);
+
+// The plan JSON of `pipetune tune --format json` (tuner::PlanToJson) with
+// `config_path` (null without a config) and `diff` when asked for.
+models::Json TuneResultToJson(const TuneResult& result);
+
+}  // namespace pipetune::workflow

@@ -1,0 +1,64 @@
+#include "pipetune/workflow/profile_program.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace pipetune::workflow {
+namespace {
+
+// The child's status when exec fails: the shell's "command not found".
+constexpr int kCannotExec = 127;
+
+[[noreturn]] void ExecInChild(const ProfileOptions& options) {
+  ::setenv("PIPETUNE_TRACE", options.trace_path.c_str(), 1);
+  ::setenv("PIPETUNE_TRACE_INTERVAL_MS", std::to_string(options.interval_ms).c_str(), 1);
+  for (const auto& [name, value] : options.environment) ::setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> argv;
+  for (const std::string& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "pipetune: error: cannot run %s: %s\n", options.command[0].c_str(), std::strerror(errno));
+  ::_exit(kCannotExec);
+}
+
+}  // namespace
+
+StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
+  if (options.command.empty()) return InvalidInput("no program to profile: pipetune profile -- COMMAND ...");
+  ::unlink(options.trace_path.c_str());  // a stale trace must not pass for this run's
+  std::fflush(nullptr);                  // buffered output must not be written twice
+  pid_t child = ::fork();
+  if (child < 0) return IoError(fmt::format("cannot fork: {}", std::strerror(errno)));
+  if (child == 0) ExecInChild(options);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  ProfiledProgram result;
+  if (WIFSIGNALED(status)) {
+    result.signal_number = WTERMSIG(status);
+    result.exit_code = 128 + result.signal_number;
+  } else {
+    result.exit_code = WEXITSTATUS(status);
+  }
+  if (result.exit_code == kCannotExec && result.signal_number == 0) {
+    return InvalidInput(fmt::format("cannot run {} (see the message above)", options.command[0]));
+  }
+  struct stat info {};
+  if (::stat(options.trace_path.c_str(), &info) != 0) {
+    return InvalidInput(fmt::format(
+        "{} wrote no trace: it does not link pipetune's tracer (pipetune::tracer, or libpipetune_tracer "
+        "from C); see docs/tracer.md",
+        options.command[0]));
+  }
+  result.trace_bytes = static_cast<uint64_t>(info.st_size);
+  return result;
+}
+
+}  // namespace pipetune::workflow

@@ -1,0 +1,123 @@
+#include "pipetune/workflow/tune.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "pipetune/analyzer/collector.h"
+#include "pipetune/tuner/plan_report.h"
+#include "pipetune/tuner/rewrite.h"
+#include "pipetune/workflow/run.h"
+
+namespace pipetune::workflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A config where a trace belongs is the commonest mix-up; its first byte
+// says so before the trace reader refuses the magic.
+bool LooksLikeJson(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char c = 0;
+  while (in.get(c)) {
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c == '{';
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<tuner::TracedRun> CollectProfile(const std::vector<std::string>& trace_paths) {
+  for (const std::string& path : trace_paths) {
+    if (LooksLikeJson(path)) {
+      return InvalidInput(fmt::format(
+          "{} is a pipeline config, not a trace: trace a run first (pipetune run {} --trace run.ptrace), "
+          "or add --verify to run and tune it in one go",
+          path, path));
+    }
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::TraceSet traces, analyzer::ReadTraceSet(trace_paths));
+  return tuner::MakeTracedRun(traces);
+}
+
+StatusOr<tuner::BudgetFlags> ParseBudgets(std::optional<double> cores, const std::string& memory,
+                                          std::optional<int> max_threads, const std::string& cache_dir) {
+  tuner::BudgetFlags budgets;
+  budgets.cores = cores;
+  if (!memory.empty()) {
+    StatusOr<uint64_t> bytes = models::ParseSize(memory);
+    if (!bytes.ok()) return bytes.status().WithContext("--memory");
+    if (*bytes == 0) return InvalidInput("--memory: must be > 0");
+    budgets.memory_bytes = *bytes;
+  }
+  budgets.max_threads = max_threads;
+  if (!cache_dir.empty()) {
+    budgets.disk_cache_dir = cache_dir;
+    // The free space where the directory is, or would be created.
+    fs::path probe = cache_dir;
+    std::error_code error;
+    while (!probe.empty() && !fs::exists(probe, error)) probe = probe.parent_path();
+    fs::space_info space = fs::space(probe.empty() ? fs::path(".") : probe, error);
+    if (!error) budgets.disk_free_bytes = space.available;
+  }
+  return budgets;
+}
+
+std::string TunedConfigPath(const std::string& requested, const std::string& config_path,
+                            const std::string& pipeline_name) {
+  if (!requested.empty()) return requested;
+  if (config_path.empty()) return pipeline_name + ".tuned.json";
+  fs::path path = config_path;
+  return (path.parent_path() / (path.stem().string() + ".tuned.json")).string();
+}
+
+StatusOr<TunedConfig> WriteTunedConfig(const models::PipelineConfig& original, models::PipelineConfig tuned,
+                                       const std::string& original_dir, const std::string& original_label,
+                                       const std::string& path, bool with_diff) {
+  if (!original_dir.empty()) models::RebaseRelativePaths(tuned, original_dir, DirectoryOf(path));
+  PIPETUNE_RETURN_IF_ERROR(models::SaveConfig(tuned, path));
+  TunedConfig written{original, std::move(tuned), path, std::nullopt};
+  if (with_diff) {
+    written.diff = tuner::UnifiedDiff(models::Serialize(original), models::Serialize(written.tuned),
+                                      "a/" + original_label, "b/" + path);
+  }
+  return written;
+}
+
+StatusOr<TuneResult> Tune(const TuneRequest& request) {
+  PIPETUNE_ASSIGN_OR_RETURN(tuner::TracedRun traced, CollectProfile(request.traces));
+  PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
+                            tuner::ResolveResources(traced.input, traced.host, request.budgets));
+  PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan,
+                            tuner::Solve(traced.input, resources, request.objective, request.solver));
+  TuneResult result;
+  result.plan = std::move(plan);
+  const std::optional<models::PipelineConfig>& config = traced.input.config;
+  if (!config) {
+    if (!request.output.empty()) {
+      return InvalidInput(fmt::format(
+          "{} holds no pipeline config (a program traced with `pipetune profile`): there is nothing to "
+          "rewrite; drop -o to see the plan",
+          request.traces[0]));
+    }
+    return result;
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig tuned, tuner::ApplyPlan(*config, result.plan));
+  std::string output = TunedConfigPath(request.output, traced.config_path, config->name);
+  std::string original_dir = traced.config_path.empty() ? std::string() : DirectoryOf(traced.config_path);
+  PIPETUNE_ASSIGN_OR_RETURN(TunedConfig written,
+                            WriteTunedConfig(*config, std::move(tuned), original_dir,
+                                             config->name + ".json (as traced)", output, request.diff));
+  result.config = std::move(written);
+  return result;
+}
+
+models::Json TuneResultToJson(const TuneResult& result) {
+  models::Json document = tuner::PlanToJson(result.plan);
+  document["config_path"] = result.config ? models::Json(result.config->path) : models::Json(nullptr);
+  if (result.config && result.config->diff) document["diff"] = *result.config->diff;
+  return document;
+}
+
+}  // namespace pipetune::workflow
