@@ -10,6 +10,16 @@
 #include "explain.h"
 
 namespace pipetune::analyzer {
+const char* StageLimitName(StageLimit limit) {
+  switch (limit) {
+    case StageLimit::kCpu: return "cpu";
+    case StageLimit::kLatency: return "latency";
+    case StageLimit::kLight: return "light";
+    case StageLimit::kIdle: return "idle";
+  }
+  return "cpu";
+}
+
 namespace {
 
 // The timeline charts show at most this many points.
@@ -86,11 +96,11 @@ StageDiagnosis DiagnoseStage(const models::Profile& profile, const models::Predi
   // Only a stage that works a noticeable share of its time is limited by
   // anything; for the others the label would be noise.
   if (stage.elements <= 0) {
-    d.limited_by = "idle";
+    d.limited_by = StageLimit::kIdle;
   } else if (stage.busy_fraction < kLightBusyFraction && prediction.bottleneck_stage != index) {
-    d.limited_by = "light";
+    d.limited_by = StageLimit::kLight;
   } else {
-    d.limited_by = stage.latency_bound ? "latency" : "cpu";
+    d.limited_by = stage.latency_bound ? StageLimit::kLatency : StageLimit::kCpu;
   }
   d.scaling = stage.parallel ? stage.scaling.Describe() : "sequential";
   d.bottleneck = prediction.bottleneck_stage == index;
@@ -169,7 +179,7 @@ void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Dia
 }
 
 void SetNextLimit(Diagnosis& d) {
-  if (d.bound != "demand") return;
+  if (d.bound != models::BoundKind::kDemand) return;
   for (const StageDiagnosis& stage : d.stages) {
     if (!std::isfinite(stage.max_throughput)) continue;
     if (!d.next_limit || stage.max_throughput < d.next_limit_throughput) {
@@ -240,7 +250,7 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
   d.measured_throughput = profile.measured_throughput;
   d.predicted_throughput = d.prediction.throughput;
   d.prediction_ratio = d.measured_throughput > 0 ? d.predicted_throughput / d.measured_throughput : 0.0;
-  d.bound = models::BoundKindName(d.prediction.binding.kind);
+  d.bound = d.prediction.binding.kind;
   if (d.prediction.bottleneck_stage) d.bottleneck = profile.stages[*d.prediction.bottleneck_stage].name;
   d.stall_fraction = profile.consumer_stall_fraction;
   if (profile.step_time_seconds && *profile.step_time_seconds > 0)

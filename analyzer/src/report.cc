@@ -16,20 +16,6 @@ StatusOr<ReportFormat> ParseReportFormat(std::string_view name) {
       fmt::format("unknown report format \"{}\" (expected text, json, markdown or html)", name));
 }
 
-const char* ReportFormatName(ReportFormat format) {
-  switch (format) {
-    case ReportFormat::kText:
-      return "text";
-    case ReportFormat::kJson:
-      return "json";
-    case ReportFormat::kMarkdown:
-      return "markdown";
-    case ReportFormat::kHtml:
-      return "html";
-  }
-  return "unknown";
-}
-
 std::unique_ptr<ReportWriter> MakeReportWriter(ReportFormat format) {
   switch (format) {
     case ReportFormat::kText:

@@ -190,7 +190,8 @@ class HtmlWriter : public ReportWriter {
     html += "<div class=\"cards\">";
     html += Card("measured", Rate(d.measured_throughput) + " outputs/s");
     html += Card("predicted", fmt::format("{} ({:.2f}x)", Rate(d.predicted_throughput), d.prediction_ratio));
-    html += Card("bound", d.bottleneck ? d.bound + ": " + *d.bottleneck : d.bound);
+    html += Card("bound", d.bottleneck ? fmt::format("{}: {}", models::BoundKindName(d.bound), *d.bottleneck)
+                                       : std::string(models::BoundKindName(d.bound)));
     html += Card("consumer stall", Percent(d.stall_fraction));
     html +=
         Card("cores used", d.cores_used >= 0 ? Cores(d.cores_used) + " of " + CoreCount(d.cores) : "unknown");

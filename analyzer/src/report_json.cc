@@ -45,7 +45,7 @@ Json StageJson(const StageDiagnosis& s) {
       {"busy_fraction", Number(s.busy_fraction)},
       {"wait_input_fraction", Number(s.wait_input_fraction)},
       {"wait_output_fraction", Number(s.wait_output_fraction)},
-      {"limited_by", s.limited_by},
+      {"limited_by", StageLimitName(s.limited_by)},
       {"scaling", s.scaling},
       {"bottleneck", s.bottleneck},
       {"spans_dropped", s.spans_dropped},
@@ -59,7 +59,7 @@ Json WhatIfJson(const WhatIfOutcome& w) {
       {"note", w.note.empty() ? Json(nullptr) : Json(w.note)},
       {"throughput", w.allowed ? Number(w.throughput) : Json(nullptr)},
       {"speedup", w.allowed ? Number(w.speedup) : Json(nullptr)},
-      {"bound", w.allowed ? Json(w.bound) : Json(nullptr)},
+      {"bound", w.allowed ? Json(models::BoundKindName(w.bound)) : Json(nullptr)},
       {"bottleneck", Optional(w.bottleneck)},
       {"cache_bytes", w.cache_bytes ? Number(*w.cache_bytes) : Json(nullptr)},
   };
@@ -84,7 +84,7 @@ class JsonWriter : public ReportWriter {
         {"throughput", Number(d.measured_throughput)},
         {"predicted_throughput", Number(d.predicted_throughput)},
         {"prediction_ratio", Number(d.prediction_ratio)},
-        {"bound", d.bound},
+        {"bound", models::BoundKindName(d.bound)},
         {"bottleneck", Optional(d.bottleneck)},
         {"next_limit", d.next_limit
                            ? Json{{"stage", *d.next_limit}, {"throughput", Number(d.next_limit_throughput)}}

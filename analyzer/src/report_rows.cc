@@ -27,7 +27,7 @@ Table StageTable(const Diagnosis& d) {
         Percent(s.busy_fraction),
         Percent(s.wait_input_fraction),
         Percent(s.wait_output_fraction),
-        s.limited_by,
+        StageLimitName(s.limited_by),
     });
     table.highlighted.push_back(s.bottleneck);
   }
@@ -49,7 +49,7 @@ std::string DropsText(const Diagnosis& d) {
 
 std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
   std::vector<std::pair<std::string, std::string>> lines;
-  std::string bound = d.bound;
+  std::string bound = models::BoundKindName(d.bound);
   if (d.bottleneck) bound += fmt::format(", stage {}", *d.bottleneck);
   lines.emplace_back("throughput", fmt::format("{} outputs/s measured, {} predicted ({:.2f}x); bound: {}",
                                                Rate(d.measured_throughput), Rate(d.predicted_throughput),
@@ -86,7 +86,7 @@ std::vector<std::string> WhatIfLines(const Diagnosis& d) {
       continue;
     }
     std::string line = fmt::format("{}: {} outputs/s ({:.2f}x), bound: {}", w.question, Rate(w.throughput),
-                                   w.speedup, w.bound);
+                                   w.speedup, models::BoundKindName(w.bound));
     if (w.bottleneck) line += fmt::format(", stage {}", *w.bottleneck);
     if (w.cache_bytes) line += fmt::format("; cache holds {}", models::FormatBytes(*w.cache_bytes));
     if (!w.note.empty()) line += fmt::format(" ({})", w.note);

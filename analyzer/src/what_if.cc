@@ -148,7 +148,7 @@ StatusOr<WhatIfOutcome> EvaluateWhatIf(const models::Profile& profile, const Wha
   models::Prediction prediction = models::Predict(profile, config);
   outcome.throughput = prediction.throughput;
   outcome.speedup = base.throughput > 0 ? prediction.throughput / base.throughput : 0.0;
-  outcome.bound = models::BoundKindName(prediction.binding.kind);
+  outcome.bound = prediction.binding.kind;
   if (prediction.bottleneck_stage) outcome.bottleneck = profile.stages[*prediction.bottleneck_stage].name;
   outcome.cores_used = prediction.cores_used;
   return outcome;

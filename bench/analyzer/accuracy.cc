@@ -121,7 +121,7 @@ std::set<std::string> ExpectedBlame(const models::PipelineConfig& config, double
 
 std::string Blamed(const analyzer::Diagnosis& d) {
   if (d.bottleneck) return *d.bottleneck;
-  return d.bound;
+  return models::BoundKindName(d.bound);
 }
 
 // Cores this process can use right now: busy-loop one thread per core for
@@ -178,7 +178,7 @@ void InsertCache(models::PipelineConfig& config, const std::string& after) {
   models::StageConfig cache;
   cache.name = "cache";
   cache.op = models::Op::kCache;
-  cache.location = "memory";
+  cache.location = models::CacheLocation::Memory();
   cache.raw = models::Json{{"name", "cache"}, {"op", "cache"}, {"location", "memory"}};
   config.stages.insert(config.stages.begin() + static_cast<long>(index), cache);
   for (size_t i = 0; i < config.stages.size(); ++i) config.stages[i].index = i;
@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
                  told_runs, told_within);
         }
       }
-      std::string named_text = fmt::format("{} ({})", named, d->bound);
+      std::string named_text = fmt::format("{} ({})", named, models::BoundKindName(d->bound));
       fmt::print(
           "{:<16} {:<44} {:>5.2f} {:<20} {:<26} {:>3} {:>9.1f} {:>9.1f} {:>6.2f} {:>9} {:>6} {:>9} {:>6}\n",
           config->name, What(c), free_cores, fmt::format("{}", fmt::join(expected, "|")), named_text,

@@ -79,7 +79,7 @@ models::PipelineConfig GridConfig(const models::PipelineConfig& start, const std
     stage.op = op;
     stage.raw = models::Json{{"name", name}, {"op", models::OpName(op)}};
     if (op == models::Op::kPrefetch) stage.buffer = 8;
-    if (op == models::Op::kCache) stage.location = "memory";
+    if (op == models::Op::kCache) stage.location = models::CacheLocation::Memory();
     config.stages.insert(config.stages.begin() + static_cast<long>(at), stage);
     for (size_t i = 0; i < config.stages.size(); ++i) config.stages[i].index = i;
   };

@@ -23,6 +23,13 @@
 
 namespace pipetune::models {
 
+CacheLocation CacheLocation::FromConfigValue(const std::string& value) {
+  return value == "memory" ? Memory() : Disk(value);
+}
+
+std::string CacheLocation::ConfigValue() const { return in_memory() ? std::string("memory") : directory; }
+
+
 using internal::DescribeJsonValue;
 using internal::IsInteger;
 
@@ -159,7 +166,7 @@ StatusOr<StageConfig> ParseStage(const Json& object, size_t index) {
     if (!l.is_string() || l.get<std::string>().empty()) {
       return KeyError(stage, "location", "\"memory\" or a directory path", l);
     }
-    stage.location = l.get<std::string>();
+    stage.location = CacheLocation::FromConfigValue(l.get<std::string>());
   }
   if (object.contains("random")) {
     if (!object["random"].is_boolean()) return KeyError(stage, "random", "true or false", object["random"]);

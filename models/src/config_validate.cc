@@ -158,7 +158,7 @@ Json ToJson(const PipelineConfig& config) {
       object["parallelism"] = stage.parallelism;
     }
     if (stage.buffer) object["buffer"] = *stage.buffer;
-    if (stage.location) object["location"] = *stage.location;
+    if (stage.location) object["location"] = stage.location->ConfigValue();
     if (stage.random || object.contains("random")) object["random"] = stage.random;
     if (stage.on_error == OnError::kSkip || object.contains("on_error")) {
       object["on_error"] = stage.on_error == OnError::kSkip ? "skip" : "stop";
@@ -198,8 +198,8 @@ void RebaseRelativePaths(PipelineConfig& config, const std::string& from_dir, co
     if (stage.op == Op::kListFiles && stage.args.contains("pattern") && stage.args["pattern"].is_string()) {
       stage.args["pattern"] = RebasePath(stage.args["pattern"].get<std::string>(), from, to);
     }
-    if (stage.op == Op::kCache && stage.location && *stage.location != "memory") {
-      stage.location = RebasePath(*stage.location, from, to);
+    if (stage.op == Op::kCache && stage.location && !stage.location->in_memory()) {
+      stage.location->directory = RebasePath(stage.location->directory, from, to);
     }
   }
 }

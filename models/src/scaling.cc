@@ -71,20 +71,6 @@ Candidate Solve(const std::vector<ScalingPoint>& points, Terms terms) {
 
 }  // namespace
 
-const char* ScalingKindName(ScalingKind kind) {
-  switch (kind) {
-    case ScalingKind::kNone:
-      return "none";
-    case ScalingKind::kLinear:
-      return "linear";
-    case ScalingKind::kAmdahl:
-      return "amdahl";
-    case ScalingKind::kUsl:
-      return "usl";
-  }
-  return "unknown";
-}
-
 double UslFit::Slowdown(double parallelism) const {
   double p = parallelism;
   return 1.0 + sigma * (p - 1.0) + kappa * p * (p - 1.0);

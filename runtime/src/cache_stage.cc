@@ -180,13 +180,10 @@ std::string CacheFileName(const std::string& stage_name) {
 
 StatusOr<std::unique_ptr<Stage>> MakeCacheStage(const models::StageConfig& config, RunState* run,
                                                 uint64_t fingerprint) {
-  std::string location = config.location.value_or("memory");
-  if (location.empty()) {
-    return InvalidInput(models::StageKeyError(config, "location", "expected \"memory\" or a directory, got \"\""));
-  }
+  models::CacheLocation location = config.location.value_or(models::CacheLocation::Memory());
   std::string disk_path;
-  if (location != "memory") {
-    std::filesystem::path dir(ResolvePath(*run, location));
+  if (!location.in_memory()) {
+    std::filesystem::path dir(ResolvePath(*run, location.directory));
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec || !std::filesystem::is_directory(dir)) {

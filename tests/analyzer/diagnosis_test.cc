@@ -46,13 +46,13 @@ TEST(Diagnose, NamesTheStageWhoseCostsLimitThroughput) {
   Diagnosis d = DiagnoseOrDie(Collect(DecodeBound()));
   EXPECT_NEAR(d.measured_throughput, 25, 0.5);
   EXPECT_NEAR(d.prediction_ratio, 1.0, 0.03);
-  EXPECT_EQ(d.bound, "concurrency");
+  EXPECT_EQ(d.bound, models::BoundKind::kConcurrency);
   ASSERT_TRUE(d.bottleneck);
   EXPECT_EQ(*d.bottleneck, "decode");
   ASSERT_EQ(d.stages.size(), 4u);
   const StageDiagnosis& decode = d.stages[1];
   EXPECT_TRUE(decode.bottleneck);
-  EXPECT_EQ(decode.limited_by, "cpu");
+  EXPECT_EQ(decode.limited_by, StageLimit::kCpu);
   EXPECT_NEAR(decode.cores_used, 1.0, 0.03);
   EXPECT_NEAR(decode.rate_per_core, 25, 0.5);  // 40 ms of CPU per batch
   EXPECT_NEAR(decode.max_throughput, 25, 0.5);
@@ -110,13 +110,13 @@ TEST(Diagnose, LatencyBoundStageNeedsWorkers) {
   run.stages = {{"src", "range", 1, 1, 0, 1e-6, 1e-6}, {"fetch", "map", 2, 1, 1, 2e-5, 0.050}};
   Diagnosis d = DiagnoseOrDie(Collect(run), {"fetch.parallelism=3", "cores=+2"});
   EXPECT_EQ(*d.bottleneck, "fetch");
-  EXPECT_EQ(d.stages[1].limited_by, "latency");
+  EXPECT_EQ(d.stages[1].limited_by, StageLimit::kLatency);
   EXPECT_NEAR(d.prediction_ratio, 1.0, 0.03);
   EXPECT_NE(d.summary.find("latency-bound at parallelism 2"), std::string::npos) << d.summary;
   EXPECT_NE(d.summary.find("parallelism 3 would reach 50"), std::string::npos) << d.summary;
   ASSERT_EQ(d.what_ifs.size(), 2u);
   EXPECT_NEAR(d.what_ifs[0].throughput, 1 / 0.020, 0.5);
-  EXPECT_EQ(d.what_ifs[0].bound, "demand");
+  EXPECT_EQ(d.what_ifs[0].bound, models::BoundKind::kDemand);
   EXPECT_NEAR(d.what_ifs[1].speedup, 1.0, 1e-6);  // cores do not help a latency-bound stage
 }
 
@@ -130,7 +130,7 @@ TEST(Diagnose, DemandBoundPipelineKeepsUp) {
   run.throughput = 20;
   run.step_seconds = 0.050;
   Diagnosis d = DiagnoseOrDie(Collect(run));
-  EXPECT_EQ(d.bound, "demand");
+  EXPECT_EQ(d.bound, models::BoundKind::kDemand);
   EXPECT_FALSE(d.bottleneck);
   ASSERT_TRUE(d.next_limit);
   EXPECT_EQ(*d.next_limit, "decode");

@@ -30,13 +30,13 @@ constexpr const char* kSmallPipeline = R"({
 })";
 
 TEST(CliUsage, NoCommandIsAUsageError) {
-  CommandResult result = RunPipetune("");
+  CommandResult result = RunPipetuneBinary("");
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.err + result.out, HasSubstr("run"));
 }
 
 TEST(CliUsage, HelpListsTheCommands) {
-  CommandResult result = RunPipetune("--help");
+  CommandResult result = RunPipetuneBinary("--help");
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_THAT(result.out, HasSubstr("run"));
   EXPECT_THAT(result.out, HasSubstr("profile"));
@@ -196,7 +196,7 @@ TEST(CliProfile, ProgramWithoutTheTracerIsToldSo) {
 }
 
 TEST(CliProfile, MissingProgramIsAUsageError) {
-  CommandResult result = RunPipetune("profile -- /no/such/program");
+  CommandResult result = RunPipetuneBinary("profile -- /no/such/program");
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.err, HasSubstr("cannot run /no/such/program"));
 }

@@ -1,14 +1,22 @@
-// Runs the built `pipetune` binary the way a user does and captures what they
-// would see: exit code, stdout, stderr.
+// Runs `pipetune` commands the way a user does and captures what they would
+// see: exit code, stdout, stderr. RunPipetune calls the CLI in this process
+// (cli::Main with stdout and stderr redirected), which is what most tests
+// need; RunPipetuneBinary runs the built binary through the shell, for the
+// few end-to-end tests of the executable itself (signals, exit statuses).
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "commands.h"
 
 namespace pipetune::testing {
 
@@ -53,9 +61,9 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Runs `pipetune ARGS` through the shell (arguments are passed as written),
-// in `working_dir` when one is given.
-inline CommandResult RunPipetune(const std::string& args, const std::string& working_dir = "") {
+// Runs the `pipetune` binary with ARGS through the shell (arguments are
+// passed as written), in `working_dir` when one is given.
+inline CommandResult RunPipetuneBinary(const std::string& args, const std::string& working_dir = "") {
   TempDir dir("pipetune_cli_run");
   std::string out_path = dir / "out", err_path = dir / "err";
   std::string command = PipetuneBinary() + " " + args + " >" + out_path + " 2>" + err_path + " </dev/null";
@@ -65,6 +73,66 @@ inline CommandResult RunPipetune(const std::string& args, const std::string& wor
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = ReadFile(out_path);
   result.err = ReadFile(err_path);
+  return result;
+}
+
+// Splits ARGS as a shell would for the simple cases the tests write: words
+// separated by spaces, single quotes keep spaces inside a word.
+inline std::vector<std::string> SplitArgs(const std::string& args) {
+  std::vector<std::string> words;
+  std::string word;
+  bool quoted = false, any = false;
+  for (char c : args) {
+    if (c == '\'') {
+      quoted = !quoted;
+      any = true;
+    } else if (c == ' ' && !quoted) {
+      if (any) words.push_back(word);
+      word.clear();
+      any = false;
+    } else {
+      word += c;
+      any = true;
+    }
+  }
+  if (any) words.push_back(word);
+  return words;
+}
+
+// Runs `pipetune ARGS` in this process: the same cli::Main the binary calls,
+// with fds 1 and 2 sent to files for the call, in `working_dir` when given.
+inline CommandResult RunPipetune(const std::string& args, const std::string& working_dir = "") {
+  TempDir dir("pipetune_cli_call");
+  std::vector<std::string> words = SplitArgs(args);
+  words.insert(words.begin(), "pipetune");
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
+
+  std::fflush(nullptr);
+  std::cout.flush();
+  std::cerr.flush();
+  int saved_out = ::dup(1), saved_err = ::dup(2);
+  std::FILE* out = std::fopen((dir / "out").c_str(), "w");
+  std::FILE* err = std::fopen((dir / "err").c_str(), "w");
+  ::dup2(::fileno(out), 1);
+  ::dup2(::fileno(err), 2);
+  std::filesystem::path cwd = std::filesystem::current_path();
+  if (!working_dir.empty()) std::filesystem::current_path(working_dir);
+  CommandResult result;
+  result.exit_code = cli::Main(static_cast<int>(words.size()), argv.data());
+  std::fflush(nullptr);
+  std::cout.flush();
+  std::cerr.flush();
+  std::filesystem::current_path(cwd);
+  ::dup2(saved_out, 1);
+  ::dup2(saved_err, 2);
+  ::close(saved_out);
+  ::close(saved_err);
+  std::fclose(out);
+  std::fclose(err);
+  result.out = ReadFile(dir / "out");
+  result.err = ReadFile(dir / "err");
   return result;
 }
 

@@ -156,7 +156,7 @@ TEST_F(ReportErrors, ATraceThatIsNotOneIsExit2NamingTheFileAndOffset) {
 }
 
 TEST_F(ReportErrors, MissingTraceAndBadFlagsAreExit2) {
-  CommandResult missing = RunPipetune("report /nonexistent/x.trace");
+  CommandResult missing = RunPipetuneBinary("report /nonexistent/x.trace");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("/nonexistent/x.trace"));
   std::string trace = SourcePath("tests/cli/golden/slow_consumer.trace");

@@ -79,7 +79,7 @@ TEST(Config, SavingWritesChangedKnobsInPlaceAndInsertedStagesWhole) {
   StageConfig cache;
   cache.name = "cache";
   cache.op = Op::kCache;
-  cache.location = "memory";
+  cache.location = CacheLocation::Memory();
   config->stages.insert(config->stages.begin() + 3, cache);
   Json saved = ToJson(*config);
   EXPECT_EQ(saved["owner"], "vision-team");
@@ -252,8 +252,8 @@ TEST(ConfigPaths, RebasedConfigNamesTheSameFilesFromItsNewDirectory) {
   PipelineConfig moved = *config;
   RebaseRelativePaths(moved, "/work/pipes/image", "/work/out");
   EXPECT_EQ(moved.stages[0].args["pattern"], "../pipes/image/data/*.jpg");
-  EXPECT_EQ(*moved.stages[2].location, "../pipes/image/cache/dir");
-  EXPECT_EQ(*moved.stages[3].location, "memory");
+  EXPECT_EQ(moved.stages[2].location->directory, "../pipes/image/cache/dir");
+  EXPECT_TRUE(moved.stages[3].location->in_memory());
   EXPECT_THAT(Serialize(moved), HasSubstr("\"../pipes/image/data/*.jpg\""));
 
   PipelineConfig same = *config;

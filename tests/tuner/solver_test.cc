@@ -146,7 +146,7 @@ TEST(Solver, CacheThatDoesNotFitGoesToDiskOrNowhere) {
   Plan disk = SolveOrDie(input, with_disk);
   ASSERT_TRUE(disk.cache_stage);
   EXPECT_EQ(disk.cache.kind, CacheKind::kDisk);
-  EXPECT_EQ(disk.stages[*disk.cache_stage].location, "/tmp/cache");
+  EXPECT_EQ(disk.stages[*disk.cache_stage].location, models::CacheLocation::Disk("/tmp/cache"));
   EXPECT_GT(disk.predicted_throughput, no_disk.predicted_throughput * 2);
 }
 

@@ -80,7 +80,7 @@ PlannedStage FromProfile(const TuneInput& input, size_t index) {
     planned.buffer = 1;
   }
   if (stage.op == Op::kCache) {
-    planned.old_location = planned.old_location.value_or("memory");
+    planned.old_location = planned.old_location.value_or(models::CacheLocation::Memory());
     planned.location = planned.old_location;
     std::optional<double> bytes = index > 0 ? models::CacheBytes(input.profile, index - 1) : std::nullopt;
     planned.cache_bytes = bytes.value_or(stage.mean_buffer_bytes);
@@ -163,7 +163,7 @@ std::vector<CacheChoice> CacheChoices(const TuneInput& input, const Resources& r
     // The run's cache stays: its choice is the only one (see MakeCandidate).
     size_t cache = *profile.cache_stage;
     const models::StageConfig* config = ConfigStage(input, profile.stages[cache].name);
-    bool memory = config == nullptr || !config->location || *config->location == "memory";
+    bool memory = config == nullptr || !config->location || config->location->in_memory();
     if (cache == 0) return {CacheChoice{}};
     return {CacheChoice{memory ? CacheKind::kMemory : CacheKind::kDisk, cache - 1}};
   }
@@ -233,7 +233,8 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
     }
     PlannedStage cache = Inserted(UniqueName(candidate.stages, candidate.removed_stages, "cache"), Op::kCache,
                                   profile.stages[i].bytes_per_element);
-    cache.location = choice.kind == CacheKind::kMemory ? std::string("memory") : *resources.disk_cache_dir;
+    cache.location = choice.kind == CacheKind::kMemory ? models::CacheLocation::Memory()
+                                                     : models::CacheLocation::Disk(*resources.disk_cache_dir);
     cache.cache_bytes = models::CacheBytes(profile, i).value_or(0);
     if (choice.kind == CacheKind::kDisk && resources.disk_free_bytes &&
         cache.cache_bytes > static_cast<double>(*resources.disk_free_bytes)) {
@@ -303,7 +304,7 @@ models::MemoryEstimate Memory(const Candidate& candidate) {
     if (stage.op == Op::kPrefetch) input.prefetch_buffer = stage.buffer.value_or(1);
     input.state_bytes = stage.state_bytes;
     if (stage.op == Op::kCache) {
-      bool memory = !stage.location || *stage.location == "memory";
+      bool memory = !stage.location || stage.location->in_memory();
       (memory ? input.memory_cache_bytes : input.disk_cache_bytes) = stage.cache_bytes;
     }
     inputs.push_back(input);

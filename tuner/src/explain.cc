@@ -61,10 +61,10 @@ std::string CacheReason(const TuneInput& input, const Candidate& candidate, cons
                        candidate.profile.stages[i].latency_seconds * candidate.profile.stages[i].visit_ratio);
   }
   std::string where =
-      !cache.location || *cache.location == "memory"
+      !cache.location || cache.location->in_memory()
           ? fmt::format("memory ({} of the {} budget)", models::FormatBytes(cache.cache_bytes),
                         models::FormatBytes(static_cast<double>(resources.memory_bytes)))
-          : fmt::format("{} on disk in {}", models::FormatBytes(cache.cache_bytes), *cache.location);
+          : fmt::format("{} on disk in {}", models::FormatBytes(cache.cache_bytes), cache.location->directory);
   const std::string& after = input.profile.stages[candidate.choice.after].name;
   return fmt::format(
       "after the first epoch it replays \"{}\"'s output, saving {} of CPU per output; it holds {}", after,

@@ -15,9 +15,15 @@ std::string OptionalNumber(const std::optional<int64_t>& value) {
   return value ? std::to_string(*value) : "-";
 }
 
+std::string LocationText(const std::optional<models::CacheLocation>& location) {
+  return location ? location->ConfigValue() : "-";
+}
+
 std::string InsertedValue(const PlannedStage& stage) {
   if (stage.op == Op::kPrefetch) return fmt::format("prefetch (buffer {})", stage.buffer.value_or(1));
-  if (stage.op == Op::kCache) return fmt::format("cache ({})", stage.location.value_or("memory"));
+  if (stage.op == Op::kCache) {
+    return fmt::format("cache ({})", stage.location.value_or(models::CacheLocation::Memory()).ConfigValue());
+  }
   return stage.op_name;
 }
 
@@ -40,8 +46,8 @@ void AddKnobs(const Candidate& candidate, Plan& plan) {
                             OptionalNumber(stage.buffer), stage.buffer != stage.old_buffer, ""});
     }
     if (stage.op == Op::kCache) {
-      plan.knobs.push_back({stage.name, "location", stage.old_location.value_or("-"),
-                            stage.location.value_or("-"), stage.location != stage.old_location, ""});
+      plan.knobs.push_back({stage.name, "location", LocationText(stage.old_location),
+                            LocationText(stage.location), stage.location != stage.old_location, ""});
     }
   }
   for (KnobChange& knob : plan.knobs) {

@@ -151,7 +151,7 @@ Json PlanToJson(const Plan& plan) {
     Json stage = {{"name", s.name}, {"op", s.op_name}};
     if (s.parallel) stage["parallelism"] = s.parallelism;
     if (s.buffer) stage["buffer"] = *s.buffer;
-    if (s.location) stage["location"] = *s.location;
+    if (s.location) stage["location"] = s.location->ConfigValue();
     stage["inserted"] = s.inserted();
     stage["cached"] = s.cached;
     stages.push_back(std::move(stage));

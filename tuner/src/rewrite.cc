@@ -19,7 +19,7 @@ models::StageConfig InsertedStage(const PlannedStage& planned) {
   stage.raw["name"] = planned.name;
   stage.raw["op"] = models::OpName(planned.op);
   if (planned.op == Op::kPrefetch) stage.buffer = planned.buffer.value_or(1);
-  if (planned.op == Op::kCache) stage.location = planned.location.value_or("memory");
+  if (planned.op == Op::kCache) stage.location = planned.location.value_or(models::CacheLocation::Memory());
   return stage;
 }
 

@@ -80,7 +80,7 @@ std::string Changes(const models::PipelineConfig& original, const models::Pipeli
           fmt::format("{} buffer {}->{}", stage.name, KnobText(before.buffer), KnobText(stage.buffer)));
     }
     if (before.location != stage.location) {
-      parts.push_back(fmt::format("{} {}", stage.name, stage.location.value_or("-")));
+      parts.push_back(fmt::format("{} {}", stage.name, stage.location ? stage.location->ConfigValue() : "-"));
     }
   }
   for (const models::StageConfig& stage : original.stages) {

@@ -21,6 +21,15 @@
 
 namespace pipetune::analyzer {
 
+// What holds a stage back, as the stage table shows it.
+enum class StageLimit {
+  kCpu,      // its own CPU work
+  kLatency,  // latency-bound: waits inside its work; it needs workers, not cores
+  kLight,    // busy under 5% of its time
+  kIdle,     // no elements in the window
+};
+const char* StageLimitName(StageLimit limit);  // "cpu", "latency", "light", "idle"
+
 struct StageDiagnosis {
   std::string name;
   std::string op;
@@ -45,9 +54,7 @@ struct StageDiagnosis {
   double busy_fraction = 0;         // of its workers' time: own work
   double wait_input_fraction = 0;   //   waiting for input
   double wait_output_fraction = 0;  //   blocked on a full output
-  // "cpu", "latency" (latency-bound: it needs workers, not cores), "light"
-  // (busy under 5% of its time) or "idle" (no elements in the window).
-  std::string limited_by;
+  StageLimit limited_by = StageLimit::kCpu;
   std::string scaling;  // "linear (assumed)", "USL: ..."
   bool bottleneck = false;
   uint64_t spans_dropped = 0;
@@ -79,7 +86,7 @@ struct Diagnosis {
   double measured_throughput = 0;         // outputs/s in the window
   double predicted_throughput = 0;        // the model, for the configuration that ran
   double prediction_ratio = 0;            // predicted / measured (0 when nothing was measured)
-  std::string bound;                      // binding bound: cpu, concurrency, storage, demand
+  models::BoundKind bound = models::BoundKind::kCpu;  // the bound that binds
   std::optional<std::string> bottleneck;  // the stage to blame; none when demand binds
   std::optional<std::string> next_limit;  // when demand binds: the stage that would limit next
   double next_limit_throughput = 0;

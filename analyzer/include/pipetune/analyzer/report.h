@@ -23,7 +23,6 @@ enum class ReportFormat { kText, kJson, kMarkdown, kHtml };
 
 // "text", "json", "markdown" (or "md"), "html".
 StatusOr<ReportFormat> ParseReportFormat(std::string_view name);
-const char* ReportFormatName(ReportFormat format);
 
 // The JSON report's schema version; bumped only on incompatible changes.
 inline constexpr int kReportSchemaVersion = 1;

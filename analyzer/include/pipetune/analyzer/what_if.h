@@ -40,7 +40,7 @@ struct WhatIfOutcome {
   std::string note;       // why not; or what the model assumed
   double throughput = 0;  // predicted outputs/s
   double speedup = 0;     // over the prediction for the configuration that ran
-  std::string bound;      // the binding bound's name
+  models::BoundKind bound = models::BoundKind::kCpu;  // the bound that binds
   std::optional<std::string> bottleneck;
   double cores_used = 0;
   std::optional<double> cache_bytes;  // when a cache is part of the question

@@ -25,8 +25,6 @@ enum class StatusCode {
   kUnavailable,   // an optional part (CUPTI, Clang) is not built in
 };
 
-const char* StatusCodeName(StatusCode code);
-
 class [[nodiscard]] Status {
  public:
   Status() = default;
@@ -63,18 +61,6 @@ inline Status Failed(std::string message) {
 }
 inline Status Unavailable(std::string message) {
   return Status(StatusCode::kUnavailable, std::move(message));
-}
-
-inline const char* StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidInput: return "invalid input";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kFailed: return "failed";
-    case StatusCode::kUnavailable: return "unavailable";
-  }
-  return "unknown";
 }
 
 // A value or the Status that explains why there is none. Constructing from an

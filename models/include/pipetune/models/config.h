@@ -54,6 +54,21 @@ std::string StageKeyError(const StageConfig& stage, std::string_view key,
 // the element as failed, drop it and go on. Stage key "on_error".
 enum class OnError { kStop, kSkip };
 
+// Where a cache stage keeps its elements. A config spells it "memory" (the
+// default) or a directory path; that spelling appears only where configs
+// and plans are read and written (FromConfigValue, ConfigValue).
+struct CacheLocation {
+  std::string directory;  // empty: in memory
+
+  bool in_memory() const { return directory.empty(); }
+  static CacheLocation Memory() { return {}; }
+  static CacheLocation Disk(std::string dir) { return {std::move(dir)}; }
+  // "memory" -> Memory(); anything else names a directory.
+  static CacheLocation FromConfigValue(const std::string& value);
+  std::string ConfigValue() const;  // "memory" or the directory
+  bool operator==(const CacheLocation&) const = default;
+};
+
 struct StageConfig {
   std::string name;
   size_t index = 0;    // position in the pipeline, 0-based (errors show it 1-based)
@@ -62,7 +77,7 @@ struct StageConfig {
   Json args = Json::object();  // everything the op or fn needs; never changed by the tuner
   int parallelism = 1;         // knob: worker threads (map, read_file); absent = 1
   std::optional<int64_t> buffer;        // knob: prefetch depth in elements
-  std::optional<std::string> location;  // knob: cache: "memory" or a directory
+  std::optional<CacheLocation> location;  // knob: cache stages; absent = memory
   bool random = false;         // output differs between epochs: nothing may be cached at or after it
   OnError on_error = OnError::kStop;
 

@@ -41,8 +41,6 @@ enum class ScalingKind {
   kUsl,     // both
 };
 
-const char* ScalingKindName(ScalingKind kind);
-
 struct UslFit {
   ScalingKind kind = ScalingKind::kNone;
   double lambda = 0;  // elements per second of one worker

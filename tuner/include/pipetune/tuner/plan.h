@@ -84,8 +84,8 @@ struct PlannedStage {
   int old_parallelism = 1;
   std::optional<int64_t> buffer;  // prefetch stages
   std::optional<int64_t> old_buffer;
-  std::optional<std::string> location;  // cache stages: "memory" or a directory
-  std::optional<std::string> old_location;
+  std::optional<models::CacheLocation> location;  // cache stages
+  std::optional<models::CacheLocation> old_location;
   bool cached = false;                 // replayed by the cache after the first epoch
   double bytes_per_element = 0;        // S of its output
   double input_bytes_per_element = 0;  // S of its input
