@@ -80,6 +80,8 @@ class ProgressLine {
 int Run(const RunFlags& flags) {
   // From the start, so that a signal that comes while the config loads or
   // the trace opens also ends the run cleanly (it then stops at once).
+  g_interrupted.store(false);
+  g_signal.store(0);
   InterruptHandlers handlers;
   StatusOr<models::PipelineConfig> config = models::LoadConfig(flags.config_path);
   if (!config.ok()) return ReportError(config.status());
