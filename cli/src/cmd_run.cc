@@ -88,11 +88,9 @@ int Run(const RunFlags& flags) {
     session.path = flags.trace_path;
     session.pipeline_name = config->name;
     session.config_json = models::Serialize(*config);
+    session.config_path = flags.config_path;
     Status started = tracer::Start(session);
     if (!started.ok()) return ReportError(started.WithContext("cannot start the trace"));
-    // Where the config lives, so that `pipetune tune` can write the tuned
-    // config elsewhere and keep its relative paths pointing at the same files.
-    tracer::SetPipelineInfo(session.pipeline_name, session.config_json, flags.config_path);
   }
 
   bool show_progress = flags.progress == "always" || (flags.progress == "auto" && StderrIsTerminal());
