@@ -139,13 +139,18 @@ class ChromeWriter : public TraceVisitor {
   void OnGpuActivity(const GpuActivity& a) override {
     Seen(a.end_ns);
     if (!options_.gpu) return;
-    auto key = std::make_pair(a.device, a.stream);
+    // One track per device and stream; the host's waits on a device
+    // (synchronization records) get a track of their own, since they overlap
+    // the work they wait for.
+    const bool sync = a.kind == GpuActivityKind::kSync;
+    auto key = std::make_pair(a.device, sync ? kSyncTrack : a.stream);
     auto it = gpu_tracks_.find(key);
     if (it == gpu_tracks_.end()) {
       if (gpu_tracks_.empty()) NameProcess(kGpuPid, "GPU");
       it = gpu_tracks_.emplace(key, gpu_tracks_.size() + 1).first;
       NameThread(kGpuPid, it->second,
-                 "GPU " + std::to_string(a.device) + " stream " + std::to_string(a.stream),
+                 "GPU " + std::to_string(a.device) +
+                     (sync ? std::string(" host waits") : " stream " + std::to_string(a.stream)),
                  static_cast<int64_t>(it->second));
     }
     std::string e = "{\"name\":";
@@ -154,7 +159,10 @@ class ChromeWriter : public TraceVisitor {
          "\",\"ph\":\"X\",\"ts\":" + Ts(a.start_ns) + ",\"dur\":" + Dur(a.start_ns, a.end_ns) +
          ",\"pid\":2,\"tid\":" + std::to_string(it->second) +
          ",\"args\":{\"device\":" + std::to_string(a.device) + ",\"stream\":" + std::to_string(a.stream) +
-         ",\"bytes\":" + std::to_string(a.bytes) + ",\"correlation\":" + std::to_string(a.correlation_id) +
+         ",\"context\":" + std::to_string(a.context) + ",\"bytes\":" + std::to_string(a.bytes) +
+         ",\"correlation\":" + std::to_string(a.correlation_id) +
+         (a.copy_kind != GpuCopyKind::kNone ? ",\"copy\":\"" + std::string(GpuCopyKindName(a.copy_kind)) + "\""
+                                            : std::string()) +
          "}}";
     Write(e);
   }
@@ -246,6 +254,7 @@ class ChromeWriter : public TraceVisitor {
   std::map<StageId, uint32_t> workers_per_stage_;
   std::map<uint32_t, bool> named_consumers_;
   std::map<StageId, std::pair<uint64_t, uint64_t>> last_snapshot_;  // time, produced
+  static constexpr uint32_t kSyncTrack = 0xffffffffu;
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> gpu_tracks_;
 };
 

@@ -53,6 +53,10 @@ class Summary : public TraceVisitor {
   }
   void OnProcessSample(const ProcessSample& p) override { max_rss = std::max(max_rss, p.rss_bytes); }
   void OnGpuActivity(const GpuActivity&) override { ++gpu; }
+  void OnGpuStatus(const GpuStatus& s) override {
+    has_gpu_status = true;
+    gpu_status = s;
+  }
   void OnDrops(const DropCounts& d) override { drops = d; }
   void OnEnd(const TraceEnd& e) override { last_time = std::max(last_time, e.time_ns); }
 
@@ -64,6 +68,8 @@ class Summary : public TraceVisitor {
   uint64_t last_time = 0, spans = 0, steps_recorded = 0, snapshots = 0, gpu = 0, max_rss = 0;
   ConsumerTotals consumer;
   DropCounts drops;
+  bool has_gpu_status = false;
+  GpuStatus gpu_status;
 };
 
 std::string HostLine(const TraceHeader& h) {
@@ -119,6 +125,10 @@ StatusOr<std::string> DescribeTrace(const std::string& path) {
   out << "records: " << s.snapshots << " snapshots, " << s.spans << " sampled spans, " << s.steps_recorded
       << " of " << s.consumer.steps << " consumer steps, " << s.gpu << " GPU activities; peak RSS "
       << HumanBytes(static_cast<double>(s.max_rss)) << "\n";
+  if (s.has_gpu_status) {
+    out << "gpu: " << GpuStateName(s.gpu_status.state)
+        << (s.gpu_status.message.empty() ? "" : ": " + s.gpu_status.message) << "\n";
+  }
   if (s.drops.Total() == 0) {
     out << "drops: none\n";
   } else {

@@ -38,14 +38,10 @@ enum class ChunkType : uint32_t {
   kGpuActivity = 9,
   kPipelineInfo = 10,
   kEnd = 11,
+  kGpuStatus = 12,
 };
 
-// Sizes of the version-1 fixed records. A reader requires at least these.
-inline constexpr uint32_t kWorkerRecordBytes = 24;
-inline constexpr uint32_t kStageSnapshotRecordBytes = 104;
-inline constexpr uint32_t kSpanRecordBytes = 32;
-inline constexpr uint32_t kConsumerStepRecordBytes = 32;
-inline constexpr uint32_t kGpuRecordFixedBytes = 48;  // then name_bytes of name
+// Record layouts and their sizes: schema.h.
 
 // Appends little-endian values to a byte string.
 class ByteWriter {
@@ -142,6 +138,7 @@ void AppendSpansChunk(std::string& out, const std::vector<SpanRecord>& spans);
 void AppendConsumerStepsChunk(std::string& out, const std::vector<ConsumerStepRecord>& steps);
 void AppendGpuActivityChunk(std::string& out, const std::vector<GpuActivity>& activity);
 void AppendPipelineInfoChunk(std::string& out, const PipelineInfo& info);
+void AppendGpuStatusChunk(std::string& out, const GpuStatus& status);
 void AppendEndChunk(std::string& out, const TraceEnd& end);
 
 }  // namespace pipetune::tracer::internal

@@ -14,9 +14,11 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "crc32.h"
 #include "format.h"
+#include "schema.h"
 
 namespace pipetune::tracer {
 namespace {
@@ -96,27 +98,7 @@ std::string At(const std::string& name, uint64_t offset) {
 // The header body; false when a field is missing.
 bool DecodeHeaderBody(std::string_view body, TraceHeader* h) {
   ByteReader r(body);
-  h->pid = r.U32();
-  h->snapshot_interval_ms = r.U32();
-  h->spans_per_stage_per_second = r.U32();
-  h->consumer_steps_per_second = r.U32();
-  h->clock.clock_id = r.U32();
-  h->clock.resolution_ns = r.U64();
-  h->clock.start_ns = r.U64();
-  h->clock.start_unix_ns = r.I64();
-  h->clock.name = r.Str();
-  h->host.cores_online = r.U32();
-  h->host.cores_allowed = r.U32();
-  h->host.cgroup_version = r.U32();
-  h->host.cpu_quota_us = r.I64();
-  h->host.cpu_period_us = r.I64();
-  h->host.memory_limit_bytes = r.I64();
-  h->host.memory_available_bytes = r.I64();
-  h->host.memory_total_bytes = r.I64();
-  h->host.hostname = r.Str();
-  h->tracer_version = r.Str();
-  h->pipeline.name = r.Str();
-  h->pipeline.config_json = r.Str();
+  internal::ReadRecord(r, *h);
   return !r.failed();  // bytes after the known fields: a newer writer's, ignored
 }
 
@@ -171,188 +153,115 @@ StatusOr<TraceHeader> ReadHeader(Source& src, const std::string& name, uint64_t*
 }
 
 // Reads `count | record_bytes` and checks that the records fit in what is
-// left of the payload; false when they do not.
-bool RecordArray(ByteReader& r, uint32_t min_record_bytes, uint32_t* count, uint32_t* record_bytes) {
-  *count = r.U32();
-  *record_bytes = r.U32();
-  return !r.failed() && *record_bytes >= min_record_bytes &&
-         static_cast<uint64_t>(*count) * *record_bytes <= r.remaining();
+// left of the payload; false when they do not. Each record is read from its
+// own record_bytes, so bytes a newer writer appended are skipped.
+template <class T>
+bool ReadRecordArray(ByteReader& r, std::vector<T>* out) {
+  uint32_t count = r.U32();
+  uint32_t record_bytes = r.U32();
+  if (r.failed() || record_bytes < internal::kMinRecordBytes<T> ||
+      static_cast<uint64_t>(count) * record_bytes > r.remaining()) {
+    return false;
+  }
+  out->clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    ByteReader f(r.Take(record_bytes));
+    T record;
+    uint32_t trailing = internal::ReadRecord(f, record);
+    if constexpr (std::is_same_v<T, GpuActivity>) {
+      std::string_view name = r.Take(trailing);  // the name follows the fixed record
+      if (r.failed()) return false;
+      record.name = std::string(name);
+    }
+    out->push_back(std::move(record));
+  }
+  return true;
+}
+
+// One record filling a chunk's payload; false when fields are missing.
+template <class T>
+bool ReadSingle(std::string_view payload, T* record) {
+  ByteReader r(payload);
+  internal::ReadRecord(r, *record);
+  return !r.failed();
 }
 
 // Decodes one chunk's payload and hands its records to the visitor. Records
 // are validated before any is delivered, so a malformed chunk delivers
-// nothing. Returns false when the payload is malformed. `scratch` holds
-// variable-size records between validation and delivery.
+// nothing. Returns false when the payload is malformed. `scratch` holds the
+// records between validation and delivery.
 struct Scratch {
   std::vector<StageDef> stages;
+  std::vector<WorkerDef> workers;
+  std::vector<StageSnapshot> snapshots;
+  std::vector<SpanRecord> spans;
+  std::vector<ConsumerStepRecord> steps;
   std::vector<GpuActivity> gpu;
 };
 
-bool DecodeChunk(ChunkType type, std::string_view payload, TraceVisitor& v, Scratch& scratch, bool* known) {
+template <class T, class Deliver>
+bool DecodeArray(std::string_view payload, std::vector<T>* scratch, Deliver deliver) {
   ByteReader r(payload);
-  uint32_t count = 0, rec = 0;
+  if (!ReadRecordArray(r, scratch)) return false;
+  for (const T& record : *scratch) deliver(record);
+  return true;
+}
+
+template <class T, class Deliver>
+bool DecodeSingle(std::string_view payload, Deliver deliver) {
+  T record;
+  if (!ReadSingle(payload, &record)) return false;
+  deliver(record);
+  return true;
+}
+
+bool DecodeChunk(ChunkType type, std::string_view payload, TraceVisitor& v, Scratch& scratch, bool* known) {
   *known = true;
   switch (type) {
     case ChunkType::kStages: {
-      count = r.U32();
+      // Variable-size records: count, then each record's fields.
+      ByteReader r(payload);
+      uint32_t count = r.U32();
       scratch.stages.clear();
       for (uint32_t i = 0; i < count && !r.failed(); ++i) {
         StageDef d;
-        d.id = r.U32();
-        d.parallelism = r.U32();
-        d.name = r.Str();
-        d.op = r.Str();
+        internal::ReadRecord(r, d);
         if (!r.failed()) scratch.stages.push_back(std::move(d));
       }
       if (r.failed()) return false;
       for (const StageDef& d : scratch.stages) v.OnStage(d);
       return true;
     }
-    case ChunkType::kWorkers: {
-      if (!RecordArray(r, internal::kWorkerRecordBytes, &count, &rec)) return false;
-      for (uint32_t i = 0; i < count; ++i) {
-        ByteReader f(r.Take(rec));
-        WorkerDef d;
-        d.worker = f.U32();
-        d.stage = f.U32();
-        d.os_tid = f.U32();
-        f.U32();
-        d.attach_ns = f.U64();
-        v.OnWorker(d);
-      }
-      return true;
-    }
+    case ChunkType::kWorkers:
+      return DecodeArray(payload, &scratch.workers, [&](const WorkerDef& d) { v.OnWorker(d); });
     case ChunkType::kSnapshot: {
+      ByteReader r(payload);
       uint64_t time_ns = r.U64();
-      if (!RecordArray(r, internal::kStageSnapshotRecordBytes, &count, &rec)) return false;
-      for (uint32_t i = 0; i < count; ++i) {
-        ByteReader f(r.Take(rec));
-        StageSnapshot s;
+      if (!ReadRecordArray(r, &scratch.snapshots)) return false;
+      for (StageSnapshot& s : scratch.snapshots) {
         s.time_ns = time_ns;
-        s.stage = f.U32();
-        s.parallelism = f.U32();
-        s.live_workers = f.U32();
-        f.U32();
-        s.produced = f.U64();
-        s.consumed = f.U64();
-        s.bytes_produced = f.U64();
-        s.cpu_ns = f.U64();
-        s.work_ns = f.U64();
-        s.wait_input_ns = f.U64();
-        s.wait_output_ns = f.U64();
-        s.occupancy_elements = f.I64();
-        s.occupancy_bytes = f.I64();
-        s.spans_recorded = f.U64();
-        s.spans_dropped = f.U64();
         v.OnSnapshot(s);
       }
       return true;
     }
-    case ChunkType::kConsumerTotals: {
-      ConsumerTotals t;
-      t.time_ns = r.U64();
-      t.steps = r.U64();
-      t.wait_ns = r.U64();
-      t.step_ns = r.U64();
-      t.steps_recorded = r.U64();
-      t.steps_dropped = r.U64();
-      if (r.failed()) return false;
-      v.OnConsumerTotals(t);
-      return true;
-    }
-    case ChunkType::kProcessSample: {
-      ProcessSample p;
-      p.time_ns = r.U64();
-      p.cpu_ns = r.U64();
-      p.rss_bytes = r.U64();
-      p.read_bytes = r.I64();
-      p.read_syscall_bytes = r.I64();
-      p.threads = r.U32();
-      if (r.failed()) return false;
-      v.OnProcessSample(p);
-      return true;
-    }
-    case ChunkType::kDrops: {
-      DropCounts d;
-      d.time_ns = r.U64();
-      d.spans = r.U64();
-      d.consumer_steps = r.U64();
-      d.gpu_records = r.U64();
-      d.gpu_records_at_source = r.U64();
-      if (r.failed()) return false;
-      v.OnDrops(d);
-      return true;
-    }
-    case ChunkType::kSpans: {
-      if (!RecordArray(r, internal::kSpanRecordBytes, &count, &rec)) return false;
-      for (uint32_t i = 0; i < count; ++i) {
-        ByteReader f(r.Take(rec));
-        SpanRecord s;
-        s.stage = f.U32();
-        s.worker = f.U32();
-        s.element_id = f.U64();
-        s.begin_ns = f.U64();
-        s.end_ns = f.U64();
-        v.OnSpan(s);
-      }
-      return true;
-    }
-    case ChunkType::kConsumerSteps: {
-      if (!RecordArray(r, internal::kConsumerStepRecordBytes, &count, &rec)) return false;
-      for (uint32_t i = 0; i < count; ++i) {
-        ByteReader f(r.Take(rec));
-        ConsumerStepRecord s;
-        s.consumer = f.U32();
-        f.U32();
-        s.end_ns = f.U64();
-        s.wait_ns = f.U64();
-        s.step_ns = f.U64();
-        v.OnConsumerStep(s);
-      }
-      return true;
-    }
-    case ChunkType::kGpuActivity: {
-      count = r.U32();
-      rec = r.U32();
-      if (r.failed() || rec < internal::kGpuRecordFixedBytes) return false;
-      scratch.gpu.clear();
-      for (uint32_t i = 0; i < count && !r.failed(); ++i) {
-        ByteReader f(r.Take(rec));
-        GpuActivity a;
-        a.kind = static_cast<GpuActivityKind>(f.U32());
-        a.device = f.U32();
-        a.stream = f.U32();
-        uint32_t name_bytes = f.U32();
-        a.start_ns = f.U64();
-        a.end_ns = f.U64();
-        a.bytes = f.U64();
-        a.correlation_id = f.U64();
-        std::string_view name = r.Take(name_bytes);
-        if (!r.failed()) {
-          a.name = std::string(name);
-          scratch.gpu.push_back(std::move(a));
-        }
-      }
-      if (r.failed()) return false;
-      for (const GpuActivity& a : scratch.gpu) v.OnGpuActivity(a);
-      return true;
-    }
-    case ChunkType::kPipelineInfo: {
-      PipelineInfo info;
-      info.name = r.Str();
-      info.config_json = r.Str();
-      if (!r.failed() && r.remaining() > 0) info.config_path = r.Str();
-      if (r.failed()) return false;
-      v.OnPipelineInfo(info);
-      return true;
-    }
-    case ChunkType::kEnd: {
-      TraceEnd end;
-      end.time_ns = r.U64();
-      if (r.failed()) return false;
-      v.OnEnd(end);
-      return true;
-    }
+    case ChunkType::kConsumerTotals:
+      return DecodeSingle<ConsumerTotals>(payload, [&](const ConsumerTotals& t) { v.OnConsumerTotals(t); });
+    case ChunkType::kProcessSample:
+      return DecodeSingle<ProcessSample>(payload, [&](const ProcessSample& p) { v.OnProcessSample(p); });
+    case ChunkType::kDrops:
+      return DecodeSingle<DropCounts>(payload, [&](const DropCounts& d) { v.OnDrops(d); });
+    case ChunkType::kSpans:
+      return DecodeArray(payload, &scratch.spans, [&](const SpanRecord& s) { v.OnSpan(s); });
+    case ChunkType::kConsumerSteps:
+      return DecodeArray(payload, &scratch.steps, [&](const ConsumerStepRecord& s) { v.OnConsumerStep(s); });
+    case ChunkType::kGpuActivity:
+      return DecodeArray(payload, &scratch.gpu, [&](const GpuActivity& a) { v.OnGpuActivity(a); });
+    case ChunkType::kGpuStatus:
+      return DecodeSingle<GpuStatus>(payload, [&](const GpuStatus& s) { v.OnGpuStatus(s); });
+    case ChunkType::kPipelineInfo:
+      return DecodeSingle<PipelineInfo>(payload, [&](const PipelineInfo& p) { v.OnPipelineInfo(p); });
+    case ChunkType::kEnd:
+      return DecodeSingle<TraceEnd>(payload, [&](const TraceEnd& e) { v.OnEnd(e); });
   }
   *known = false;  // a chunk type from a newer writer: skipped, not an error
   return true;
@@ -444,6 +353,10 @@ class Collector : public TraceVisitor {
   void OnConsumerTotals(const ConsumerTotals& c) override { t_->consumer_totals.push_back(c); }
   void OnProcessSample(const ProcessSample& p) override { t_->process_samples.push_back(p); }
   void OnGpuActivity(const GpuActivity& a) override { t_->gpu_activity.push_back(a); }
+  void OnGpuStatus(const GpuStatus& s) override {
+    t_->has_gpu_status = true;
+    t_->gpu_status = s;
+  }
   void OnDrops(const DropCounts& d) override { t_->drops = d; }
   void OnEnd(const TraceEnd& e) override {
     t_->has_end = true;

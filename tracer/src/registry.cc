@@ -40,6 +40,7 @@ void Tick::Clear() {
   spans.clear();
   steps.clear();
   gpu.clear();
+  has_gpu_status = false;
 }
 
 // The friend of Worker: creates workers and reads their counters and rings.
@@ -138,6 +139,9 @@ struct Registry {
 
   std::vector<GpuActivity> gpu_pending;
   uint64_t gpu_dropped = 0;
+  bool has_gpu_status = false;      // kept across sessions: the source's state outlives them
+  bool gpu_status_pending = false;  // to be written with the next tick
+  GpuStatus gpu_status;
   std::atomic<uint64_t> gpu_dropped_at_source{0};
   uint64_t gpu_dropped_at_source_baseline = 0;
 };
@@ -335,6 +339,7 @@ void BeginSession(const SessionOptions& options) {
   r.gpu_pending.clear();
   r.gpu_dropped = 0;
   r.gpu_dropped_at_source_baseline = r.gpu_dropped_at_source.load(std::memory_order_relaxed);
+  r.gpu_status_pending = r.has_gpu_status;  // each session's trace says where GPU activity stands
 }
 
 void CollectTick(Tick* tick) {
@@ -382,6 +387,12 @@ void CollectTick(Tick* tick) {
 
   tick->gpu.swap(r.gpu_pending);
   r.gpu_pending.clear();
+  if (r.gpu_status_pending) {
+    tick->has_gpu_status = true;
+    tick->gpu_status = r.gpu_status;
+    tick->gpu_status.time_ns = tick->time_ns;
+    r.gpu_status_pending = false;
+  }
   tick->drops.time_ns = tick->time_ns;
   tick->drops.spans = spans_dropped;
   tick->drops.consumer_steps = tick->consumer.steps_dropped;
@@ -527,6 +538,14 @@ void RecordGpuActivity(const GpuActivity& activity) {
   if (r.gpu_pending.back().name.size() > internal::kMaxGpuNameBytes) {
     r.gpu_pending.back().name.resize(internal::kMaxGpuNameBytes);
   }
+}
+
+void RecordGpuStatus(const GpuStatus& status) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.has_gpu_status = true;
+  r.gpu_status = status;
+  r.gpu_status_pending = r.session_active;
 }
 
 void RecordGpuDrops(uint64_t records) {

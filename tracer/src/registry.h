@@ -77,6 +77,8 @@ struct Tick {
   std::vector<SpanRecord> spans;
   std::vector<ConsumerStepRecord> steps;
   std::vector<GpuActivity> gpu;
+  bool has_gpu_status = false;
+  GpuStatus gpu_status;
 
   void Clear();
 };

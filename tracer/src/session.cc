@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -46,6 +47,7 @@ struct Session {
   Status write_error;
 };
 
+std::atomic<void (*)()> g_snapshot_hook{nullptr};
 std::mutex g_session_mu;
 Session* g_session = nullptr;  // guarded by g_session_mu
 // PIPETUNE_TRACE names one session per process: once it has run, a later
@@ -58,6 +60,14 @@ bool g_environment_session_used = false;
 std::string& ConsumedEnvironmentPath() {
   static auto* path = new std::string;
   return *path;
+}
+
+// `path` made absolute, or empty when it is empty or cannot be.
+std::string AbsoluteConfigPath(const std::string& path) {
+  if (path.empty()) return {};
+  std::error_code error;
+  std::string absolute = std::filesystem::absolute(path, error).lexically_normal().string();
+  return error ? std::string() : absolute;
 }
 
 Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
@@ -82,6 +92,7 @@ void EncodeTick(const Tick& tick, std::string& out) {
   if (!tick.spans.empty()) internal::AppendSpansChunk(out, tick.spans);
   if (!tick.steps.empty()) internal::AppendConsumerStepsChunk(out, tick.steps);
   if (!tick.gpu.empty()) internal::AppendGpuActivityChunk(out, tick.gpu);
+  if (tick.has_gpu_status) internal::AppendGpuStatusChunk(out, tick.gpu_status);
 }
 
 ProcessSample SinceSessionStart(const ProcessSample& now, const ProcessSample& base) {
@@ -99,6 +110,9 @@ ProcessSample SinceSessionStart(const ProcessSample& now, const ProcessSample& b
 // After a write error the session keeps running but writes nothing more;
 // Stop() reports the error.
 void WriteTick(Session& s, bool last, std::string prefix = {}) {
+  // A GPU activity source flushes what it holds, so that this snapshot
+  // carries the GPU's activity up to now.
+  if (void (*hook)() = g_snapshot_hook.load(std::memory_order_acquire)) hook();
   s.tick.Clear();
   internal::CollectTick(&s.tick);
   s.tick.process = SinceSessionStart(internal::ReadProcessSample(), s.process_baseline);
@@ -163,7 +177,7 @@ TraceHeader MakeHeader(const SessionOptions& options) {
   h.pid = static_cast<uint32_t>(getpid());
   h.clock = internal::DescribeClock();
   h.host = CollectHostFacts();
-  h.pipeline = PipelineInfo{options.pipeline_name, options.config_json};
+  h.pipeline = PipelineInfo{options.pipeline_name, options.config_json, options.config_path};
   h.snapshot_interval_ms = options.snapshot_interval_ms;
   h.spans_per_stage_per_second = options.spans_per_stage_per_second;
   h.consumer_steps_per_second = options.consumer_steps_per_second;
@@ -203,6 +217,7 @@ Status StartLocked(const SessionOptions& options, bool from_environment) {
 
   auto* s = new Session;
   s->options = options;
+  s->options.config_path = AbsoluteConfigPath(options.config_path);
   s->from_environment = from_environment;
   s->pid = getpid();
   s->fd = fd;
@@ -210,7 +225,7 @@ Status StartLocked(const SessionOptions& options, bool from_environment) {
   s->process_baseline = internal::ReadProcessSample();
   // The header and a first snapshot (every counter zero, the stages and
   // workers registered so far) go out together.
-  WriteTick(*s, /*last=*/false, internal::EncodeFilePreamble(MakeHeader(options)));
+  WriteTick(*s, /*last=*/false, internal::EncodeFilePreamble(MakeHeader(s->options)));
   if (!s->write_error.ok()) {
     Status error = s->write_error;
     internal::EndSession();
@@ -283,7 +298,8 @@ Status StartFromEnvironment(const SessionOptions& defaults) {
   if (path.empty()) return Status::Ok();
   if (g_session != nullptr) {
     if (!defaults.pipeline_name.empty() || !defaults.config_json.empty()) {
-      internal::QueuePipelineInfo(PipelineInfo{defaults.pipeline_name, defaults.config_json});
+      internal::QueuePipelineInfo(PipelineInfo{defaults.pipeline_name, defaults.config_json,
+                                               AbsoluteConfigPath(defaults.config_path)});
     }
     return Status::Ok();
   }
@@ -302,15 +318,11 @@ Status StartFromEnvironment(const SessionOptions& defaults) {
   return StartLocked(options, /*from_environment=*/true).WithContext("PIPETUNE_TRACE=" + path);
 }
 
+void SetSnapshotHook(void (*hook)()) { g_snapshot_hook.store(hook, std::memory_order_release); }
+
 void SetPipelineInfo(const std::string& pipeline_name, const std::string& config_json,
                      const std::string& config_path) {
-  std::string absolute;
-  if (!config_path.empty()) {
-    std::error_code error;
-    absolute = std::filesystem::absolute(config_path, error).lexically_normal().string();
-    if (error) absolute.clear();
-  }
-  internal::QueuePipelineInfo(PipelineInfo{pipeline_name, config_json, absolute});
+  internal::QueuePipelineInfo(PipelineInfo{pipeline_name, config_json, AbsoluteConfigPath(config_path)});
 }
 
 }  // namespace pipetune::tracer

@@ -22,10 +22,8 @@ StatusOr<runtime::RunSummary> RunConfig(const models::PipelineConfig& config,
     session.snapshot_interval_ms = options.snapshot_interval_ms;
     session.spans_per_stage_per_second = options.spans_per_stage_per_second;
     session.consumer_steps_per_second = options.consumer_steps_per_second;
+    session.config_path = options.config_path;
     PIPETUNE_RETURN_IF_ERROR(tracer::Start(session).WithContext("cannot start the trace"));
-    if (!options.config_path.empty()) {
-      tracer::SetPipelineInfo(session.pipeline_name, session.config_json, options.config_path);
-    }
   }
   runtime::RunOptions run;
   run.max_seconds = options.seconds;

@@ -73,6 +73,7 @@ class TraceVisitor {
   virtual void OnConsumerTotals(const ConsumerTotals&) {}
   virtual void OnProcessSample(const ProcessSample&) {}
   virtual void OnGpuActivity(const GpuActivity&) {}
+  virtual void OnGpuStatus(const GpuStatus&) {}
   virtual void OnDrops(const DropCounts&) {}
   virtual void OnEnd(const TraceEnd&) {}
 };
@@ -99,6 +100,8 @@ struct Trace {
   std::vector<ConsumerTotals> consumer_totals;
   std::vector<ProcessSample> process_samples;
   std::vector<GpuActivity> gpu_activity;
+  bool has_gpu_status = false;  // a GPU activity source was asked for
+  GpuStatus gpu_status;         // the last one
   DropCounts drops;  // the last (cumulative) drop counts
   bool has_end = false;
   TraceEnd end;

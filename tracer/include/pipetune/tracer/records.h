@@ -140,9 +140,22 @@ struct DropCounts {
   uint64_t Total() const { return spans + consumer_steps + gpu_records + gpu_records_at_source; }
 };
 
-enum class GpuActivityKind : uint32_t { kKernel = 1, kMemcpy = 2, kMemset = 3 };
+enum class GpuActivityKind : uint32_t { kKernel = 1, kMemcpy = 2, kMemset = 3, kSync = 4 };
+
+// A copy's direction (CUPTI's memcpy kinds, collapsed); kNone for the others.
+enum class GpuCopyKind : uint32_t {
+  kNone = 0,
+  kHostToDevice = 1,
+  kDeviceToHost = 2,
+  kDeviceToDevice = 3,
+  kHostToHost = 4,
+  kPeerToPeer = 5,
+  kOther = 6,
+};
 
 // One GPU operation, with its start and end mapped onto the host clock.
+// A kSync record is the host waiting on the GPU (cudaStreamSynchronize and
+// friends): its interval is host time blocked, not GPU work.
 struct GpuActivity {
   GpuActivityKind kind = GpuActivityKind::kKernel;
   uint32_t device = 0;
@@ -152,8 +165,41 @@ struct GpuActivity {
   uint64_t bytes = 0;           // copies and memsets; 0 for kernels
   uint64_t correlation_id = 0;  // ties the activity to the API call that launched it
   std::string name;             // kernel name, or the copy kind ("HtoD")
+  // Appended to the version-1 record (older traces read as 0).
+  uint32_t context = 0;
+  GpuCopyKind copy_kind = GpuCopyKind::kNone;
 };
 
+// Whether GPU activity is being recorded, and if not, why. A trace holds
+// one when a GPU activity source (pipetune_cupti) was asked for; the last
+// one read is the one that holds.
+enum class GpuState : uint32_t {
+  kRecording = 1,    // activity is being recorded
+  kNoGpu = 2,        // no CUDA driver or no device: nothing to record
+  kNoCupti = 3,      // the driver is there but libcupti could not be loaded or is too old
+  kConflict = 4,     // another CUPTI subscriber holds the process (Nsight, a framework profiler)
+  kFailed = 5,       // a CUPTI call failed; message says which
+  kStopped = 6,      // recorded, then stopped cleanly
+};
+
+// How GPU timestamps were put on the trace's host clock.
+enum class GpuClockSource : uint32_t {
+  kNone = 0,
+  kHostCallback = 1,    // CUPTI calls our timestamp function: already the host clock
+  kMeasuredOffset = 2,  // gpu time + clock_offset_ns = host time, measured at start
+};
+
+struct GpuStatus {
+  uint64_t time_ns = 0;
+  GpuState state = GpuState::kNoGpu;
+  uint32_t cupti_version = 0;  // cuptiGetVersion, 0 when not loaded
+  GpuClockSource clock_source = GpuClockSource::kNone;
+  int64_t clock_offset_ns = 0;
+  std::string message;  // one sentence for the user: what was found, or why not
+};
+
+const char* GpuStateName(GpuState state);
+const char* GpuCopyKindName(GpuCopyKind kind);
 const char* GpuActivityKindName(GpuActivityKind kind);
 
 // The pipeline a session describes. The header holds the values given to

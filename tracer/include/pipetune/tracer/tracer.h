@@ -40,6 +40,10 @@ struct SessionOptions {
   std::string path;  // the trace file; created or truncated
   std::string pipeline_name;
   std::string config_json;  // the pipeline config as run, stored verbatim
+  // The file the config was read from, when there is one (made absolute by
+  // Start). Relative paths inside the config are relative to its directory,
+  // which `pipetune tune` needs to write a tuned config elsewhere.
+  std::string config_path;
   uint32_t snapshot_interval_ms = 100;
   // Budgets for individually recorded events. Beyond them events are still
   // counted (sampling), only not recorded one by one. 0 records none.
@@ -72,7 +76,8 @@ Status Stop();
 Status StartFromEnvironment(const SessionOptions& defaults = {});
 
 // Records the pipeline's name and config in the running trace (readers take
-// the latest). Without a session it does nothing.
+// the latest), for programs that learn them after the session started (the
+// header holds SessionOptions' values). Without a session it does nothing.
 // `config_path`, when given, is the file the config was read from (made
 // absolute here).
 void SetPipelineInfo(const std::string& pipeline_name, const std::string& config_json,
@@ -266,5 +271,14 @@ inline void ConsumerStep(uint64_t wait_ns, uint64_t step_ns, uint64_t end_ns) no
 void RecordGpuActivity(const GpuActivity& activity);
 // Records the source itself lost (CUPTI's dropped-record count).
 void RecordGpuDrops(uint64_t records);
+// The GPU activity source's state: whether it records, and if not why. Kept
+// (the latest one) and written with the next snapshot of this session and
+// at the start of any later one.
+void RecordGpuStatus(const GpuStatus& status);
+// A function the sampler calls before each snapshot and before the final
+// one at Stop(), without tracer locks held: a GPU activity source flushes its
+// buffers there (calling RecordGpuActivity). nullptr removes it. The hook
+// must not call Start() or Stop().
+void SetSnapshotHook(void (*hook)());
 
 }  // namespace pipetune::tracer
