@@ -235,7 +235,7 @@ TEST(Solver, EveryKnobHasAReasonAndChangesAreMarked) {
   Plan plan = SolveOrDie(input, Budget(4));
   ASSERT_GE(plan.knobs.size(), 3u);  // a, b, the inserted prefetch
   for (const KnobChange& knob : plan.knobs) {
-    EXPECT_FALSE(knob.reason.empty()) << knob.stage << "." << knob.knob;
+    EXPECT_FALSE(knob.reason.empty()) << knob.stage << "." << KnobName(knob.knob);
     EXPECT_EQ(knob.changed, knob.old_value != knob.new_value) << knob.stage;
   }
   models::Json json = PlanToJson(plan);

@@ -113,19 +113,19 @@ void ExplainPlan(const TuneInput& input, const Resources& resources, const Candi
     bool binding =
         prediction.binding.kind == models::BoundKind::kConcurrency && prediction.binding.stage == i;
     bool last = i + 1 == candidate.stages.size();
-    if (knob.knob == "parallelism") {
+    if (knob.knob == Knob::kParallelism) {
       knob.reason = ParallelismReason(candidate, i, prediction, facts, binding);
-    } else if (knob.knob == "buffer") {
+    } else if (knob.knob == Knob::kBuffer) {
       knob.reason =
           last ? LastBufferReason(facts, stage)
                : (knob.changed ? "shrunk to what the memory budget leaves" : "inside the pipeline: kept");
-    } else if (knob.knob == "location") {
+    } else if (knob.knob == Knob::kLocation) {
       knob.reason =
           knob.changed ? CacheReason(input, candidate, stage, resources) : "kept where the run had it";
-    } else if (knob.knob == "stage" && stage.op == Op::kPrefetch) {
+    } else if (knob.knob == Knob::kStage && stage.op == Op::kPrefetch) {
       knob.reason =
           fmt::format("nothing buffered the outputs for the consumer; {}", LastBufferReason(facts, stage));
-    } else if (knob.knob == "stage" && stage.op == Op::kCache) {
+    } else if (knob.knob == Knob::kStage && stage.op == Op::kCache) {
       knob.reason = CacheReason(input, candidate, stage, resources);
     }
   }

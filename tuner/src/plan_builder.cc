@@ -29,24 +29,24 @@ std::string InsertedValue(const PlannedStage& stage) {
 
 void AddKnobs(const Candidate& candidate, Plan& plan) {
   for (const std::string& name : candidate.removed_stages) {
-    plan.knobs.push_back({name, "stage", "cache", "-", true, "the cache moves to where the plan puts it"});
+    plan.knobs.push_back({name, Knob::kStage, "cache", "-", true, "the cache moves to where the plan puts it"});
   }
   for (const PlannedStage& stage : candidate.stages) {
     if (stage.inserted()) {
-      plan.knobs.push_back({stage.name, "stage", "-", InsertedValue(stage), true, ""});
+      plan.knobs.push_back({stage.name, Knob::kStage, "-", InsertedValue(stage), true, ""});
       continue;
     }
     if (stage.parallel) {
-      plan.knobs.push_back({stage.name, "parallelism", std::to_string(stage.old_parallelism),
+      plan.knobs.push_back({stage.name, Knob::kParallelism, std::to_string(stage.old_parallelism),
                             std::to_string(stage.parallelism), stage.parallelism != stage.old_parallelism,
                             ""});
     }
     if (stage.op == Op::kPrefetch) {
-      plan.knobs.push_back({stage.name, "buffer", OptionalNumber(stage.old_buffer),
+      plan.knobs.push_back({stage.name, Knob::kBuffer, OptionalNumber(stage.old_buffer),
                             OptionalNumber(stage.buffer), stage.buffer != stage.old_buffer, ""});
     }
     if (stage.op == Op::kCache) {
-      plan.knobs.push_back({stage.name, "location", LocationText(stage.old_location),
+      plan.knobs.push_back({stage.name, Knob::kLocation, LocationText(stage.old_location),
                             LocationText(stage.location), stage.location != stage.old_location, ""});
     }
   }

@@ -46,7 +46,7 @@ std::string KnobTable(const Plan& plan) {
   size_t name_width = 4, old_width = 3, new_width = 3;
   std::vector<std::string> names;
   for (const KnobChange& knob : plan.knobs) {
-    names.push_back(knob.knob == "stage" ? knob.stage : knob.stage + "." + knob.knob);
+    names.push_back(knob.knob == Knob::kStage ? knob.stage : knob.stage + "." + KnobName(knob.knob));
     name_width = std::max(name_width, names.back().size());
     old_width = std::max(old_width, knob.old_value.size());
     new_width = std::max(new_width, knob.new_value.size());
@@ -62,6 +62,16 @@ std::string KnobTable(const Plan& plan) {
 }
 
 }  // namespace
+
+const char* KnobName(Knob knob) {
+  switch (knob) {
+    case Knob::kParallelism: return "parallelism";
+    case Knob::kBuffer: return "buffer";
+    case Knob::kLocation: return "location";
+    case Knob::kStage: return "stage";
+  }
+  return "stage";
+}
 
 std::string FormatPlanText(const Plan& plan) {
   std::string text =
@@ -139,7 +149,7 @@ Json PlanToJson(const Plan& plan) {
   Json knobs = Json::array();
   for (const KnobChange& k : plan.knobs) {
     knobs.push_back({{"stage", k.stage},
-                     {"knob", k.knob},
+                     {"knob", KnobName(k.knob)},
                      {"old", k.old_value},
                      {"new", k.new_value},
                      {"changed", k.changed},

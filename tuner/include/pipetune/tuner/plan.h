@@ -95,10 +95,15 @@ struct PlannedStage {
   bool inserted() const { return !profile_index.has_value(); }
 };
 
+// What a plan changes on a stage: one of its knobs, or the stage itself
+// (inserted or removed).
+enum class Knob { kParallelism, kBuffer, kLocation, kStage };
+const char* KnobName(Knob knob);  // "parallelism", "buffer", "location", "stage"
+
 // One knob (or a stage inserted or removed), before and after.
 struct KnobChange {
   std::string stage;
-  std::string knob;       // "parallelism", "buffer", "location", "stage"
+  Knob knob = Knob::kParallelism;
   std::string old_value;  // "-" when absent
   std::string new_value;  // "-" when removed
   bool changed = false;
