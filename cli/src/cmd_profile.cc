@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "pipetune/tracer/gpu_profile.h"
 #include "commands.h"
 
 namespace pipetune::cli {
@@ -25,12 +27,16 @@ struct ProfileFlags {
 };
 
 int Profile(const ProfileFlags& flags) {
+  std::string gpu_note;
+  const auto gpu_environment = tracer::GpuProfileEnvironment(
+      tracer::FindInjectionLibrary(), std::getenv("CUDA_INJECTION64_PATH"), &gpu_note);
   ::unlink(flags.trace_path.c_str());  // a stale trace must not pass for this run's
   pid_t child = ::fork();
   if (child < 0) return ReportError(IoError(fmt::format("cannot fork: {}", std::strerror(errno))));
   if (child == 0) {
     ::setenv("PIPETUNE_TRACE", flags.trace_path.c_str(), 1);
     ::setenv("PIPETUNE_TRACE_INTERVAL_MS", std::to_string(flags.interval_ms).c_str(), 1);
+    for (const auto& [name, value] : gpu_environment) ::setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     for (const std::string& arg : flags.command) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
@@ -43,14 +49,19 @@ int Profile(const ProfileFlags& flags) {
   }
   int child_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (child_code == 127) return kExitBadInput;
-  struct stat info {};
-  if (::stat(flags.trace_path.c_str(), &info) != 0) {
+  // A program that links no tracer and used no CUDA wrote nothing: the
+  // trace then holds where GPU activity stands (e.g. "no GPU found").
+  bool wrote_trace = false;
+  Status completed = tracer::CompleteProfileTrace(flags.trace_path, flags.command[0], gpu_note, &wrote_trace);
+  if (!completed.ok()) return ReportError(completed);
+  if (wrote_trace) {
     fmt::print(stderr,
-               "pipetune: error: {} wrote no trace: it does not link pipetune's tracer "
-               "(pipetune::tracer, or libpipetune_tracer from C); see docs/tracer.md\n",
+               "pipetune: {} recorded no pipeline (it does not link pipetune's tracer; see docs/tracer.md) "
+               "and no GPU activity; the trace says why\n",
                flags.command[0]);
-    return kExitBadInput;
   }
+  struct stat info {};
+  ::stat(flags.trace_path.c_str(), &info);
   if (WIFSIGNALED(status)) {
     fmt::print(stderr, "pipetune: {} was killed by signal {}; the trace holds what it recorded until then\n",
                flags.command[0], WTERMSIG(status));
