@@ -72,6 +72,17 @@ std::mutex g_flush_mu;
 GpuActivityRecorder::State* g_active = nullptr;  // guarded by g_flush_mu for writes
 std::atomic<GpuActivityRecorder::State*> g_callbacks{nullptr};
 
+// CUPTI's count of records it dropped for (context, stream) since the last
+// call, into the trace.
+void CountDrops(GpuActivityRecorder::State& s, CUcontext context, uint32_t stream) {
+  size_t dropped = 0;
+  if (s.api->ActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+    tracer::RecordGpuDrops(dropped);
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.stats.dropped_at_source += dropped;
+  }
+}
+
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = nullptr;
   *size = 0;
@@ -120,21 +131,21 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffe
     if (buffer != nullptr) s->free_buffers.push_back(buffer);
   }
   for (const tracer::GpuActivity& a : batch) tracer::RecordGpuActivity(a);
-  size_t dropped = 0;
-  if (s->api->ActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS && dropped > 0) {
-    tracer::RecordGpuDrops(dropped);
-    std::lock_guard<std::mutex> lock(s->mu);
-    s->stats.dropped_at_source += dropped;
-  }
+  CountDrops(*s, context, stream);
+}
+
+// After a flush: drops not tied to a completed buffer (a context with no
+// buffer to report on, or device-independent records: context NULL).
+void FlushAndCountDrops(GpuActivityRecorder::State& s) {
+  s.api->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  CountDrops(s, nullptr, 0);
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.stats.flushes;
 }
 
 void SnapshotHook() {
   std::lock_guard<std::mutex> lock(g_flush_mu);
-  if (g_active != nullptr) {
-    g_active->api->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    std::lock_guard<std::mutex> state_lock(g_active->mu);
-    ++g_active->stats.flushes;
-  }
+  if (g_active != nullptr) FlushAndCountDrops(*g_active);
 }
 
 // gpu + offset = host: the host readings that bracket CUPTI's most tightly.
@@ -238,10 +249,7 @@ GpuStatus GpuActivityRecorder::Start() {
 
 void GpuActivityRecorder::Flush() {
   std::lock_guard<std::mutex> lock(g_flush_mu);
-  if (g_active != state_.get()) return;
-  state_->api->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::lock_guard<std::mutex> state_lock(state_->mu);
-  ++state_->stats.flushes;
+  if (g_active == state_.get()) FlushAndCountDrops(*state_);
 }
 
 GpuStatus GpuActivityRecorder::Stop() {
@@ -251,13 +259,12 @@ GpuStatus GpuActivityRecorder::Stop() {
     if (g_active != &s) return status();
     tracer::SetSnapshotHook(nullptr);
     for (CUpti_ActivityKind kind : kKinds) s.api->ActivityDisable(kind);
-    s.api->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // delivers what is left
+    FlushAndCountDrops(s);  // delivers what is left
     if (s.subscribed) s.api->Unsubscribe(s.subscriber);
     s.subscribed = false;
     g_active = nullptr;
     g_callbacks.store(nullptr, std::memory_order_release);
     std::lock_guard<std::mutex> state_lock(s.mu);
-    ++s.stats.flushes;
     s.recording = false;
   }
   RecorderStats st = stats();
