@@ -146,6 +146,32 @@ std::vector<TimelinePoint> Timeline(const CollectedTrace& trace) {
   return points;
 }
 
+GpuSummary SummarizeGpu(const CollectedTrace& trace, const Window& window) {
+  GpuSummary gpu;
+  gpu.activities = trace.gpu_records;
+  GpuAnalysisInput input;
+  input.work = trace.gpu_work;
+  input.consumer_waits = trace.consumer_waits;
+  input.consumer_recorded = trace.consumer_step_records > 0;
+  input.begin_ns = trace.frames[window.begin_frame].time_ns;
+  input.end_ns = trace.frames[window.end_frame].time_ns;
+  gpu.analysis = AnalyzeGpu(input);
+  gpu.busy_fraction = gpu.analysis.busy_fraction;
+  if (trace.gpu_status) {
+    gpu.status = tracer::GpuStateName(trace.gpu_status->state);
+    gpu.status_message = trace.gpu_status->message;
+  }
+  if (gpu.analysis.verdict != GpuVerdict::kNoActivity) {
+    gpu.verdict = GpuVerdictSentence(gpu.analysis);
+  } else if (trace.gpu_status && trace.gpu_status->state != tracer::GpuState::kRecording &&
+             trace.gpu_status->state != tracer::GpuState::kStopped) {
+    gpu.verdict = "no GPU activity recorded: " + trace.gpu_status->message;
+  } else {
+    gpu.verdict = "no GPU work in the window";
+  }
+  return gpu;
+}
+
 void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Diagnosis& d) {
   d.peak_rss_bytes = trace.peak_rss_bytes;
   double sum = 0;
@@ -157,15 +183,7 @@ void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Dia
   }
   d.mean_rss_bytes = count > 0 ? sum / static_cast<double>(count) : 0.0;
   for (const models::StageProfile& stage : d.profile.stages) d.buffer_bytes += stage.mean_buffer_bytes;
-  if (trace.gpu_records > 0) {
-    GpuSummary gpu;
-    gpu.activities = trace.gpu_records;
-    double busy =
-        Delta(trace.frames[window.end_frame].gpu_busy_ns, trace.frames[window.begin_frame].gpu_busy_ns);
-    double seconds = window.end_seconds - window.begin_seconds;
-    gpu.busy_fraction = seconds > 0 ? std::min(1.0, busy / 1e9 / seconds) : 0.0;
-    d.gpu = gpu;
-  }
+  if (trace.gpu_records > 0 || trace.gpu_status) d.gpu = SummarizeGpu(trace, window);
 }
 
 void SetNextLimit(Diagnosis& d) {

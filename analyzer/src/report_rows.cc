@@ -66,8 +66,15 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
                                            models::FormatBytes(static_cast<double>(d.peak_rss_bytes)),
                                            models::FormatBytes(d.buffer_bytes)));
   if (d.gpu) {
-    lines.emplace_back(
-        "gpu", fmt::format("busy {} ({} activities)", Percent(d.gpu->busy_fraction), d.gpu->activities));
+    const GpuAnalysis& a = d.gpu->analysis;
+    if (a.verdict == GpuVerdict::kNoActivity) {
+      lines.emplace_back("gpu", d.gpu->verdict);
+    } else {
+      lines.emplace_back("gpu", fmt::format("busy {} ({} activities, {} device{}); input stalls {} of the idle time",
+                                            Percent(d.gpu->busy_fraction), d.gpu->activities, a.devices.size(),
+                                            a.devices.size() == 1 ? "" : "s", Percent(a.input_stall_share)));
+      lines.emplace_back("gpu verdict", d.gpu->verdict);
+    }
   }
   lines.emplace_back("drops", DropsText(d));
   lines.emplace_back("window", d.window_reason);
