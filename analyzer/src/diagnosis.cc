@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "explain.h"
+#include "gpu_diagnosis.h"
 
 namespace pipetune::analyzer {
 namespace {
@@ -146,32 +147,6 @@ std::vector<TimelinePoint> Timeline(const CollectedTrace& trace) {
   return points;
 }
 
-GpuSummary SummarizeGpu(const CollectedTrace& trace, const Window& window) {
-  GpuSummary gpu;
-  gpu.activities = trace.gpu_records;
-  GpuAnalysisInput input;
-  input.work = trace.gpu_work;
-  input.consumer_waits = trace.consumer_waits;
-  input.consumer_recorded = trace.consumer_step_records > 0;
-  input.begin_ns = trace.frames[window.begin_frame].time_ns;
-  input.end_ns = trace.frames[window.end_frame].time_ns;
-  gpu.analysis = AnalyzeGpu(input);
-  gpu.busy_fraction = gpu.analysis.busy_fraction;
-  if (trace.gpu_status) {
-    gpu.status = tracer::GpuStateName(trace.gpu_status->state);
-    gpu.status_message = trace.gpu_status->message;
-  }
-  if (gpu.analysis.verdict != GpuVerdict::kNoActivity) {
-    gpu.verdict = GpuVerdictSentence(gpu.analysis);
-  } else if (trace.gpu_status && trace.gpu_status->state != tracer::GpuState::kRecording &&
-             trace.gpu_status->state != tracer::GpuState::kStopped) {
-    gpu.verdict = "no GPU activity recorded: " + trace.gpu_status->message;
-  } else {
-    gpu.verdict = "no GPU work in the window";
-  }
-  return gpu;
-}
-
 void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Diagnosis& d) {
   d.peak_rss_bytes = trace.peak_rss_bytes;
   double sum = 0;
@@ -183,7 +158,10 @@ void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Dia
   }
   d.mean_rss_bytes = count > 0 ? sum / static_cast<double>(count) : 0.0;
   for (const models::StageProfile& stage : d.profile.stages) d.buffer_bytes += stage.mean_buffer_bytes;
-  if (trace.gpu_records > 0 || trace.gpu_status) d.gpu = SummarizeGpu(trace, window);
+  if (trace.gpu_records > 0 || trace.gpu_status) {
+    d.gpu = internal::SummarizeGpu(trace, trace.frames[window.begin_frame].time_ns,
+                                   trace.frames[window.end_frame].time_ns);
+  }
 }
 
 void SetNextLimit(Diagnosis& d) {
@@ -254,6 +232,11 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
   for (const std::string& text : options.what_ifs) {
     PIPETUNE_ASSIGN_OR_RETURN(WhatIf what_if, ParseWhatIf(text));
     what_ifs.push_back(std::move(what_if));
+  }
+  // A program that records no pipeline, only GPU activity (profiled through
+  // CUDA's injection): the GPU's side is the whole report.
+  if (trace.stages.empty() && (trace.gpu_records > 0 || trace.gpu_status)) {
+    return internal::DiagnoseGpuOnly(trace, trace_name);
   }
   PIPETUNE_ASSIGN_OR_RETURN(ProfiledRun run, ProfileCollected(trace, extra));
   Diagnosis d;

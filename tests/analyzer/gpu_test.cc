@@ -159,3 +159,29 @@ TEST(GpuReport, ATraceWithoutAGpuSaysWhy) {
 
 }  // namespace
 }  // namespace pipetune::analyzer
+
+namespace pipetune::analyzer {
+namespace {
+
+TEST(GpuReport, AProgramWithoutAPipelineGetsAGpuOnlyReport) {
+  CollectedTrace trace;  // what the injection library's session leaves: no stages, GPU activity
+  trace.header.pipeline.name = "train.py";
+  for (uint64_t t = 0; t < 1000; t += 100) {
+    trace.gpu_work.push_back(Work(0, t + 40, t + 50, /*h2d=*/true));  // 40 ms waiting for the batch
+    trace.gpu_work.push_back(Work(0, t + 50, t + 100));
+  }
+  trace.gpu_records = trace.gpu_work.size();
+  trace.end_ns = 1000 * kMs;
+  StatusOr<Diagnosis> d = Diagnose(trace, "train.trace");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_TRUE(d->gpu.has_value());
+  EXPECT_NEAR(d->gpu->busy_fraction, 0.6, 1e-9);
+  EXPECT_TRUE(d->gpu->analysis.inferred);
+  EXPECT_EQ(d->gpu->analysis.verdict, GpuVerdict::kInputStalled);
+  std::string text = RenderReport(*d, ReportFormat::kText);
+  EXPECT_NE(text.find("No input pipeline recorded"), std::string::npos) << text;
+  EXPECT_EQ(text.find("throughput"), std::string::npos) << text;  // nothing to rate
+}
+
+}  // namespace
+}  // namespace pipetune::analyzer
