@@ -103,7 +103,9 @@ GpuStatus ProbeGpu() {
     status.message = "no GPU found: the NVIDIA driver reports no device";
   } else {
     status.state = GpuState::kStopped;
-    status.message = std::to_string(devices) + " GPU(s) found, but the program did not use CUDA";
+    status.message = std::to_string(devices) +
+                     " GPU(s) found, but the program recorded no GPU activity: it did not use CUDA, or it links "
+                     "pipetune's tracer without pipetune::cupti (docs/gpu.md)";
   }
   return status;  // the driver stays loaded: unloading it after cuInit is not supported
 }

@@ -33,7 +33,8 @@ std::vector<std::pair<std::string, std::string>> GpuProfileEnvironment(const std
 
 // Is there a GPU here? Loads libcuda.so.1 (PIPETUNE_LIBCUDA overrides) and
 // asks for devices. kRecording is never returned: kNoGpu with the reason,
-// or a state of kStopped with "N GPUs found" (the program recorded nothing).
+// or kStopped saying how many GPUs were found and that the program recorded
+// no GPU activity.
 GpuStatus ProbeGpu();
 
 // After the profiled program ended, makes sure its trace says where GPU
