@@ -183,6 +183,13 @@ void TraceCollector::OnConsumerStep(const tracer::ConsumerStepRecord& step) {
   uint64_t end = Relative(step.end_ns);
   uint64_t start = end - std::min(end, step.wait_ns + step.step_ns);
   if (!trace_.first_step_start_ns || start < *trace_.first_step_start_ns) trace_.first_step_start_ns = start;
+  if (step.wait_ns > 0) {
+    if (trace_.consumer_waits.size() < kMaxGpuIntervals) {
+      trace_.consumer_waits.emplace_back(start, start + std::min(step.wait_ns, end - start));
+    } else {
+      trace_.gpu_intervals_not_kept++;
+    }
+  }
 }
 
 void TraceCollector::OnConsumerTotals(const tracer::ConsumerTotals& totals) {
@@ -208,6 +215,26 @@ void TraceCollector::OnGpuActivity(const tracer::GpuActivity& activity) {
   if (activity.kind == tracer::GpuActivityKind::kKernel && activity.end_ns > activity.start_ns) {
     current_.gpu_busy_ns += activity.end_ns - activity.start_ns;
   }
+  // Host waits on the GPU are not GPU work.
+  if (activity.kind == tracer::GpuActivityKind::kSync || activity.end_ns <= activity.start_ns) return;
+  if (trace_.gpu_work.size() >= kMaxGpuIntervals) {
+    trace_.gpu_intervals_not_kept++;
+    return;
+  }
+  GpuInterval w;
+  w.device = activity.device;
+  w.start_ns = Relative(activity.start_ns);
+  w.end_ns = Relative(activity.end_ns);
+  // Records of older writers have no copy kind, only its name.
+  w.host_to_device = activity.kind == tracer::GpuActivityKind::kMemcpy &&
+                     (activity.copy_kind == tracer::GpuCopyKind::kHostToDevice ||
+                      (activity.copy_kind == tracer::GpuCopyKind::kNone && activity.name == "HtoD"));
+  trace_.gpu_work.push_back(w);
+}
+
+void TraceCollector::OnGpuStatus(const tracer::GpuStatus& status) {
+  trace_.records++;
+  trace_.gpu_status = status;
 }
 
 void TraceCollector::OnDrops(const tracer::DropCounts& drops) {

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "explain.h"
+#include "gpu_diagnosis.h"
 
 namespace pipetune::analyzer {
 const char* StageLimitName(StageLimit limit) {
@@ -167,14 +168,9 @@ void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Dia
   }
   d.mean_rss_bytes = count > 0 ? sum / static_cast<double>(count) : 0.0;
   for (const models::StageProfile& stage : d.profile.stages) d.buffer_bytes += stage.mean_buffer_bytes;
-  if (trace.gpu_records > 0) {
-    GpuSummary gpu;
-    gpu.activities = trace.gpu_records;
-    double busy =
-        Delta(trace.frames[window.end_frame].gpu_busy_ns, trace.frames[window.begin_frame].gpu_busy_ns);
-    double seconds = window.end_seconds - window.begin_seconds;
-    gpu.busy_fraction = seconds > 0 ? std::min(1.0, busy / 1e9 / seconds) : 0.0;
-    d.gpu = gpu;
+  if (trace.gpu_records > 0 || trace.gpu_status) {
+    d.gpu = internal::SummarizeGpu(trace, trace.frames[window.begin_frame].time_ns,
+                                   trace.frames[window.end_frame].time_ns);
   }
 }
 
@@ -235,6 +231,11 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
   for (const std::string& text : options.what_ifs) {
     PIPETUNE_ASSIGN_OR_RETURN(WhatIf what_if, ParseWhatIf(text));
     what_ifs.push_back(std::move(what_if));
+  }
+  // A program that records no pipeline, only GPU activity (profiled through
+  // CUDA's injection): the GPU's side is the whole report.
+  if (trace.stages.empty() && (trace.gpu_records > 0 || trace.gpu_status)) {
+    return internal::DiagnoseGpuOnly(trace, trace_name);
   }
   PIPETUNE_ASSIGN_OR_RETURN(ProfiledRun run, ProfileCollected(trace, extra));
   Diagnosis d;

@@ -22,6 +22,33 @@ Json Number(double x) {
   return std::stod(fmt::format("{:.6g}", x));
 }
 
+Json GpuJson(const GpuSummary& g) {
+  const GpuAnalysis& a = g.analysis;
+  Json devices = Json::array();
+  for (const GpuDeviceUsage& u : a.devices) {
+    devices.push_back(Json{{"device", u.device},
+                           {"busy_fraction", Number(u.busy_fraction)},
+                           {"idle_seconds", Number(u.idle_seconds)},
+                           {"input_stall_seconds", Number(u.input_stall_seconds)}});
+  }
+  return Json{{"activities", g.activities},
+              {"busy_fraction", Number(g.busy_fraction)},
+              {"devices", devices},
+              {"idle_seconds", Number(a.idle_seconds)},
+              {"input_stall_seconds", Number(a.input_stall_seconds)},
+              {"other_idle_seconds", Number(a.other_idle_seconds)},
+              {"input_stall_share", Number(a.input_stall_share)},
+              {"gaps", a.gaps},
+              {"input_stall_gaps", a.input_stall_gaps},
+              {"input_stall_inferred", a.inferred},
+              {"verdict", GpuVerdictName(a.verdict)},
+              {"tuning_input_can_help", a.verdict == GpuVerdict::kInputStalled},
+              {"summary", g.verdict},
+              {"status", g.status.empty() ? Json(nullptr) : Json(g.status)},
+              {"status_message", g.status_message.empty() ? Json(nullptr) : Json(g.status_message)}};
+}
+
+
 Json Optional(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullptr); }
 
 Json StageJson(const StageDiagnosis& s) {
@@ -97,9 +124,7 @@ class JsonWriter : public ReportWriter {
         {"memory", Json{{"peak_rss_bytes", d.peak_rss_bytes},
                         {"mean_rss_bytes", Number(d.mean_rss_bytes)},
                         {"buffer_bytes", Number(d.buffer_bytes)}}},
-        {"gpu", d.gpu
-                    ? Json{{"activities", d.gpu->activities}, {"busy_fraction", Number(d.gpu->busy_fraction)}}
-                    : Json(nullptr)},
+        {"gpu", d.gpu ? GpuJson(*d.gpu) : Json(nullptr)},
         {"summary", d.summary},
         {"stages", stages},
         {"drops",

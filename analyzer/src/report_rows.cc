@@ -49,14 +49,17 @@ std::string DropsText(const Diagnosis& d) {
 
 std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
   std::vector<std::pair<std::string, std::string>> lines;
-  std::string bound = models::BoundKindName(d.bound);
-  if (d.bottleneck) bound += fmt::format(", stage {}", *d.bottleneck);
-  lines.emplace_back("throughput", fmt::format("{} outputs/s measured, {} predicted ({:.2f}x); bound: {}",
-                                               Rate(d.measured_throughput), Rate(d.predicted_throughput),
-                                               d.prediction_ratio, bound));
-  std::string consumer = fmt::format("waits for input {} of the time", Percent(d.stall_fraction));
-  if (d.demand_throughput) consumer += fmt::format("; demand {} outputs/s", Rate(*d.demand_throughput));
-  lines.emplace_back("consumer", consumer);
+  // A trace of GPU activity alone has no pipeline to rate.
+  if (!d.stages.empty() || !d.gpu) {
+    std::string bound = models::BoundKindName(d.bound);
+    if (d.bottleneck) bound += fmt::format(", stage {}", *d.bottleneck);
+    lines.emplace_back("throughput", fmt::format("{} outputs/s measured, {} predicted ({:.2f}x); bound: {}",
+                                                 Rate(d.measured_throughput), Rate(d.predicted_throughput),
+                                                 d.prediction_ratio, bound));
+    std::string consumer = fmt::format("waits for input {} of the time", Percent(d.stall_fraction));
+    if (d.demand_throughput) consumer += fmt::format("; demand {} outputs/s", Rate(*d.demand_throughput));
+    lines.emplace_back("consumer", consumer);
+  }
   std::string cpu = d.cores_used >= 0
                         ? fmt::format("{} of {} cores used", Cores(d.cores_used), CoreCount(d.cores))
                         : fmt::format("{} cores (process CPU not measured)", CoreCount(d.cores));
@@ -66,8 +69,15 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
                                            models::FormatBytes(static_cast<double>(d.peak_rss_bytes)),
                                            models::FormatBytes(d.buffer_bytes)));
   if (d.gpu) {
-    lines.emplace_back(
-        "gpu", fmt::format("busy {} ({} activities)", Percent(d.gpu->busy_fraction), d.gpu->activities));
+    const GpuAnalysis& a = d.gpu->analysis;
+    if (a.verdict == GpuVerdict::kNoActivity) {
+      lines.emplace_back("gpu", d.gpu->verdict);
+    } else {
+      lines.emplace_back("gpu", fmt::format("busy {} ({} activities, {} device{}); input stalls {} of the idle time",
+                                            Percent(d.gpu->busy_fraction), d.gpu->activities, a.devices.size(),
+                                            a.devices.size() == 1 ? "" : "s", Percent(a.input_stall_share)));
+      lines.emplace_back("gpu verdict", d.gpu->verdict);
+    }
   }
   lines.emplace_back("drops", DropsText(d));
   lines.emplace_back("window", d.window_reason);

@@ -27,6 +27,12 @@ int Profile(const ProfileFlags& flags) {
   StatusOr<workflow::ProfiledProgram> profiled = workflow::ProfileProgram(options);
   if (!profiled.ok()) return ReportError(profiled.status());
   const std::string& program = flags.command[0];
+  if (profiled->recorded_nothing) {
+    fmt::print(stderr,
+               "pipetune: {} recorded no pipeline (it does not link pipetune's tracer; see docs/tracer.md) "
+               "and no GPU activity; the trace says why\n",
+               program);
+  }
   if (profiled->signal_number > 0) {
     fmt::print(stderr, "pipetune: {} was killed by signal {}; the trace holds what it recorded until then\n",
                program, profiled->signal_number);

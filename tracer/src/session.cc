@@ -145,6 +145,10 @@ void SamplerLoop(Session* s) {
 
 // Ends `s`, writing its final snapshot and end record. g_session_mu held.
 Status StopLocked(Session* s) {
+  // The GPU source's last records, while recording is still on.
+  if (s->pid == getpid()) {
+    if (void (*hook)() = g_snapshot_hook.load(std::memory_order_acquire)) hook();
+  }
   g_session = nullptr;
   internal::g_enabled.store(false, std::memory_order_release);
   if (s->pid != getpid()) {

@@ -6,9 +6,12 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "pipetune/tracer/gpu_profile.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -16,9 +19,12 @@ namespace {
 // The child's status when exec fails: the shell's "command not found".
 constexpr int kCannotExec = 127;
 
-[[noreturn]] void ExecInChild(const ProfileOptions& options) {
+using Environment = std::vector<std::pair<std::string, std::string>>;
+
+[[noreturn]] void ExecInChild(const ProfileOptions& options, const Environment& gpu_environment) {
   ::setenv("PIPETUNE_TRACE", options.trace_path.c_str(), 1);
   ::setenv("PIPETUNE_TRACE_INTERVAL_MS", std::to_string(options.interval_ms).c_str(), 1);
+  for (const auto& [name, value] : gpu_environment) ::setenv(name.c_str(), value.c_str(), 1);
   for (const auto& [name, value] : options.environment) ::setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
@@ -32,15 +38,17 @@ constexpr int kCannotExec = 127;
 
 StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
   if (options.command.empty()) return InvalidInput("no program to profile: pipetune profile -- COMMAND ...");
+  ProfiledProgram result;
+  Environment gpu_environment = tracer::GpuProfileEnvironment(
+      tracer::FindInjectionLibrary(), std::getenv("CUDA_INJECTION64_PATH"), &result.gpu_note);
   ::unlink(options.trace_path.c_str());  // a stale trace must not pass for this run's
   std::fflush(nullptr);                  // buffered output must not be written twice
   pid_t child = ::fork();
   if (child < 0) return IoError(fmt::format("cannot fork: {}", std::strerror(errno)));
-  if (child == 0) ExecInChild(options);
+  if (child == 0) ExecInChild(options, gpu_environment);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  ProfiledProgram result;
   if (WIFSIGNALED(status)) {
     result.signal_number = WTERMSIG(status);
     result.exit_code = 128 + result.signal_number;
@@ -50,12 +58,11 @@ StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
   if (result.exit_code == kCannotExec && result.signal_number == 0) {
     return InvalidInput(fmt::format("cannot run {} (see the message above)", options.command[0]));
   }
+  PIPETUNE_RETURN_IF_ERROR(tracer::CompleteProfileTrace(options.trace_path, options.command[0], result.gpu_note,
+                                                        &result.recorded_nothing));
   struct stat info {};
   if (::stat(options.trace_path.c_str(), &info) != 0) {
-    return InvalidInput(fmt::format(
-        "{} wrote no trace: it does not link pipetune's tracer (pipetune::tracer, or libpipetune_tracer "
-        "from C); see docs/tracer.md",
-        options.command[0]));
+    return IoError(fmt::format("{}: the trace is gone after the program ended", options.trace_path));
   }
   result.trace_bytes = static_cast<uint64_t>(info.st_size);
   return result;

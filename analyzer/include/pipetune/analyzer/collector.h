@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "pipetune/analyzer/gpu.h"
 #include "pipetune/base/status.h"
 #include "pipetune/tracer/reader.h"
 #include "pipetune/tracer/records.h"
@@ -79,6 +80,13 @@ struct CollectedTrace {
   uint64_t spans = 0;
   uint64_t consumer_step_records = 0;
   uint64_t gpu_records = 0;
+  // GPU work and the consumer's waits, for the GPU analysis (gpu.h): times
+  // relative to the session's start, at most kMaxGpuIntervals of each (the
+  // rest are counted in gpu_intervals_not_kept).
+  std::vector<GpuInterval> gpu_work;
+  std::vector<std::pair<uint64_t, uint64_t>> consumer_waits;
+  uint64_t gpu_intervals_not_kept = 0;
+  std::optional<tracer::GpuStatus> gpu_status;  // the last one
   uint64_t records = 0;  // every record visited
   uint64_t peak_rss_bytes = 0;
   bool has_end = false;
@@ -94,6 +102,7 @@ struct CollectedTrace {
 class TraceCollector : public tracer::TraceVisitor {
  public:
   static constexpr size_t kMaxFrames = 1024;
+  static constexpr size_t kMaxGpuIntervals = size_t{1} << 20;
 
   void OnHeader(const tracer::TraceHeader& header) override;
   void OnPipelineInfo(const tracer::PipelineInfo& info) override;
@@ -105,6 +114,7 @@ class TraceCollector : public tracer::TraceVisitor {
   void OnConsumerTotals(const tracer::ConsumerTotals& totals) override;
   void OnProcessSample(const tracer::ProcessSample& sample) override;
   void OnGpuActivity(const tracer::GpuActivity& activity) override;
+  void OnGpuStatus(const tracer::GpuStatus& status) override;
   void OnDrops(const tracer::DropCounts& drops) override;
   void OnEnd(const tracer::TraceEnd& end) override;
 

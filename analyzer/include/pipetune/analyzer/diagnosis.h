@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipetune/analyzer/collector.h"
+#include "pipetune/analyzer/gpu.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/analyzer/window.h"
 #include "pipetune/base/status.h"
@@ -70,9 +71,15 @@ struct TimelinePoint {
   std::vector<double> stage_busy;  // per stage: own work / (interval * parallelism)
 };
 
+// The GPU's side (gpu.h): present when the trace has GPU activity or says
+// why it has none.
 struct GpuSummary {
   uint64_t activities = 0;
-  double busy_fraction = 0;  // kernel time / window (sums streams; capped at 1)
+  double busy_fraction = 0;  // the union of kernel and copy time / window, mean over devices
+  GpuAnalysis analysis;      // busy, idle gaps, input stalls, verdict
+  std::string verdict;       // GpuVerdictSentence, or why there is no GPU activity
+  std::string status;        // the GPU source's state ("recording", "no_gpu", ...); empty: none recorded
+  std::string status_message;
 };
 
 struct Diagnosis {

@@ -1,0 +1,26 @@
+// libpipetune_cupti_injection.so: what CUDA loads when CUDA_INJECTION64_PATH
+// names it (`pipetune profile` sets it). CUDA calls InitializeInjection while
+// it initialises, in any CUDA program, PyTorch included, unchanged.
+//
+// The library carries its own copy of the tracer (linked statically, its
+// symbols hidden). That copy started a session from PIPETUNE_TRACE when the
+// library was loaded, unless the program links pipetune's tracer itself: that
+// one took PIPETUNE_TRACE before main(), and such a program records its GPU
+// activity by linking pipetune::cupti (StartGpuTracing); the injection then
+// stays out of its way (two CUPTI subscribers cannot coexist).
+#include <cstdlib>
+
+#include "pipetune/cupti/gpu_tracing.h"
+#include "pipetune/tracer/tracer.h"
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  using namespace pipetune;
+  if (!tracer::Enabled()) return 1;  // no session of ours: nothing to record into
+  cupti::LoadOptions load;
+  load.probe_devices = false;  // CUDA is initialising (it loaded us): do not call back into it
+  tracer::GpuStatus status = cupti::StartGpuTracing(load);
+  // Registered after the tracer's own atexit (at load), so it runs first:
+  // the last GPU records reach the session before it writes its end.
+  if (status.state == tracer::GpuState::kRecording) std::atexit(&cupti::StopGpuTracing);
+  return 1;  // CUDA ignores the value; 1 is what NVIDIA's samples return
+}

@@ -1,0 +1,15 @@
+# `pipetune profile -- PROGRAM` on a machine without a GPU: exit 0, and a
+# trace whose GPU status says why there is no GPU activity.
+separate_arguments(argv UNIX_COMMAND "${PROGRAM}")
+execute_process(COMMAND ${CLI} profile --trace ${TRACE} -- ${argv} RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pipetune profile -- ${PROGRAM} exited ${rc}: ${err}")
+endif()
+execute_process(COMMAND ${CLI} trace-info ${TRACE} RESULT_VARIABLE rc OUTPUT_VARIABLE info)
+if(NOT rc EQUAL 0 OR NOT info MATCHES "\ngpu: ")
+  message(FATAL_ERROR "the trace of ${PROGRAM} does not say where GPU activity stands:\n${info}")
+endif()
+if(NOT info MATCHES "no GPU found")
+  message(STATUS "a GPU is here: ${info}")
+endif()
+message(STATUS "${info}")
