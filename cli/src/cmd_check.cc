@@ -20,7 +20,7 @@ struct CheckFlags {
   std::string baseline;
   int runs = 5;
   double seconds = 2;
-  double tolerance_percent = 5;
+  double tolerance_percent = 10;
   std::string format = "text";
   std::string junit;
   std::string markdown;
@@ -76,7 +76,7 @@ void RegisterCheckCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seconds", flags->seconds, "Seconds per run (default 2)")->check(CLI::PositiveNumber);
   sub->add_option("--tolerance", flags->tolerance_percent,
-                  "Smallest change that matters, in percent (default 5)")
+                  "Smallest change that matters, in percent (default 10)")
       ->check(CLI::Range(0.0, 99.0));
   sub->add_option("--format", flags->format, "Report on stdout: text, json or markdown")
       ->check(CLI::IsMember({"text", "json", "markdown"}));

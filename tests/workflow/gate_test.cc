@@ -78,7 +78,8 @@ models::PipelineConfig Config(const std::string& text = kConfig) {
 
 // Runs whose stage costs are `decode_us` and `augment_us` with +-1.5% noise,
 // and a throughput the CPU-bound pipeline would reach on 2 cores.
-std::vector<RunRecord> Runs(double decode_us, double augment_us, double throughput_scale = 1) {
+std::vector<RunRecord> Runs(double decode_us, double augment_us, double throughput_scale = 1,
+                            double wall_scale = 1) {
   const double noise[] = {1.0, 1.012, 0.988, 1.006, 0.994};
   std::vector<RunRecord> runs;
   for (double n : noise) {
@@ -86,8 +87,8 @@ std::vector<RunRecord> Runs(double decode_us, double augment_us, double throughp
     double cpu = (decode_us + augment_us) * 1e-6;
     run.throughput = 2 / cpu * throughput_scale * n;
     run.stages = {{"source", 2e-7 * n, 2e-7, 1000, 1},
-                  {"decode", decode_us * 1e-6 * n, decode_us * 1e-6, 1000, 1},
-                  {"augment", augment_us * 1e-6 / n, augment_us * 1e-6, 1000, 1},
+                  {"decode", decode_us * 1e-6 * n, decode_us * 1e-6 * wall_scale * n, 1000, 1},
+                  {"augment", augment_us * 1e-6 / n, augment_us * 1e-6 * wall_scale / n, 1000, 1},
                   {"prefetch", 1e-6, 1e-6, 1000, 1}};
     runs.push_back(run);
   }
@@ -183,10 +184,21 @@ TEST(GateJudgeTest, ThroughputDropWithSteadyCostsIsARegression) {
   EXPECT_NEAR(report.throughput.change, -0.3, 0.02);
 }
 
+TEST(GateJudgeTest, ThroughputDropWhileThreadsWaitedForCoresIsABusierMachine) {
+  Baseline b = MakeBaseline();
+  std::vector<RunRecord> runs = Runs(400, 100, 0.7, 1.45);
+  CheckReport report = Judge(b, Config(), &runs, {});
+  EXPECT_EQ(report.verdict, Verdict::kMachine);
+  EXPECT_TRUE(report.machine_busy);
+  EXPECT_FALSE(report.throughput_regressed);
+  EXPECT_NEAR(report.contention.change, 0.45, 0.03);
+  EXPECT_NE(FormatCheckText(report).find("busier than the baseline's"), std::string::npos);
+}
+
 TEST(GateJudgeTest, TwoPercentWithinFivePercentTolerancePasses) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(408, 102, 1 / 1.02);
-  CheckReport report = Judge(b, Config(), &runs, {});
+  CheckReport report = Judge(b, Config(), &runs, JudgeOptions{0.05, 0.95});
   EXPECT_EQ(report.verdict, Verdict::kPass);
 }
 

@@ -51,6 +51,26 @@ std::vector<double> CpuSamples(const std::vector<RunRecord>& runs, const std::st
   return samples;
 }
 
+// A stage is latency-bound when its wall time per element exceeds its CPU
+// time by more than this (the analyzer's rule).
+constexpr double kLatencyBoundRatio = 2;
+
+// Per run: wall time over CPU time of the named stages together (1: every
+// thread had a core whenever it was runnable).
+std::vector<double> WaitRatios(const std::vector<RunRecord>& runs, const std::vector<std::string>& names) {
+  std::vector<double> ratios;
+  for (const RunRecord& run : runs) {
+    double wall = 0, cpu = 0;
+    for (const StageRun& s : run.stages) {
+      if (std::find(names.begin(), names.end(), s.name) == names.end()) continue;
+      wall += s.wall_seconds_per_element * s.visit_ratio;
+      cpu += s.cpu_seconds_per_element * s.visit_ratio;
+    }
+    if (cpu > 0) ratios.push_back(wall / cpu);
+  }
+  return ratios;
+}
+
 std::vector<double> Throughputs(const std::vector<RunRecord>& runs) {
   std::vector<double> samples;
   for (const RunRecord& run : runs) samples.push_back(run.throughput);
@@ -217,6 +237,26 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
     }
   }
   report.throughput_regressed = !report.machine_drift && DecreasedBeyond(report.throughput, options.tolerance);
+
+  // A busier machine: throughput fell, no stage costs more, and the CPU-bound
+  // stages' wall time per element grew against their CPU time (their threads
+  // waited for a core other processes held). Latency-bound stages are left
+  // out: their wall time is their work.
+  bool any_stage = std::any_of(report.stages.begin(), report.stages.end(),
+                               [](const StageCheck& s) { return s.regressed; });
+  if (report.throughput_regressed && !any_stage) {
+    std::vector<std::string> cpu_bound;
+    for (size_t i = 0; i < first.size(); ++i) {
+      if (report.stages[i].judged && first[i].wall_seconds_per_element <= kLatencyBoundRatio * first[i].cpu_seconds_per_element)
+        cpu_bound.push_back(first[i].name);
+    }
+    report.contention = EstimateShift(WaitRatios(baseline.runs, cpu_bound), WaitRatios(runs, cpu_bound),
+                                      options.confidence);
+    if (!cpu_bound.empty() && IncreasedBeyond(report.contention, options.tolerance)) {
+      report.throughput_regressed = false;
+      report.machine_busy = true;
+    }
+  }
 }
 
 }  // namespace
@@ -273,7 +313,7 @@ CheckReport Judge(const Baseline& baseline, const models::PipelineConfig& config
                                      [](const StageCheck& s) { return s.regressed; });
   if (report.config_regressed || stage_regressed || report.throughput_regressed) {
     report.verdict = Verdict::kRegression;
-  } else if (report.machine_drift) {
+  } else if (report.machine_drift || report.machine_busy) {
     report.verdict = Verdict::kMachine;
   }
   return report;

@@ -27,6 +27,10 @@ std::string Headline(const CheckReport& r) {
   switch (r.verdict) {
     case Verdict::kPass: return fmt::format("PASS: no regression beyond {:.0f}%", r.tolerance * 100);
     case Verdict::kMachine:
+      if (r.machine_busy)
+        return fmt::format("MACHINE: throughput {} with every stage's CPU per element steady, and the CPU-bound "
+                           "stages waited {} longer for a core: this machine is busier than the baseline's",
+                           Percent(r.throughput.change), Percent(r.contention.change));
       return fmt::format("MACHINE: every stage's CPU per element moved by about {} : this machine is slower or "
                          "busier than the baseline's; no stage is blamed",
                          Percent(r.machine_factor - 1));
@@ -107,7 +111,10 @@ Json CheckReportToJson(const CheckReport& r) {
                      {"predicted_after", Finite(r.predicted_after)},
                      {"predicted_change", Finite(r.predicted_change)},
                      {"regressed", r.config_regressed}};
-  j["machine"] = Json{{"drift", r.machine_drift}, {"factor", Finite(r.machine_factor)}};
+  j["machine"] = Json{{"drift", r.machine_drift},
+                      {"factor", Finite(r.machine_factor)},
+                      {"busy", r.machine_busy},
+                      {"contention_change", Finite(r.contention.change)}};
   j["notes"] = r.notes;
   return j;
 }
@@ -176,7 +183,7 @@ std::string FormatCheckJunit(const CheckReport& r) {
   std::string config_message = r.knobs.empty() ? "knobs as in the baseline" : "";
   for (const KnobChange& k : r.knobs) config_message += (config_message.empty() ? "" : "; ") + KnobLine(k);
   cases.push_back({"config", r.config_regressed, false, config_message});
-  if (r.machine_drift) cases.push_back({"machine", false, false, Headline(r)});
+  if (r.machine_drift || r.machine_busy) cases.push_back({"machine", false, false, Headline(r)});
 
   size_t failures = 0, skipped = 0;
   for (const Case& c : cases) {

@@ -21,7 +21,10 @@
 // Machine drift: when at least two judged stages all grew, each beyond the
 // tolerance and by about one factor, the machine (slower, or busier with
 // work that steals cache and turbo headroom) is blamed rather than a stage:
-// verdict `machine`, a failure only with `strict_machine`.
+// verdict `machine`, a failure only with `strict_machine`. The same verdict
+// when throughput fell but no stage costs more and the CPU-bound stages'
+// threads spent longer waiting for a core (wall over CPU time per element
+// grew beyond the tolerance): other processes took the cores.
 //
 // A baseline of another pipeline (its stages' names, ops or functions differ
 // from the config's, prefetch and cache stages aside) is refused as bad input
@@ -83,12 +86,16 @@ struct CheckReport {
 
   bool machine_drift = false;
   double machine_factor = 1;  // the common cost ratio when drifting
+  // Throughput fell with every cost steady while the CPU-bound stages' wall
+  // time per element grew against their CPU time: the machine is busier.
+  bool machine_busy = false;
+  Shift contention;  // wall / CPU per element of the CPU-bound stages
 
   std::vector<std::string> notes;  // args changed, host differs, ...
 };
 
 struct JudgeOptions {
-  double tolerance = 0.05;  // the smallest change that matters
+  double tolerance = 0.10;  // the smallest change that matters
   double confidence = 0.95;
 };
 
