@@ -49,8 +49,10 @@ std::string Headline(const CheckReport& r) {
 
 std::string ThroughputLine(const CheckReport& r) {
   const Shift& t = r.throughput;
-  std::string line = fmt::format("throughput {:.1f} -> {:.1f} outputs/s ({})", t.baseline_median, t.new_median,
-                                 Percent(t.change));
+  // The medians of each side, and the shift estimated over every pair of runs
+  // (gate_stats.h), which the verdict uses; with few noisy runs they differ.
+  std::string line = fmt::format("throughput median {:.1f} -> {:.1f} outputs/s, shift {}", t.baseline_median,
+                                 t.new_median, Percent(t.change));
   if (t.has_interval) line += fmt::format(", interval {}..{}", Percent(t.low), Percent(t.high));
   return line;
 }
