@@ -7,6 +7,7 @@
 # run-to-run spread of CPU per element, wall per element and throughput in the
 # baseline's runs (the claim that CPU per element is the steady measure).
 #
+# Needs jq and bc (scripts/setup.sh --bench).
 # Usage: bench/gate/gate_eval.sh [PIPETUNE_BINARY] [FALSE_ALARM_CHECKS] [CHECKS_PER_CASE]
 # Env: RUNS (default 5), SECONDS_PER_RUN (default 1), TOLERANCE (percent, default 10).
 set -euo pipefail
