@@ -21,8 +21,9 @@ struct BaselineFlags {
   std::string trace_dir;
 };
 
-bool LooksLikeTrace(const std::string& path) {
-  return path.size() >= 8 && path.compare(path.size() - 8, 8, ".pttrace") == 0;
+// Configs are JSON files; anything else given is a trace (`run.trace`).
+bool IsConfig(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
 }
 
 int RunBaseline(const BaselineFlags& flags) {
@@ -30,7 +31,7 @@ int RunBaseline(const BaselineFlags& flags) {
   request.runs = flags.runs;
   request.seconds = flags.seconds;
   request.trace_dir = flags.trace_dir;
-  if (flags.inputs.size() == 1 && !LooksLikeTrace(flags.inputs[0])) {
+  if (flags.inputs.size() == 1 && IsConfig(flags.inputs[0])) {
     request.config_path = flags.inputs[0];
   } else {
     request.traces = flags.inputs;
@@ -49,7 +50,7 @@ void RegisterBaselineCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<BaselineFlags>();
   CLI::App* sub = app.add_subcommand(
       "baseline", "Run a pipeline config N times traced (or read traces) and write the baseline `check` compares to");
-  sub->add_option("input", flags->inputs, "A pipeline config, or traces (*.pttrace) of its runs")->required();
+  sub->add_option("input", flags->inputs, "A pipeline config (*.json), or traces of its runs")->required();
   sub->add_option("-o,--output", flags->output, "Baseline file to write (JSON, written atomically)")->required();
   sub->add_option("--runs", flags->runs, "Runs of the config (default 5)")->check(CLI::PositiveNumber);
   sub->add_option("--seconds", flags->seconds, "Seconds per run (default 2)")->check(CLI::PositiveNumber);

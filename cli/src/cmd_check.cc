@@ -27,14 +27,15 @@ struct CheckFlags {
   bool strict_machine = false;
 };
 
-bool LooksLikeTrace(const std::string& path) {
-  return path.size() >= 8 && path.compare(path.size() - 8, 8, ".pttrace") == 0;
+// Configs are JSON files; anything else given is a trace (`run.trace`).
+bool IsConfig(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
 }
 
 int RunCheck(const CheckFlags& flags) {
   workflow::CheckRequest request;
   request.baseline_path = flags.baseline;
-  if (flags.inputs.size() == 1 && !LooksLikeTrace(flags.inputs[0])) {
+  if (flags.inputs.size() == 1 && IsConfig(flags.inputs[0])) {
     request.config_path = flags.inputs[0];
   } else {
     request.traces = flags.inputs;
@@ -70,7 +71,7 @@ void RegisterCheckCommand(CLI::App& app, int& exit_code) {
   CLI::App* sub = app.add_subcommand(
       "check",
       "CI gate: compare a pipeline (run now, or traces) with its baseline; exit 1 on a regression, naming the stage");
-  sub->add_option("input", flags->inputs, "A pipeline config to run, or traces (*.pttrace) of its runs")->required();
+  sub->add_option("input", flags->inputs, "A pipeline config (*.json) to run, or traces of its runs")->required();
   sub->add_option("--baseline", flags->baseline, "Baseline written by `pipetune baseline`")->required();
   sub->add_option("--runs", flags->runs, "Runs of the config (default 5; 0: judge the config's knobs alone, no runs)")
       ->check(CLI::NonNegativeNumber);

@@ -23,7 +23,8 @@ TEST(CheckCommandTest, LoweredParallelismFailsFromTheConfigAloneInUnderASecond) 
   WriteFile(dir / "p2.json", Pipeline(2));
   WriteFile(dir / "p1.json", Pipeline(1));
   CommandResult recorded =
-      RunPipetune("baseline " + (dir / "p2.json") + " --runs 2 --seconds 0.4 -o " + (dir / "base.json"));
+      RunPipetune("baseline " + (dir / "p2.json") + " --runs 2 --seconds 0.4 --trace-dir " + (dir / "tr") +
+                  " -o " + (dir / "base.json"));
   ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
   EXPECT_NE(ReadFile(dir / "base.json").find("\"pipetune_baseline\": 1"), std::string::npos);
 
@@ -48,6 +49,14 @@ TEST(CheckCommandTest, LoweredParallelismFailsFromTheConfigAloneInUnderASecond) 
   CommandResult same = RunPipetune("check " + (dir / "p2.json") + " --baseline " + (dir / "base.json") + " --runs 0");
   EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
   EXPECT_NE(same.out.find("PASS"), std::string::npos);
+
+  // The baseline's own traces judged against it: nothing moved.
+  CommandResult traces = RunPipetune("check --baseline " + (dir / "base.json") + " " + (dir / "tr/run-0.trace") +
+                                     " " + (dir / "tr/run-1.trace") + " --format json");
+  EXPECT_EQ(traces.exit_code, 0) << traces.out << traces.err;
+  nlohmann::json same_runs = nlohmann::json::parse(traces.out);
+  EXPECT_EQ(same_runs["verdict"], "pass");
+  EXPECT_DOUBLE_EQ(same_runs["stages"][1]["cpu_per_element"]["change"].get<double>(), 0.0);
 }
 
 TEST(CheckCommandTest, UnreadableOrMalformedBaselineIsBadInput) {

@@ -50,7 +50,7 @@ class RunDirectory {
       return IoError(fmt::format("{}: cannot create the trace directory: {}", path_.string(), error.message()));
     return Status::Ok();
   }
-  std::string File(int run) const { return (path_ / fmt::format("run-{}.pttrace", run)).string(); }
+  std::string File(int run) const { return (path_ / fmt::format("run-{}.trace", run)).string(); }
 
  private:
   fs::path path_;
