@@ -14,7 +14,7 @@ packages=(
   clang-14 libclang-rt-14-dev llvm-14-dev libclang-cpp14-dev libclang-14-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy hyperfine linux-perf)
+  packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy hyperfine linux-perf jq bc)
 fi
 
 sudo_cmd=()

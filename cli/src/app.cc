@@ -16,6 +16,8 @@ int Main(int argc, char** argv) {
   RegisterProfileCommand(app, exit_code);
   RegisterReportCommand(app, exit_code);
   RegisterTuneCommand(app, exit_code);
+  RegisterBaselineCommand(app, exit_code);
+  RegisterCheckCommand(app, exit_code);
   RegisterExportCommand(app, exit_code);
   RegisterTraceInfoCommand(app, exit_code);
   if (argc <= 1) {  // a bare `pipetune`: show what it can do

@@ -1,0 +1,91 @@
+// `pipetune check CONFIG --baseline BASE.json` (or `--baseline BASE.json
+// TRACE...`): the CI gate (pipetune/workflow/check.h). Exit 0 pass (or
+// machine drift), 1 regression, 2 bad input.
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "pipetune/models/config.h"
+#include "pipetune/workflow/check.h"
+
+namespace pipetune::cli {
+namespace {
+
+struct CheckFlags {
+  std::vector<std::string> inputs;
+  std::string baseline;
+  int runs = 5;
+  double seconds = 2;
+  double tolerance_percent = 10;
+  std::string format = "text";
+  std::string junit;
+  std::string markdown;
+  bool strict_machine = false;
+};
+
+// Configs are JSON files; anything else given is a trace (`run.trace`).
+bool IsConfig(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+}
+
+int RunCheck(const CheckFlags& flags) {
+  workflow::CheckRequest request;
+  request.baseline_path = flags.baseline;
+  if (flags.inputs.size() == 1 && IsConfig(flags.inputs[0])) {
+    request.config_path = flags.inputs[0];
+  } else {
+    request.traces = flags.inputs;
+  }
+  request.runs = flags.runs;
+  request.seconds = flags.seconds;
+  request.judge.tolerance = flags.tolerance_percent / 100;
+  request.strict_machine = flags.strict_machine;
+  StatusOr<workflow::CheckReport> report = workflow::Check(request);
+  if (!report.ok()) return ReportError(report.status());
+  if (!flags.junit.empty()) {
+    Status written = models::WriteFileAtomically(flags.junit, workflow::FormatCheckJunit(*report));
+    if (!written.ok()) return ReportError(written);
+  }
+  if (!flags.markdown.empty()) {
+    Status written = models::WriteFileAtomically(flags.markdown, workflow::FormatCheckMarkdown(*report));
+    if (!written.ok()) return ReportError(written);
+  }
+  if (flags.format == "json") {
+    fmt::print("{}\n", workflow::CheckReportToJson(*report).dump(2));
+  } else if (flags.format == "markdown") {
+    fmt::print("{}", workflow::FormatCheckMarkdown(*report));
+  } else {
+    fmt::print("{}", workflow::FormatCheckText(*report));
+  }
+  return workflow::ExitCodeFor(workflow::OutcomeOf(*report, flags.strict_machine));
+}
+
+}  // namespace
+
+void RegisterCheckCommand(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<CheckFlags>();
+  CLI::App* sub = app.add_subcommand(
+      "check",
+      "CI gate: compare a pipeline (run now, or traces) with its baseline; exit 1 on a regression, naming the stage");
+  sub->add_option("input", flags->inputs, "A pipeline config (*.json) to run, or traces of its runs")->required();
+  sub->add_option("--baseline", flags->baseline, "Baseline written by `pipetune baseline`")->required();
+  sub->add_option("--runs", flags->runs, "Runs of the config (default 5; 0: judge the config's knobs alone, no runs)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--seconds", flags->seconds, "Seconds per run (default 2)")->check(CLI::PositiveNumber);
+  sub->add_option("--tolerance", flags->tolerance_percent,
+                  "Smallest change that matters, in percent (default 10)")
+      ->check(CLI::Range(0.0, 99.0));
+  sub->add_option("--format", flags->format, "Report on stdout: text, json or markdown")
+      ->check(CLI::IsMember({"text", "json", "markdown"}));
+  sub->add_option("--junit", flags->junit, "Also write JUnit XML here (a test case per stage, throughput, config)");
+  sub->add_option("--markdown", flags->markdown, "Also write the Markdown report here (a CI job summary)");
+  sub->add_flag("--strict-machine", flags->strict_machine,
+                "Fail also when every stage slowed by one factor (machine drift)");
+  sub->callback([flags, &exit_code] { exit_code = RunCheck(*flags); });
+}
+
+}  // namespace pipetune::cli

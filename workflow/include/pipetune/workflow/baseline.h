@@ -1,0 +1,112 @@
+// The CI gate's baseline: what a pipeline cost on the runs it was recorded
+// from, small enough to commit beside the pipeline and review in a diff.
+//
+//   pipeline   its name; `identity`, a hash of what the knobs do not cover
+//              (each stage's name, op, function and args, the prefetch and
+//              cache stages left out since adding or removing them is a knob)
+//   stages     per stage in order: name, op, fn and its knobs (parallelism,
+//              prefetch buffer, cache location)
+//   model      the rate model's parameters from the first run's profile, so
+//              that a changed config can be judged with no run at all
+//   host       the traced host's facts (cores, quota, memory)
+//   runs       per run: throughput, and per stage CPU seconds per element,
+//              wall seconds of own work per element, elements, visit ratio
+//
+// Written atomically with a fixed key order and one run per line group, so
+// that re-recording a baseline shows as a small diff.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipetune/base/status.h"
+#include "pipetune/models/config.h"
+#include "pipetune/models/profile.h"
+#include "pipetune/tracer/records.h"
+
+namespace pipetune::workflow {
+
+inline constexpr int kBaselineVersion = 1;
+
+struct StageRun {
+  std::string name;
+  double cpu_seconds_per_element = 0;
+  double wall_seconds_per_element = 0;
+  double elements = 0;
+  double visit_ratio = 1;
+};
+
+// One measured run of the pipeline.
+struct RunRecord {
+  double throughput = 0;  // pipeline outputs per second over the steady window
+  std::vector<StageRun> stages;
+  std::string trace;  // the trace it was read from, when kept; not written
+};
+
+// A stage as configured: identity and knobs.
+struct StageKnobs {
+  std::string name;
+  std::string op;
+  std::string fn;
+  int parallelism = 1;
+  std::optional<int64_t> buffer;        // prefetch
+  std::optional<std::string> location;  // cache
+};
+
+struct Baseline {
+  std::string pipeline;
+  std::string identity;  // see IdentityHash
+  std::vector<StageKnobs> stages;
+  models::Profile model;  // only the parameters the rate model reads
+  tracer::HostFacts host;
+  std::vector<RunRecord> runs;
+};
+
+// The hash (16 hex digits, FNV-1a 64) of the config with its knobs left out:
+// stage names, ops, functions and args in order, prefetch and cache stages
+// skipped. Two configs with the same identity are the same pipeline tuned
+// differently.
+std::string IdentityHash(const models::PipelineConfig& config);
+
+// The knobs of every stage of `config`, in order.
+std::vector<StageKnobs> KnobsOf(const models::PipelineConfig& config);
+
+// One run's record from its profile.
+RunRecord RecordOf(const models::Profile& profile);
+
+// Runs `config` `runs` times traced for `seconds` each (traces in `trace_dir`,
+// a temporary directory removed afterwards when empty) and builds the
+// baseline; or, given traces, reads them (each trace one run; every trace must
+// hold the same pipeline). Errors: the run's or the reader's, runs of
+// different pipelines, a trace with no config.
+struct BaselineRequest {
+  std::string config_path;          // a config to run, or
+  std::vector<std::string> traces;  // traces already recorded
+  int runs = 5;
+  double seconds = 2;
+  std::string trace_dir;  // keep the traces here; empty: discard them
+};
+StatusOr<Baseline> RecordBaseline(const BaselineRequest& request);
+
+// The runs `RecordBaseline` makes, without building a baseline: the CI gate's
+// new runs. With `diagnose`, the last run's diagnosis (which stage binds and
+// why) comes with them.
+struct MeasuredRuns {
+  models::PipelineConfig config;  // as the traces recorded it
+  std::vector<RunRecord> runs;
+  models::Profile first_profile;
+  tracer::HostFacts host;
+  std::optional<std::string> bottleneck;  // the last run's stage to blame
+  std::string why;                        // the last run's one-sentence summary
+};
+StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose);
+
+models::Json BaselineToJson(const Baseline& baseline);
+// Errors (kInvalidInput) name the file and the key, or the byte offset of
+// malformed JSON; a newer version is refused.
+StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& source_name);
+StatusOr<Baseline> LoadBaseline(const std::string& path);
+Status SaveBaseline(const Baseline& baseline, const std::string& path);
+
+}  // namespace pipetune::workflow
