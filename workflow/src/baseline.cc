@@ -107,7 +107,10 @@ std::string IdentityHash(const models::PipelineConfig& config) {
 std::vector<StageKnobs> KnobsOf(const models::PipelineConfig& config) {
   std::vector<StageKnobs> knobs;
   for (const models::StageConfig& stage : config.stages) {
-    knobs.push_back({stage.name, models::OpName(stage.op), stage.fn, stage.parallelism, stage.buffer, stage.location});
+    // The baseline file spells the location as the config does.
+    std::optional<std::string> location;
+    if (stage.location) location = stage.location->ConfigValue();
+    knobs.push_back({stage.name, models::OpName(stage.op), stage.fn, stage.parallelism, stage.buffer, location});
   }
   return knobs;
 }
