@@ -331,6 +331,13 @@ TEST(GateInputTest, BaselineOfAnotherPipelineIsRefused) {
 // ---- a real round trip ----
 
 TEST(GateRoundTripTest, RecordedBaselineChecksItsOwnPipelineAndFlagsAHeavierStage) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer, with the other suites running beside it, the
+  // light stage's CPU per element moved 24% between two runs (seen in CI):
+  // the sanitizer's own cost, not the pipeline's. The gate's judgement is
+  // covered by the synthetic-sample tests; this one needs real timings.
+  GTEST_SKIP() << "CPU per element is not steady enough under AddressSanitizer";
+#endif
   fs::path dir = fs::temp_directory_path() / ("gate_test." + std::to_string(::getpid()));
   fs::create_directories(dir);
   auto write = [&](const std::string& name, int us) {
