@@ -1,4 +1,4 @@
-// The tuner quality benchmark (../shared/DESIGN.md, "How we measure"): for
+// The tuner quality benchmark (docs/benchmarks-tuner.md): for
 // each pipeline of the suite, started from bad settings, one traced run of
 // the start feeds three tuners -- Plumber's policy, tf.data AUTOTUNE's hill
 // climb and pipetune's solver -- and a grid search finds the best measured

@@ -1,6 +1,6 @@
 // Every `pipetune` subcommand registers itself on the CLI11 app and, when it
 // runs, stores its exit code: 0 success, 1 a check failed, 2 bad usage or
-// bad input (DESIGN.md, "The CLI").
+// bad input (workflow/exit_code.h).
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -1,4 +1,4 @@
-// RunPipeline: the consumer loop (DESIGN.md, "consumer") over a Pipeline,
+// RunPipeline: the consumer loop (docs/runtime.md, the consumer) over a Pipeline,
 // a monitor thread for the time limit and progress, and the run summary.
 #include <time.h>
 

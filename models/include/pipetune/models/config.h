@@ -1,5 +1,5 @@
 // The pipeline config: the JSON contract every part of pipetune shares
-// (../shared/DESIGN.md, "The pipeline config"). Load, validate, save.
+// (docs/runtime.md; docs/design.md, "Contracts"). Load, validate, save.
 //
 // A config keeps its original JSON beside the typed fields, so that saving a
 // config the tuner changed writes back every key the user had, unknown ones

@@ -1,7 +1,7 @@
 // The memory model: the bytes a pipeline holds in its buffers and caches for
 // a given configuration, so that a plan can be checked against the memory
-// budget before it is run (../shared/DESIGN.md, "The model": "count their
-// bytes against the memory budget").
+// budget before it is run (docs/model.md: prefetch buffers and caches count
+// their bytes against the memory budget).
 //
 // What a stage holds, as the reference runtime (runtime/src/queue.h) keeps it:
 //  - its output queue: a default queue is full at 128 elements, or once it

@@ -1,5 +1,5 @@
 // The profile: what a pipeline did over a steady window of a run, per stage,
-// in the terms of the rate model (../shared/DESIGN.md, "The model").
+// in the terms of the rate model (docs/model.md).
 //
 // Two layers. A WindowMeasurement holds raw counter differences over the
 // window, as a trace reader (pipetune::analyzer) extracts them. MakeProfile

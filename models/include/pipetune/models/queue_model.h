@@ -1,6 +1,6 @@
-// The queue model for prefetch buffers (../shared/DESIGN.md, "The model":
-// "size them from the measured spread of output inter-arrival times against
-// the consumer's step time").
+// The queue model for prefetch buffers (docs/model.md): buffers are
+// sized from the measured spread of output inter-arrival times against the
+// consumer's step time.
 //
 // The last buffer sits between the pipeline, which delivers outputs at rate X
 // with inter-arrival times of coefficient of variation cv_a, and the consumer,

@@ -1,4 +1,4 @@
-// The operational-analysis rate model (../shared/DESIGN.md, "The model"):
+// The operational-analysis rate model (docs/model.md):
 // from a Profile, the throughput X (pipeline outputs per second) any
 // configuration can reach, and the bound that stops it.
 //

@@ -1,5 +1,5 @@
 // The reference pipeline engine: executes a pipeline config (the chain of
-// stages in ../shared/DESIGN.md) and its consumer, and says what happened.
+// stages in docs/runtime.md) and its consumer, and says what happened.
 //
 // Threading model (docs/runtime.md has the whole story): every stage runs on
 // its own thread(s) -- `parallelism` workers for map and read_file, one

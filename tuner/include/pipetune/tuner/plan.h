@@ -1,8 +1,8 @@
-// What the tuner takes and what it returns (../shared/DESIGN.md, "The
-// tuner"): a profile, the budgets and an objective in; a plan out, with every
-// knob's old and new value, the predicted throughput before and after, the
-// memory and threads it uses, the bound that binds and one line of reason per
-// knob. The solver (solver.h) makes plans; rewrite.h turns one into a config;
+// What the tuner takes and what it returns (docs/tuner.md): a profile, the
+// budgets and an objective in; a plan out, with every knob's old and new
+// value, the predicted throughput before and after, the memory and threads it
+// uses, the bound that binds and one line of reason per knob. The solver
+// (solver.h) makes plans; rewrite.h turns one into a config;
 // plan_report.h prints one.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The solver: profile + budgets + objective -> plan, exact under the rate
-// model (../shared/DESIGN.md, "The tuner"; docs/tuner.md has the argument).
+// model (docs/tuner.md has the argument).
 //
 // For every admissible cache choice (none; memory or disk after each stage
 // that may be cached) it finds the highest throughput X any integer
