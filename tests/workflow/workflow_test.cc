@@ -36,6 +36,19 @@ class WorkflowTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// True when the unified diff adds a line (not the "+++" header) holding `text`.
+bool HasAddedLineWith(const std::string& diff, const std::string& text) {
+  size_t begin = 0;
+  while (begin < diff.size()) {
+    size_t end = diff.find('\n', begin);
+    if (end == std::string::npos) end = diff.size();
+    std::string line = diff.substr(begin, end - begin);
+    if (line.rfind("+", 0) == 0 && line.rfind("+++", 0) != 0 && line.find(text) != std::string::npos) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 // One CPU-heavy map behind a source: parallelism 1 of 2 cores, so the plan
 // raises it.
 constexpr const char* kUnderTuned = R"({"name": "under", "resources": {"cores": 2, "memory": "256MiB"},
@@ -82,7 +95,7 @@ TEST_F(WorkflowTest, TracedRunRecordsTheConfigSoTuneWritesBesideIt) {
   ASSERT_TRUE(tuned.ok()) << tuned.status().message();
   EXPECT_GT(tuned->stages[*tuned->FindStage("work")].parallelism, 1);
   ASSERT_TRUE(result->config->diff.has_value());
-  EXPECT_NE(result->config->diff->find("+"), std::string::npos);
+  EXPECT_TRUE(HasAddedLineWith(*result->config->diff, "\"parallelism\"")) << *result->config->diff;
   models::Json json = TuneResultToJson(*result);
   EXPECT_EQ(json["config_path"], result->config->path);
   EXPECT_TRUE(json.contains("diff"));
