@@ -154,13 +154,8 @@ void TraceCollector::OnSnapshot(const tracer::StageSnapshot& snapshot) {
   stage.seen = true;
   stage.parallelism = snapshot.parallelism;
   stage.live_workers = snapshot.live_workers;
-  stage.produced = snapshot.produced;
-  stage.consumed = snapshot.consumed;
-  stage.bytes = snapshot.bytes_produced;
+  static_cast<tracer::StageCounts&>(stage) = snapshot;
   stage.cpu_ns = snapshot.cpu_ns;
-  stage.work_ns = snapshot.work_ns;
-  stage.wait_input_ns = snapshot.wait_input_ns;
-  stage.wait_output_ns = snapshot.wait_output_ns;
   stage.occupancy_bytes = snapshot.occupancy_bytes;
   stage.spans_dropped = snapshot.spans_dropped;
   auto index = static_cast<size_t>(std::find(stage_ids_.begin(), stage_ids_.end(), snapshot.stage) -

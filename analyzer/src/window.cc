@@ -199,7 +199,7 @@ models::StageMeasurement MeasureStage(const CollectedTrace& trace, size_t index,
       static_cast<int>(std::max<uint32_t>(1, b.seen ? b.parallelism : trace.stages[index].def.parallelism));
   m.elements = delta(b.produced, a.produced);
   m.consumed = delta(b.consumed, a.consumed);
-  m.bytes = delta(b.bytes, a.bytes);
+  m.bytes = delta(b.bytes_produced, a.bytes_produced);
   m.cpu_seconds = delta(b.cpu_ns, a.cpu_ns) / 1e9;
   m.work_seconds = delta(b.work_ns, a.work_ns) / 1e9;
   m.wait_input_seconds = delta(b.wait_input_ns, a.wait_input_ns) / 1e9;

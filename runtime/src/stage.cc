@@ -119,19 +119,17 @@ StageSummary Stage::Summary() const {
   s.name = config_.name;
   s.op = models::OpName(config_.op);
   s.parallelism = workers();
-  uint64_t busy = 0, wait_in = 0, wait_out = 0;
+  tracer::StageCounts total;
   for (const auto& c : counters_) {
-    s.elements += c->produced.load(std::memory_order_relaxed);
-    s.consumed += c->consumed.load(std::memory_order_relaxed);
+    total += c->counts.Load();
     s.failed += c->failed.load(std::memory_order_relaxed);
-    s.bytes += c->bytes.load(std::memory_order_relaxed);
-    busy += c->busy_ns.load(std::memory_order_relaxed);
-    wait_in += c->wait_input_ns.load(std::memory_order_relaxed);
-    wait_out += c->wait_output_ns.load(std::memory_order_relaxed);
   }
-  s.busy_seconds = static_cast<double>(busy) * 1e-9;
-  s.wait_input_seconds = static_cast<double>(wait_in) * 1e-9;
-  s.wait_output_seconds = static_cast<double>(wait_out) * 1e-9;
+  s.elements = total.produced;
+  s.consumed = total.consumed;
+  s.bytes = total.bytes_produced;
+  s.busy_seconds = static_cast<double>(total.work_ns) * 1e-9;
+  s.wait_input_seconds = static_cast<double>(total.wait_input_ns) * 1e-9;
+  s.wait_output_seconds = static_cast<double>(total.wait_output_ns) * 1e-9;
   s.peak_buffer_bytes = (output_ ? output_->peak_bytes() : 0) +
                         peak_state_bytes_.load(std::memory_order_relaxed);
   s.cache_bytes = CacheBytes();
@@ -167,7 +165,7 @@ StatusOr<bool> KeepGuarded(const FilterFunction& fn, const Element& element,
 StageWorker::StageWorker(Stage& stage, int index)
     : stage_(stage),
       counters_(stage.counters(index)),
-      trace_(tracer::AttachWorker(stage.trace_id())),
+      trace_(tracer::AttachWorker(stage.trace_id(), &counters_.counts)),
       parallel_(stage.workers() > 1) {
   in_.reserve(kMaxChunkItems);
   out_.reserve(kMaxChunkItems);
@@ -201,13 +199,11 @@ StageWorker::Input StageWorker::Next(Item* item) {
       popped = input->Pop(in_, PopSize(), /*block=*/true, now_ns, &waited);
     }
     if (waited > 0) {
-      WorkerCounters::Add(counters_.wait_input_ns, waited);
       trace_->WaitInput(waited);
     }
     if (popped.status == Queue::PopStatus::kClosed) return Input::kClosed;
     in_first_seq_ = popped.first_seq;
     if (popped.status == Queue::PopStatus::kItems) {
-      WorkerCounters::Add(counters_.consumed, in_.size());
       trace_->Consumed(in_.size());
     }
   }
@@ -221,7 +217,6 @@ StageWorker::Input StageWorker::Next(Item* item) {
 void StageWorker::WorkDone(uint64_t begin_ns, uint64_t element_id) {
   uint64_t end = tracer::NowNs();
   uint64_t cost = end > begin_ns ? end - begin_ns : 0;
-  WorkerCounters::Add(counters_.busy_ns, cost);
   trace_->Work(begin_ns, end, element_id);
   last_cost_ns_ = cost;
   now_ns = end;
@@ -258,12 +253,9 @@ bool StageWorker::PushChunk(std::vector<Item>& chunk) {
   uint64_t blocked = 0;
   bool ok = stage_.output()->Push(chunk, now_ns, &blocked);
   if (blocked > 0) {
-    WorkerCounters::Add(counters_.wait_output_ns, blocked);
     trace_->WaitOutput(blocked);
   }
   if (!ok) return false;
-  WorkerCounters::Add(counters_.produced, elements);
-  WorkerCounters::Add(counters_.bytes, bytes);
   trace_->Produced(elements, bytes);
   return true;
 }

@@ -74,20 +74,14 @@ class RunState {
   std::atomic<uint64_t> disk_cache_bytes_{0};
 };
 
-// Counters of one worker thread. One writer (the worker); readers (progress,
-// summaries) may read them at any time.
-struct alignas(64) WorkerCounters {
-  std::atomic<uint64_t> produced{0};
-  std::atomic<uint64_t> consumed{0};
-  std::atomic<uint64_t> failed{0};
-  std::atomic<uint64_t> bytes{0};
-  std::atomic<uint64_t> busy_ns{0};
-  std::atomic<uint64_t> wait_input_ns{0};
-  std::atomic<uint64_t> wait_output_ns{0};
-
-  static void Add(std::atomic<uint64_t>& counter, uint64_t delta) {
-    counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-  }
+// Counters of one worker thread: the tracer's WorkerCounters, which the
+// worker's recorder adds to (so each event is counted once, for the trace and
+// for the run's summary alike), and the failures, which only the summary
+// reports. One writer (the worker); readers (progress, summaries) may read
+// them at any time, also after the worker's thread is gone.
+struct WorkerCounters {
+  tracer::WorkerCounters counts;
+  alignas(64) std::atomic<uint64_t> failed{0};
 };
 
 // Pending pass requests of a stage that answers them itself (source, cache,
@@ -213,7 +207,7 @@ class StageWorker {
   // clock once, which becomes now_ns.
   void WorkDone(uint64_t begin_ns, uint64_t element_id);
   // Counts a failed element (on_error skip).
-  void CountFailed() { WorkerCounters::Add(counters_.failed, 1); }
+  void CountFailed() { tracer::WorkerCounters::Add(counters_.failed, 1); }
 
   // Queues `element` for the output. False: the pipeline is stopping.
   bool Emit(Element&& element);

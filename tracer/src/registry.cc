@@ -17,13 +17,8 @@ namespace internal {
 std::atomic<bool> g_enabled{false};
 
 Totals& Totals::operator+=(const Totals& o) {
-  produced += o.produced;
-  consumed += o.consumed;
-  bytes += o.bytes;
+  StageCounts::operator+=(o);
   cpu_ns += o.cpu_ns;
-  work_ns += o.work_ns;
-  wait_input_ns += o.wait_input_ns;
-  wait_output_ns += o.wait_output_ns;
   spans_dropped += o.spans_dropped;
   return *this;
 }
@@ -45,19 +40,16 @@ void Tick::Clear() {
 
 // The friend of Worker: creates workers and reads their counters and rings.
 struct WorkerAccess {
-  static Worker* Create(StageId stage, uint32_t index, RateGate* gate, StageState* state) {
-    return new Worker(stage, index, gate, state);
+  static Worker* Create(StageId stage, uint32_t index, RateGate* gate, StageState* state,
+                        WorkerCounters* counters) {
+    return new Worker(stage, index, gate, state, counters);
   }
   static StageState* State(const Worker& w) { return w.state_; }
-  static Totals Read(const Worker& w) {
+  // What the worker of `entry` counted since it attached.
+  static Totals Read(const WorkerEntry& entry) {
     Totals t;
-    t.produced = w.produced_.load(std::memory_order_relaxed);
-    t.consumed = w.consumed_.load(std::memory_order_relaxed);
-    t.bytes = w.bytes_.load(std::memory_order_relaxed);
-    t.work_ns = w.work_ns_.load(std::memory_order_relaxed);
-    t.wait_input_ns = w.wait_input_ns_.load(std::memory_order_relaxed);
-    t.wait_output_ns = w.wait_output_ns_.load(std::memory_order_relaxed);
-    t.spans_dropped = w.spans_dropped_.load(std::memory_order_relaxed);
+    static_cast<StageCounts&>(t) = entry.worker->counters().Load().Since(entry.at_attach);
+    t.spans_dropped = entry.worker->spans_dropped_.load(std::memory_order_relaxed);
     return t;
   }
   // Moves the worker's ring into `out` (or counts them in *dropped when out
@@ -181,7 +173,7 @@ void OpenGate(RateGate& gate, uint32_t per_second) {
 Totals StageTotalsNow(StageState& stage) {
   Totals t = stage.detached;
   for (WorkerEntry& e : stage.workers) {
-    Totals w = WorkerAccess::Read(*e.worker);
+    Totals w = WorkerAccess::Read(e);
     bool ok = false;
     uint64_t cpu = ClockNs(e.cpu_clock, &ok);
     if (ok) e.last_cpu_ns = Minus(cpu, e.cpu_at_attach_ns);
@@ -199,13 +191,8 @@ StageSnapshot Snapshot(StageState& stage, uint64_t time_ns) {
   s.stage = stage.id;
   s.parallelism = stage.parallelism.load(std::memory_order_relaxed);
   s.live_workers = static_cast<uint32_t>(stage.workers.size());
-  s.produced = Minus(now.produced, b.produced);
-  s.consumed = Minus(now.consumed, b.consumed);
-  s.bytes_produced = Minus(now.bytes, b.bytes);
+  static_cast<StageCounts&>(s) = now.Since(b);
   s.cpu_ns = Minus(now.cpu_ns, b.cpu_ns);
-  s.work_ns = Minus(now.work_ns, b.work_ns);
-  s.wait_input_ns = Minus(now.wait_input_ns, b.wait_input_ns);
-  s.wait_output_ns = Minus(now.wait_output_ns, b.wait_output_ns);
   s.occupancy_elements = stage.occupancy_elements.load(std::memory_order_relaxed);
   s.occupancy_bytes = stage.occupancy_bytes.load(std::memory_order_relaxed);
   s.spans_recorded = stage.spans_recorded;
@@ -478,7 +465,7 @@ void SetBufferOccupancy(StageId id, int64_t elements, int64_t bytes) {
   }
 }
 
-Worker* AttachWorker(StageId id) {
+Worker* AttachWorker(StageId id, WorkerCounters* counters) {
   Registry& r = GetRegistry();
   StageState* stage = internal::FindStage(id);
   internal::WorkerEntry entry;
@@ -491,8 +478,10 @@ Worker* AttachWorker(StageId id) {
   std::lock_guard<std::mutex> lock(r.mu);
   entry.def.worker = r.next_worker_index++;
   Worker* worker = internal::WorkerAccess::Create(
-      entry.def.stage, entry.def.worker, stage != nullptr ? &stage->gate : &internal::g_closed_gate, stage);
+      entry.def.stage, entry.def.worker, stage != nullptr ? &stage->gate : &internal::g_closed_gate, stage,
+      counters);
   entry.worker = worker;
+  entry.at_attach = worker->counters().Load();
   if (stage != nullptr) {
     stage->workers.push_back(entry);
     if (r.session_active && !stage->finished) r.pending_worker_defs.push_back(entry.def);
@@ -511,7 +500,7 @@ void DetachWorker(Worker* worker) {
     auto it = std::find_if(stage->workers.begin(), stage->workers.end(),
                            [&](const internal::WorkerEntry& e) { return e.worker == worker; });
     PIPETUNE_CHECK(it != stage->workers.end());
-    internal::Totals final_totals = internal::WorkerAccess::Read(*worker);
+    internal::Totals final_totals = internal::WorkerAccess::Read(*it);
     final_totals.cpu_ns = ok ? internal::Minus(cpu_now, it->cpu_at_attach_ns) : it->last_cpu_ns;
     // Spans still in the ring wait for the next tick; beyond the cap they are
     // drops like any other.

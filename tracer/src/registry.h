@@ -26,15 +26,16 @@ inline constexpr size_t kMaxOrphanRecords = 65536;  // of detached threads, betw
 // stage running exactly at its budget is not thinned by jitter.
 inline constexpr uint64_t kBurstNs = 100'000'000;
 
-// A stage's cumulative counters (or a consumer thread's, in the step fields).
-struct Totals {
-  uint64_t produced = 0, consumed = 0, bytes = 0, cpu_ns = 0, work_ns = 0;
-  uint64_t wait_input_ns = 0, wait_output_ns = 0, spans_dropped = 0;
+// A stage's cumulative counters: what its workers counted, and what the
+// sampler adds (CPU time, spans lost).
+struct Totals : StageCounts {
+  uint64_t cpu_ns = 0, spans_dropped = 0;
   Totals& operator+=(const Totals& o);
 };
 
 struct WorkerEntry {
   Worker* worker = nullptr;
+  StageCounts at_attach;  // what the worker's counters held when it attached
   clockid_t cpu_clock = 0;
   uint64_t cpu_at_attach_ns = 0;  // the thread's CPU time before it attached
   uint64_t last_cpu_ns = 0;       // last successful read, should a read fail

@@ -21,18 +21,13 @@
 
 namespace pipetune::analyzer {
 
-// One stage's cumulative counters at one frame.
-struct StageCounters {
+// One stage's cumulative counters at one frame: the counts its last
+// snapshot carried, and what the collector derives.
+struct StageCounters : tracer::StageCounts {
   bool seen = false;  // a snapshot of the stage has arrived by this frame
   uint32_t parallelism = 1;
   uint32_t live_workers = 0;
-  uint64_t produced = 0;
-  uint64_t consumed = 0;
-  uint64_t bytes = 0;
   uint64_t cpu_ns = 0;
-  uint64_t work_ns = 0;
-  uint64_t wait_input_ns = 0;
-  uint64_t wait_output_ns = 0;
   int64_t occupancy_bytes = 0;        // gauge
   double occupancy_byte_seconds = 0;  // its integral since the trace started
   uint64_t spans_dropped = 0;

@@ -72,19 +72,45 @@ struct WorkerDef {
   uint64_t attach_ns = 0;
 };
 
-// One stage's counters at one snapshot.
-struct StageSnapshot {
+// What a stage counts about its elements and its time: the one counter set
+// that a worker adds to (WorkerCounters in tracer.h, which the runtime's
+// summaries read too), that a snapshot carries, and that the tracer's totals
+// and the analyzer's frames are made of. Cumulative.
+struct StageCounts {
+  uint64_t produced = 0;        // elements passed downstream
+  uint64_t consumed = 0;        // elements taken from the input
+  uint64_t bytes_produced = 0;  // bytes of the elements produced
+  uint64_t work_ns = 0;         // wall time in the stage's own work
+  uint64_t wait_input_ns = 0;   // blocked waiting for input
+  uint64_t wait_output_ns = 0;  // blocked on a full output buffer
+
+  StageCounts& operator+=(const StageCounts& o) {
+    produced += o.produced;
+    consumed += o.consumed;
+    bytes_produced += o.bytes_produced;
+    work_ns += o.work_ns;
+    wait_input_ns += o.wait_input_ns;
+    wait_output_ns += o.wait_output_ns;
+    return *this;
+  }
+  // The counts since `earlier`, each clamped at 0 (a counter never runs back;
+  // a reading taken mid-update may).
+  StageCounts Since(const StageCounts& earlier) const {
+    auto minus = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
+    return StageCounts{minus(produced, earlier.produced),          minus(consumed, earlier.consumed),
+                       minus(bytes_produced, earlier.bytes_produced), minus(work_ns, earlier.work_ns),
+                       minus(wait_input_ns, earlier.wait_input_ns), minus(wait_output_ns, earlier.wait_output_ns)};
+  }
+};
+
+// One stage's counters at one snapshot: its StageCounts since the session
+// started, and what only the sampler knows.
+struct StageSnapshot : StageCounts {
   uint64_t time_ns = 0;
   StageId stage = kInvalidStage;
   uint32_t parallelism = 1;
   uint32_t live_workers = 0;
-  uint64_t produced = 0;  // elements
-  uint64_t consumed = 0;  // elements
-  uint64_t bytes_produced = 0;
   uint64_t cpu_ns = 0;             // CPU time of the stage's worker threads
-  uint64_t work_ns = 0;            // wall time in the stage's own work
-  uint64_t wait_input_ns = 0;      // blocked waiting for input
-  uint64_t wait_output_ns = 0;     // blocked on a full output buffer
   int64_t occupancy_elements = 0;  // gauge: the stage's output buffer now
   int64_t occupancy_bytes = 0;     // gauge
   uint64_t spans_recorded = 0;

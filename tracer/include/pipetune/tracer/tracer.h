@@ -4,7 +4,12 @@
 // Cost model. Everything a worker calls per element (Worker::Produced,
 // Consumed, Work, WaitInput, WaitOutput, and ConsumerStep) is lock-free,
 // allocation-free and makes no system call: it adds to counters the calling
-// thread owns. When tracing is off each is one relaxed load and a branch. The
+// thread owns (a relaxed load and store each). The counters count whether or
+// not a session records, because they are also the caller's own counts: the
+// runtime's run summary reads the same WorkerCounters the sampler reads, so
+// each event is counted once. A session reports the counts since it started.
+// Only the span ring and ConsumerStep's records check whether tracing is on
+// (one relaxed load and a branch). The
 // caller reads the clock (NowNs) and chains timestamps, so that one clock read
 // per event suffices. A single sampler thread, started by Start(), reads the
 // counters and each worker's CPU clock every snapshot interval and appends a
@@ -145,6 +150,30 @@ void SetParallelism(StageId stage, uint32_t parallelism);
 // so that a session started later sees the current value.
 void SetBufferOccupancy(StageId stage, int64_t elements, int64_t bytes);
 
+// One worker thread's StageCounts as it counts them. One writer (the worker
+// thread, through its Worker); any thread may Load() them at any time. The
+// counters have one writer, so a relaxed load and store (two plain moves on
+// x86) suffice; they are atomic only so that readers may read them
+// concurrently. A program that wants the counts after the thread is gone (the
+// runtime's run summary) owns them and passes them to AttachWorker.
+struct alignas(64) WorkerCounters {
+  std::atomic<uint64_t> produced{0};
+  std::atomic<uint64_t> consumed{0};
+  std::atomic<uint64_t> bytes_produced{0};
+  std::atomic<uint64_t> work_ns{0};
+  std::atomic<uint64_t> wait_input_ns{0};
+  std::atomic<uint64_t> wait_output_ns{0};
+
+  StageCounts Load() const noexcept {
+    return StageCounts{produced.load(std::memory_order_relaxed),      consumed.load(std::memory_order_relaxed),
+                       bytes_produced.load(std::memory_order_relaxed), work_ns.load(std::memory_order_relaxed),
+                       wait_input_ns.load(std::memory_order_relaxed), wait_output_ns.load(std::memory_order_relaxed)};
+  }
+  static void Add(std::atomic<uint64_t>& counter, uint64_t delta) noexcept {
+    counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  }
+};
+
 // The recorder of one worker thread of one stage. Obtain it on the worker
 // thread with AttachWorker(); all methods must be called on that thread.
 class Worker {
@@ -154,54 +183,45 @@ class Worker {
 
   // The stage emitted `elements` elements totalling `bytes`.
   void Produced(uint64_t elements, uint64_t bytes) noexcept {
-    if (!Enabled()) return;
-    Add(produced_, elements);
-    Add(bytes_, bytes);
+    WorkerCounters::Add(counters_->produced, elements);
+    WorkerCounters::Add(counters_->bytes_produced, bytes);
   }
   // The stage took `elements` elements from its input.
-  void Consumed(uint64_t elements) noexcept {
-    if (!Enabled()) return;
-    Add(consumed_, elements);
-  }
+  void Consumed(uint64_t elements) noexcept { WorkerCounters::Add(counters_->consumed, elements); }
   // The stage's own work on one element ran from begin_ns to end_ns. Adds
-  // the wall time, and records the element as a span when the stage's
-  // per-second span budget allows.
+  // the wall time, and while a session records, records the element as a
+  // span when the stage's per-second span budget allows.
   void Work(uint64_t begin_ns, uint64_t end_ns, uint64_t element_id) noexcept {
-    if (!Enabled()) return;
-    Add(work_ns_, end_ns > begin_ns ? end_ns - begin_ns : 0);
-    if (gate_->TryAcquire(begin_ns)) PushSpan(begin_ns, end_ns, element_id);
+    WorkerCounters::Add(counters_->work_ns, end_ns > begin_ns ? end_ns - begin_ns : 0);
+    if (Enabled() && gate_->TryAcquire(begin_ns)) PushSpan(begin_ns, end_ns, element_id);
   }
   // Time blocked waiting for an input element.
-  void WaitInput(uint64_t ns) noexcept {
-    if (!Enabled()) return;
-    Add(wait_input_ns_, ns);
-  }
+  void WaitInput(uint64_t ns) noexcept { WorkerCounters::Add(counters_->wait_input_ns, ns); }
   // Time blocked because the output buffer was full.
-  void WaitOutput(uint64_t ns) noexcept {
-    if (!Enabled()) return;
-    Add(wait_output_ns_, ns);
-  }
+  void WaitOutput(uint64_t ns) noexcept { WorkerCounters::Add(counters_->wait_output_ns, ns); }
 
+  // What this worker has counted since it attached, or, with counters passed
+  // to AttachWorker, everything those counters hold.
+  const WorkerCounters& counters() const noexcept { return *counters_; }
   StageId stage() const noexcept { return stage_; }
   uint32_t index() const noexcept { return index_; }  // WorkerDef::worker
 
  private:
   friend struct internal::WorkerAccess;
-  Worker(StageId stage, uint32_t index, internal::RateGate* gate, internal::StageState* state)
-      : gate_(gate), state_(state), stage_(stage), index_(index) {}
+  Worker(StageId stage, uint32_t index, internal::RateGate* gate, internal::StageState* state,
+         WorkerCounters* counters)
+      : counters_(counters != nullptr ? counters : &own_counters_),
+        gate_(gate),
+        state_(state),
+        stage_(stage),
+        index_(index) {}
 
-  // The counters have one writer, this thread, so a relaxed load and store
-  // (two plain moves on x86) suffice; they are atomic only so that the
-  // sampler may read them concurrently.
-  static void Add(std::atomic<uint64_t>& counter, uint64_t delta) noexcept {
-    counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-  }
 
   // Single-producer (this thread), single-consumer (the sampler) ring.
   void PushSpan(uint64_t begin_ns, uint64_t end_ns, uint64_t element_id) noexcept {
     uint64_t head = span_head_.load(std::memory_order_relaxed);
     if (head - span_tail_.load(std::memory_order_acquire) >= kSpanRing) {
-      Add(spans_dropped_, 1);
+      WorkerCounters::Add(spans_dropped_, 1);
       return;
     }
     spans_[head % kSpanRing] = SpanSlot{begin_ns, end_ns, element_id};
@@ -214,12 +234,8 @@ class Worker {
   };
 
   // Written by the owning thread; read by the sampler.
-  std::atomic<uint64_t> produced_{0};
-  std::atomic<uint64_t> bytes_{0};
-  std::atomic<uint64_t> consumed_{0};
-  std::atomic<uint64_t> work_ns_{0};
-  std::atomic<uint64_t> wait_input_ns_{0};
-  std::atomic<uint64_t> wait_output_ns_{0};
+  WorkerCounters* const counters_;  // the caller's, or own_counters_
+  WorkerCounters own_counters_;
   std::atomic<uint64_t> spans_dropped_{0};
   std::atomic<uint64_t> span_head_{0};
   internal::RateGate* const gate_;
@@ -234,8 +250,10 @@ class Worker {
 
 // Creates the calling thread's recorder for `stage` (it notes the thread's
 // CPU clock for the sampler). Never returns null; for kInvalidStage the
-// recorder counts into nothing. Works with or without a session.
-Worker* AttachWorker(StageId stage);
+// recorder counts only into its counters. Works with or without a session.
+// With `counters`, the worker counts into them (they must outlive it; what
+// they held before the attach is not the stage's); without, into its own.
+Worker* AttachWorker(StageId stage, WorkerCounters* counters = nullptr);
 
 // Call on the worker's thread before it exits: folds the thread's final CPU
 // time and counters into the stage, so the sampler never reads the clock of a
