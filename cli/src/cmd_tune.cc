@@ -73,15 +73,15 @@ int TuneTraces(const TuneFlags& flags) {
     if (rewritten) fmt::print(stderr, "{}", rewritten->output);
     return kExitOk;
   }
-  if (rewritten) fmt::print("{}\n", rewritten->output);
   fmt::print("{}", tuner::FormatPlanText(result->plan));
   if (!result->config) {
-    fmt::print("\nthe trace holds no pipeline config: nothing to rewrite\n");
-    return kExitOk;
+    if (!rewritten) fmt::print("\nthe trace holds no pipeline config: nothing to rewrite\n");
+  } else {
+    fmt::print("\n");
+    PrintDiff(*result->config);
+    fmt::print("tuned config: {}\n", result->config->path);
   }
-  fmt::print("\n");
-  PrintDiff(*result->config);
-  fmt::print("tuned config: {}\n", result->config->path);
+  if (rewritten) fmt::print("source {}:\n{}", flags.source, rewritten->output);
   return kExitOk;
 }
 
