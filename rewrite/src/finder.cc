@@ -64,7 +64,11 @@ const Expr* Strip(const Expr* e) {
     const Expr* before = e;
     e = e->IgnoreImplicit()->IgnoreParens();
     if (const auto* construct = dyn_cast<CXXConstructExpr>(e)) {
-      if (construct->getNumArgs() >= 1 && !isa<CXXTemporaryObjectExpr>(construct)) {
+      // Converting constructors only (std::string from a literal), never a
+      // builder's own explicit one.
+      const CXXConstructorDecl* ctor = construct->getConstructor();
+      if (construct->getNumArgs() >= 1 && !isa<CXXTemporaryObjectExpr>(construct) && ctor != nullptr &&
+          !ctor->isExplicit()) {
         bool rest_default = true;
         for (unsigned i = 1; i < construct->getNumArgs(); ++i) {
           rest_default = rest_default && isa<CXXDefaultArgExpr>(construct->getArg(i));
@@ -151,7 +155,7 @@ class Resolver {
       return std::nullopt;
     }
     Expr::EvalResult r;
-    if (e->EvaluateAsInt(r, ctx_)) return llvm::toString(r.Val.getInt(), 10);
+    if (e->EvaluateAsInt(r, ctx_)) return std::to_string(r.Val.getInt().getExtValue());
     return std::nullopt;
   }
 
@@ -241,12 +245,19 @@ class Resolver {
     std::vector<const Expr*> out;
     const auto* fn = dyn_cast_or_null<FunctionDecl>(parm->getDeclContext());
     if (fn == nullptr) return out;
-    auto it = c_.calls_.find(fn->getCanonicalDecl());
-    if (it == c_.calls_.end()) return out;
+    // A template's pattern: the calls of every instantiation.
+    std::vector<const FunctionDecl*> fns = {fn->getCanonicalDecl()};
+    if (const FunctionTemplateDecl* t = fn->getDescribedFunctionTemplate()) {
+      for (const FunctionDecl* spec : t->specializations()) fns.push_back(spec->getCanonicalDecl());
+    }
     unsigned index = parm->getFunctionScopeIndex();
-    for (const CallExpr* call : it->second) {
-      unsigned shift = isa<CXXOperatorCallExpr>(call) && isa<CXXMethodDecl>(fn) ? 1 : 0;
-      if (index + shift < call->getNumArgs()) out.push_back(call->getArg(index + shift));
+    for (const FunctionDecl* f : fns) {
+      auto it = c_.calls_.find(f);
+      if (it == c_.calls_.end()) continue;
+      for (const CallExpr* call : it->second) {
+        unsigned shift = isa<CXXOperatorCallExpr>(call) && isa<CXXMethodDecl>(fn) ? 1 : 0;
+        if (index + shift < call->getNumArgs()) out.push_back(call->getArg(index + shift));
+      }
     }
     return out;
   }
@@ -259,6 +270,21 @@ class Resolver {
       const CXXMethodDecl* method = call->getMethodDecl();
       if (IsClass(method, kPipelineClass) && StageMethods().count(method->getNameAsString()) != 0) return call;
       if (IsClass(method, kStageClass)) return StageCall(call->getImplicitObjectArgument(), depth + 1);
+    }
+    // A helper returning the StageBuilder& a stage call made: follow its
+    // return statement.
+    if (const auto* call = dyn_cast<CallExpr>(e)) {
+      const FunctionDecl* f = call->getDirectCallee();
+      const FunctionDecl* def = nullptr;
+      if (f != nullptr && f->hasBody(def) && def != nullptr) {
+        if (const auto* body = dyn_cast_or_null<CompoundStmt>(def->getBody())) {
+          for (const Stmt* st : body->body()) {
+            if (const auto* ret = dyn_cast<ReturnStmt>(st)) {
+              if (ret->getRetValue() != nullptr) return StageCall(ret->getRetValue(), depth + 1);
+            }
+          }
+        }
+      }
       return nullptr;
     }
     if (const auto* ref = dyn_cast<DeclRefExpr>(e)) {
@@ -311,7 +337,7 @@ class Resolver {
         return found;
       }
       if (const auto* var = dyn_cast<VarDecl>(ref->getDecl())) {
-        const Expr* init = var->getInit() ? Strip(var->getInit()) : nullptr;
+        const Expr* init = var->getInit() ? var->getInit()->IgnoreImplicit() : nullptr;
         if (const auto* construct = dyn_cast_or_null<CXXConstructExpr>(init)) {
           if (construct->getNumArgs() >= 1) {
             if (auto n = StringValue(construct->getArg(0))) *name = *n;

@@ -65,8 +65,10 @@ constexpr const char* kPrelude =
     "using pipetune::runtime::StageBuilder;\n";
 
 FindResult Find(const std::string& body) {
-  StatusOr<FindResult> found = FindInCode(std::string(kPrelude) + body, "pipeline.cc", {"-std=c++20"},
-                                          {{"pipetune/runtime/builder.h", kStubHeader}});
+  // The stub lives in an in-memory include directory (no such directory on disk).
+  StatusOr<FindResult> found =
+      FindInCode(std::string(kPrelude) + body, "pipeline.cc", {"-std=c++20", "-I/pipetune-virtual-include"},
+                 {{"/pipetune-virtual-include/pipetune/runtime/builder.h", kStubHeader}});
   EXPECT_TRUE(found.ok()) << found.status().message();
   return found.ok() ? *found : FindResult{};
 }
