@@ -16,7 +16,9 @@
 #include <clang/Tooling/Tooling.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <set>
 
@@ -464,6 +466,12 @@ class Resolver {
         seen.rewritable = false;
         if (seen.why.empty()) seen.why = "a value that differs between template instantiations";
       }
+    }
+    // Source order (the matcher meets an outer call of a chain first).
+    for (FoundPipeline& p : result.pipelines) {
+      std::stable_sort(p.knobs.begin(), p.knobs.end(), [](const KnobSite& a, const KnobSite& b) {
+        return std::tie(a.call.file, a.call.line, a.call.column) < std::tie(b.call.file, b.call.line, b.call.column);
+      });
     }
     return result;
   }
