@@ -1,6 +1,7 @@
 // The image pipeline of examples/image/image_train.json built in C++ code
-// (pipetune/runtime/builder.h), with one element function of the program's
-// own: a brightness jitter written as a lambda. image_builder.json is its JSON
+// (pipetune/runtime/builder.h), repeating its files for as long as it runs,
+// with one element function of the program's own: a brightness jitter
+// written as a lambda. image_builder.json is its JSON
 // twin: the same config, knob for knob (a test checks it).
 //
 //   image_builder [--dir DIR] [--seconds S] [--print-config]
@@ -47,6 +48,7 @@ Status Brightness(Element& element, const FnContext& context) {
 void BuildImagePipeline(PipelineBuilder& b) {
   b.Cores(2).Memory("4GiB").StepTimeMs(20);
   b.ListFiles("files", "data/*.jpg").Arg("shuffle_seed", 7);
+  b.Repeat("repeat");  // epochs until --seconds: a few hundred images make a steady run
   b.ReadFile("read").Parallelism(1);
   b.Map("decode", "jpeg_decode").Parallelism(kDecodeWorkers);
   b.Map("augment", "random_crop_flip").Arg("size", 224).Parallelism(1).Random();

@@ -8,17 +8,25 @@
 #
 #   roundtrip.sh BUILD_DIR ORIGINAL_SOURCE WORK_DIR
 # Environment: ROUNDTRIP_SECONDS (per run, default 5), ROUNDTRIP_IMAGES
-# (default 3000, generated once into WORK_DIR/data), ROUNDTRIP_MIN_RATIO and
-# ROUNDTRIP_MAX_RATIO (measured/predicted, default 0.75 and 1.15; see
-# docs/benchmarks-rewrite.md for why not the synthetic 0.9-1.1).
+# (default 400, generated once into WORK_DIR/data; the example repeats them), ROUNDTRIP_MIN_RATIO and
+# ROUNDTRIP_MAX_RATIO (measured/predicted, default 0.75 and 1.1: the model's
+# accuracy on the image pipeline in docs/benchmarks.md, 0.77 on a quiet
+# machine, and the analyzer's upper 1.1; docs/benchmarks-rewrite.md).
+#
+# Exit 0: the round trip worked and the throughput is within the bounds.
+# Exit 77 (CTest: skipped): it worked, but other programs held the cores
+# (load average above the core count before or after the tuned run), so the
+# throughput cannot be held to the prediction (pipetune report says
+# "predictions with more workers or cores are optimistic"). Exit 1: a step
+# failed, or a quiet machine missed the bounds.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 original=$2
 dir=$(cd "$3" && pwd)
 seconds=${ROUNDTRIP_SECONDS:-5}
-images=${ROUNDTRIP_IMAGES:-3000}
+images=${ROUNDTRIP_IMAGES:-400}
 min_ratio=${ROUNDTRIP_MIN_RATIO:-0.75}
-max_ratio=${ROUNDTRIP_MAX_RATIO:-1.15}
+max_ratio=${ROUNDTRIP_MAX_RATIO:-1.1}
 pipetune=$build/cli/pipetune
 program=$build/tests/rewrite/pipetune_roundtrip_image_builder
 source=$dir/image_builder.cc
@@ -36,7 +44,8 @@ cmake --build "$build" --target pipetune_roundtrip_image_builder >"$work/build1.
   { cat "$work/build1.log"; exit 1; }
 
 step "profile: pipetune profile -- image_builder --seconds $seconds"
-(cd "$work" && "$pipetune" profile --trace "$work/untuned.trace" -- "$program" --dir "$dir" --seconds "$seconds")
+(cd "$work" && "$pipetune" profile --trace "$work/untuned.trace" -- "$program" --dir "$dir" --seconds "$seconds") |
+  tee "$work/untuned.out"
 
 step "tune: pipetune tune untuned.trace --source image_builder.cc"
 (cd "$work" && "$pipetune" tune "$work/untuned.trace" --source "$source" --format json \
@@ -54,10 +63,21 @@ step "rebuild the rewritten copy"
 cmake --build "$build" --target pipetune_roundtrip_image_builder >"$work/build2.log" 2>&1 ||
   { cat "$work/build2.log"; exit 1; }
 
+load_before=$(cut -d' ' -f1 /proc/loadavg)
 step "re-run the tuned program"
 "$program" --dir "$dir" --seconds "$seconds" | tee "$work/tuned.out"
 measured=$(sed -n 's/^throughput: \([0-9.]*\) outputs.*/\1/p' "$work/tuned.out")
 ratio=$(awk -v m="$measured" -v p="$predicted" 'BEGIN { printf "%.3f", m / p }')
-step "measured $measured outputs/s, predicted $predicted: measured/predicted $ratio (bounds $min_ratio-$max_ratio)"
+load_after=$(cut -d' ' -f1 /proc/loadavg)
+untuned=$(sed -n 's/^throughput: \([0-9.]*\) outputs.*/\1/p' "$work/untuned.out")
+step "untuned $untuned outputs/s; tuned: measured $measured outputs/s, predicted $predicted: measured/predicted $ratio (bounds $min_ratio-$max_ratio); load average $load_before / $load_after on $(nproc) cores"
+if [ -z "$measured" ] || [ "$(grep -c '^+' "$work/source.diff")" -lt 2 ]; then
+  echo "FAIL: the tuned program printed no throughput, or the source diff is empty"; exit 1
+fi
+if awk -v a="$load_before" -v b="$load_after" -v n="$(nproc)" 'BEGIN { exit !(a > n || b > n) }'; then
+  echo "SKIP: the round trip worked, but other programs held the cores (load average above $(nproc)):"
+  echo "      throughput cannot be held to the plan's prediction here"
+  exit 77
+fi
 awk -v r="$ratio" -v lo="$min_ratio" -v hi="$max_ratio" 'BEGIN { exit !(r >= lo && r <= hi) }' ||
   { echo "FAIL: measured/predicted $ratio is outside $min_ratio-$max_ratio"; exit 1; }
