@@ -47,6 +47,20 @@ step "profile: pipetune profile -- image_builder --seconds $seconds"
 (cd "$work" && "$pipetune" profile --trace "$work/untuned.trace" -- "$program" --dir "$dir" --seconds "$seconds") |
   tee "$work/untuned.out"
 
+step "a source the plan cannot be put into: tune --source exits 2, naming the knob, writing nothing"
+sed 's/^constexpr int kDecodeWorkers = 1;/#define kDecodeWorkers 1/' "$original" >"$work/macro.cc"
+cp "$work/macro.cc" "$work/macro.orig.cc"
+set +e
+(cd "$work" && "$pipetune" tune "$work/untuned.trace" --source "$work/macro.cc" -o "$work/tuned.json" \
+   --source-build-dir "$build" >"$work/macro.log" 2>&1)
+rc=$?
+set -e
+cat "$work/macro.log"
+if [ "$rc" != 2 ] || ! grep -q 'stage "decode": knob parallelism' "$work/macro.log" ||
+   ! grep -q 'macro kDecodeWorkers' "$work/macro.log" || ! cmp -s "$work/macro.cc" "$work/macro.orig.cc"; then
+  echo "FAIL: tune --source on a macro-valued knob: exit $rc (want 2, the knob named, the file unchanged)"; exit 1
+fi
+
 step "tune: pipetune tune untuned.trace --source image_builder.cc"
 (cd "$work" && "$pipetune" tune "$work/untuned.trace" --source "$source" --format json \
    -o "$work/tuned.json" >"$work/plan.json" 2>"$work/rewrite.log") ||
