@@ -63,6 +63,11 @@ StatusOr<EditPlan> PlanEdits(const FindResult& found, const nlohmann::ordered_js
     names.push_back(p.name.empty() ? "?" : p.name);
     if (p.name == pipeline_name) pipeline = &p;
   }
+  // A single pipeline whose name the finder could not tell (a builder made by
+  // a function) is the plan's.
+  if (pipeline == nullptr && found.pipelines.size() == 1 && found.pipelines[0].name.empty()) {
+    pipeline = &found.pipelines[0];
+  }
   if (pipeline == nullptr) {
     return InvalidInput(fmt::format("the plan's pipeline \"{}\" is not built in the source (it builds: {})",
                                     pipeline_name, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
