@@ -4,6 +4,7 @@
 
 #include <clang/Tooling/Core/Replacement.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -224,6 +225,8 @@ Status WriteAll(const std::map<std::string, std::pair<std::string, std::string>>
       return IoError(fmt::format("{}: cannot write: {}", temp, std::strerror(errno)));
     }
     temps.emplace_back(temp, file);
+    struct stat info {};
+    if (::stat(file.c_str(), &info) == 0) ::fchmod(fileno(f), info.st_mode & 07777);  // keep the file's mode
     bool ok = std::fwrite(texts.second.data(), 1, texts.second.size(), f) == texts.second.size();
     ok = std::fflush(f) == 0 && ok;
     ok = ::fsync(fileno(f)) == 0 && ok;
