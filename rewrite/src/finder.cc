@@ -307,13 +307,15 @@ class Resolver {
   }
 
   // The declaration (or construction) identifying the pipeline a
-  // PipelineBuilder expression refers to, and its name.
-  const void* PipelineOf(const Expr* e, std::string* name, SourceLocation* where, int depth = 0) const {
+  // PipelineBuilder expression refers to, and its name. `outer` gets the
+  // offsets of the helper calls passed through, innermost first.
+  const void* PipelineOf(const Expr* e, std::string* name, SourceLocation* where, int depth = 0,
+                         std::vector<unsigned>* outer = nullptr) const {
     e = Strip(e);
     if (e == nullptr || depth > 16) return nullptr;
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(e)) {
       if (IsClass(call->getMethodDecl(), kPipelineClass)) {
-        return PipelineOf(call->getImplicitObjectArgument(), name, where, depth + 1);
+        return PipelineOf(call->getImplicitObjectArgument(), name, where, depth + 1, outer);
       }
       return nullptr;
     }
@@ -327,15 +329,22 @@ class Resolver {
     if (const auto* ref = dyn_cast<DeclRefExpr>(e)) {
       if (const auto* parm = dyn_cast<ParmVarDecl>(ref->getDecl())) {
         const void* found = nullptr;
+        std::vector<unsigned> first_outer;
         for (const Expr* arg : ArgumentsFor(parm)) {
           std::string n;
           SourceLocation w;
-          const void* p = PipelineOf(arg, &n, &w, depth + 1);
+          std::vector<unsigned> sub;
+          const void* p = PipelineOf(arg, &n, &w, depth + 1, &sub);
           if (p == nullptr || (found != nullptr && found != p)) return nullptr;
+          if (found == nullptr) {
+            first_outer.push_back(sm_.getFileOffset(sm_.getExpansionLoc(arg->getBeginLoc())));
+            first_outer.insert(first_outer.end(), sub.begin(), sub.end());
+          }
           found = p;
           *name = n;
           *where = w;
         }
+        if (outer != nullptr) *outer = first_outer;
         return found;
       }
       if (const auto* var = dyn_cast<VarDecl>(ref->getDecl())) {
@@ -347,7 +356,9 @@ class Resolver {
           *where = Where(var->getLocation());
           return var;
         }
-        if (init != nullptr && var->getType()->isReferenceType()) return PipelineOf(init, name, where, depth + 1);
+        if (init != nullptr && var->getType()->isReferenceType()) {
+          return PipelineOf(init, name, where, depth + 1, outer);
+        }
         // A builder made some other way (returned by a function): the
         // variable still identifies it.
         *where = Where(var->getLocation());
@@ -390,10 +401,15 @@ class Resolver {
     std::map<const CXXMemberCallExpr*, std::pair<size_t, std::string>> stage_of;  // stage call -> (pipeline, stage)
     std::set<std::pair<unsigned, std::string>> stages_seen;  // (location, pipeline key) of stage calls
     std::map<std::string, size_t> site_index;  // call location + pipeline -> knob index
+    // (pipeline, stage) -> the helper calls leading to it, outermost first,
+    // then the stage call: the order the program makes its stages in.
+    std::map<std::pair<size_t, std::string>, std::vector<unsigned>> order;
+    std::vector<unsigned> last_outer;
     auto pipeline_index = [&](const CXXMemberCallExpr* stage_call) -> std::optional<size_t> {
       std::string name;
       SourceLocation where;
-      const void* id = PipelineOf(stage_call->getImplicitObjectArgument(), &name, &where);
+      last_outer.clear();
+      const void* id = PipelineOf(stage_call->getImplicitObjectArgument(), &name, &where, 0, &last_outer);
       if (id == nullptr) return std::nullopt;
       auto [it, inserted] = pipelines.emplace(id, result.pipelines.size());
       if (inserted) {
@@ -421,7 +437,12 @@ class Resolver {
       }
       auto key = std::make_pair(sm_.getExpansionLoc(stage_call->getExprLoc()).getRawEncoding(),
                                 fmt::format("{}", *p));
-      if (stages_seen.insert(key).second) result.pipelines[*p].stages.push_back(stage);
+      if (stages_seen.insert(key).second) {
+        std::vector<unsigned> k(last_outer.rbegin(), last_outer.rend());
+        k.push_back(sm_.getFileOffset(sm_.getExpansionLoc(stage_call->getExprLoc())));
+        order.emplace(std::make_pair(*p, stage.name), std::move(k));
+        result.pipelines[*p].stages.push_back(stage);
+      }
       stage_of[stage_call] = {*p, stage.name};
       return stage_of[stage_call];
     };
@@ -467,7 +488,14 @@ class Resolver {
         if (seen.why.empty()) seen.why = "a value that differs between template instantiations";
       }
     }
-    // Source order (the matcher meets an outer call of a chain first).
+    // Stages in the order the program makes them; knobs in source order (the
+    // matcher meets an outer call of a chain first).
+    for (size_t i = 0; i < result.pipelines.size(); ++i) {
+      std::vector<FoundStage>& stages = result.pipelines[i].stages;
+      std::stable_sort(stages.begin(), stages.end(), [&](const FoundStage& a, const FoundStage& b) {
+        return order[{i, a.name}] < order[{i, b.name}];
+      });
+    }
     for (FoundPipeline& p : result.pipelines) {
       std::stable_sort(p.knobs.begin(), p.knobs.end(), [](const KnobSite& a, const KnobSite& b) {
         return std::tie(a.call.file, a.call.line, a.call.column) < std::tie(b.call.file, b.call.line, b.call.column);

@@ -311,6 +311,10 @@ TEST(RewriteApplyTest, PipelineBuiltAcrossHelperFunctions) {
   ASSERT_EQ(r.pipelines.size(), 1u) << FormatFindText(r);
   const FoundPipeline& p = r.pipelines[0];
   EXPECT_EQ(p.name, "helpers");
+  // Stages in the order the program makes them, helpers' at their calls.
+  std::vector<std::string> names;
+  for (const FoundStage& s : p.stages) names.push_back(s.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"files", "decode", "augment", "batch", "prefetch"}));
   EXPECT_TRUE(KnobOf(p, "decode", "parallelism") != nullptr) << FormatFindText(r);
   EXPECT_TRUE(KnobOf(p, "prefetch", "buffer") != nullptr) << FormatFindText(r);
   StatusOr<std::string> diff = Apply(kHelpers, Plan("helpers", {{"decode", "parallelism", "2"},
