@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "pipetune/tuner/plan_report.h"
+#include "pipetune/workflow/source_rewrite.h"
 #include "pipetune/workflow/tune.h"
 #include "pipetune/workflow/verify.h"
 #include "run_report.h"
@@ -33,6 +34,8 @@ struct TuneFlags {
   int rounds = 3;
   std::string trace_dir;
   std::string progress = "auto";
+  std::string source;            // --source: the C++ file building the pipeline, rewritten in place
+  std::string source_build_dir;  // --source-build-dir: its compile_commands.json
 };
 
 StatusOr<tuner::BudgetFlags> BudgetsFrom(const TuneFlags& flags) {
@@ -58,18 +61,27 @@ int TuneTraces(const TuneFlags& flags) {
   request.diff = flags.diff;
   StatusOr<workflow::TuneResult> result = workflow::Tune(request);
   if (!result.ok()) return ReportError(result.status());
+  std::optional<workflow::SourceRewriteResult> rewritten;
+  if (!flags.source.empty()) {
+    StatusOr<workflow::SourceRewriteResult> r = workflow::RewriteSource(
+        {.source = flags.source, .plan = workflow::TuneResultToJson(*result), .build_dir = flags.source_build_dir});
+    if (!r.ok()) return ReportError(r.status());
+    rewritten = *r;
+  }
   if (flags.format == "json") {
     fmt::print("{}\n", workflow::TuneResultToJson(*result).dump(2));
+    if (rewritten) fmt::print(stderr, "{}", rewritten->output);
     return kExitOk;
   }
   fmt::print("{}", tuner::FormatPlanText(result->plan));
   if (!result->config) {
-    fmt::print("\nthe trace holds no pipeline config: nothing to rewrite\n");
-    return kExitOk;
+    if (!rewritten) fmt::print("\nthe trace holds no pipeline config: nothing to rewrite\n");
+  } else {
+    fmt::print("\n");
+    PrintDiff(*result->config);
+    fmt::print("tuned config: {}\n", result->config->path);
   }
-  fmt::print("\n");
-  PrintDiff(*result->config);
-  fmt::print("tuned config: {}\n", result->config->path);
+  if (rewritten) fmt::print("source {}:\n{}", flags.source, rewritten->output);
   return kExitOk;
 }
 
@@ -143,6 +155,10 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
   sub->add_option("--format", flags->format, "Plan output: text or json")
       ->check(CLI::IsMember({"text", "json"}));
   sub->add_flag("--diff", flags->diff, "Show the change to the config as a unified diff");
+  sub->add_option("--source", flags->source,
+                  "Also set the plan's knobs in this C++ file building the pipeline (pipetune-rewrite apply -i)");
+  sub->add_option("--source-build-dir", flags->source_build_dir,
+                  "--source: the build directory with compile_commands.json (default: the one pipetune-rewrite sits in)");
   sub->add_flag(
       "--verify", flags->verify,
       "INPUT is a config: run it traced, tune, run the plan, refit, re-plan; keep the best measured");
