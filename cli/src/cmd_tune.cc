@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "pipetune/tuner/plan_report.h"
+#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/tune.h"
 #include "pipetune/workflow/verify.h"
 #include "run_report.h"
@@ -47,9 +48,30 @@ void PrintDiff(const workflow::TunedConfig& written) {
   if (written.diff) fmt::print("{}", written.diff->empty() ? "(no change)\n" : *written.diff);
 }
 
+// A PyTorch DataLoader's trace: DataLoader keyword arguments (docs/pytorch.md).
+int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
+  workflow::DataLoaderTuneRequest request;
+  request.trace = flags.inputs[0];
+  request.budgets = budgets;
+  request.output = flags.output;
+  StatusOr<workflow::DataLoaderTuneResult> result = workflow::TuneDataLoaderTrace(request);
+  if (!result.ok()) return ReportError(result.status());
+  if (flags.format == "json") {
+    nlohmann::json j = tuner::DataLoaderPlanToJson(result->plan);
+    j["output"] = result->output;
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("{}", tuner::FormatDataLoaderPlanText(result->plan));
+  fmt::print("DataLoader keyword arguments: {}\n", result->output);
+  fmt::print("code change: {}\n", result->code_change);
+  return kExitOk;
+}
+
 int TuneTraces(const TuneFlags& flags) {
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
+  if (flags.inputs.size() == 1 && workflow::IsDataLoaderTrace(flags.inputs[0])) return TuneDataLoader(flags, *budgets);
   workflow::TuneRequest request;
   request.traces = flags.inputs;
   request.budgets = *budgets;
@@ -73,7 +95,26 @@ int TuneTraces(const TuneFlags& flags) {
   return kExitOk;
 }
 
+// `pipetune tune TRACE --verify -- python3 train.py`: the DataLoader loop.
+int TuneVerifyDataLoader(const TuneFlags& flags) {
+  StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
+  if (!budgets.ok()) return ReportError(budgets.status());
+  workflow::DataLoaderVerifyOptions options;
+  options.trace = flags.inputs[0];
+  options.command.assign(flags.inputs.begin() + 1, flags.inputs.end());
+  options.budgets = *budgets;
+  options.output = flags.output;
+  options.rounds = std::max(1, flags.rounds == 3 ? 1 : flags.rounds);
+  StatusOr<workflow::DataLoaderVerifyResult> result = workflow::VerifyDataLoader(options);
+  if (!result.ok()) return ReportError(result.status());
+  fmt::print("{}", workflow::FormatDataLoaderRounds(*result));
+  fmt::print("DataLoader keyword arguments (round {}): {}\n", result->rounds[result->best].index, result->output);
+  fmt::print("code change: {}\n", result->code_change);
+  return kExitOk;
+}
+
 int TuneVerify(const TuneFlags& flags) {
+  if (flags.inputs.size() >= 2) return TuneVerifyDataLoader(flags);
   if (flags.inputs.size() != 1) return ReportError(InvalidInput("--verify takes one pipeline config"));
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
@@ -123,7 +164,8 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
       "Solve for parallelism, prefetch and cache under the CPU and memory budgets; write the tuned config");
   sub->add_option(
          "input", flags->inputs,
-         "Trace of a run (more traces of the same pipeline add scaling points); with --verify: a config")
+         "Trace of a run (more traces of the same pipeline add scaling points); with --verify: a config, "
+         "or TRACE -- python3 SCRIPT ... (a PyTorch DataLoader)")
       ->required();
   sub->add_option("--cores", flags->cores,
                   "Core budget (default: the config's resources, else the traced host)")
