@@ -423,10 +423,12 @@ DataLoaderPrediction PredictDataLoader(const DataLoaderProfile& p, const DataLoa
     out.limiting_stage = step_limits ? p.step.name : p.transfer.name;
     out.limiting_kind = step_limits ? DataLoaderStageKind::kStep : DataLoaderStageKind::kTransfer;
   }
-  // Fewer batches in flight than workers + 1 leave workers idle while the
-  // consumer catches up with a slow batch; the model charges jitter to it.
+  // Batches in flight absorb the jitter between a worker's batch and the
+  // consumer's; with few of them a slow batch leaves the consumer waiting. A
+  // small charge, so that prefetch_factor=1 loses to 2 and deeper queues win
+  // only ties (which the tuner resolves towards less memory).
   double in_flight = n * k.prefetch_factor;
-  double efficiency = in_flight / (in_flight + 0.5);
+  double efficiency = 1.0 - 0.04 / in_flight;
   out.steady_batches_per_second = x * efficiency;
   out.startup_seconds = StartupPerWorker(p) * n;
   double steady_time = epochs * batches_per_epoch / out.steady_batches_per_second;
