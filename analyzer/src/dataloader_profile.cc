@@ -135,9 +135,10 @@ double DataLoaderProfile::MeasuredBatchesPerSecond() const {
 bool IsDataLoaderTrace(const tracer::Trace& trace) { return !RecordOf(trace.header.pipeline).is_null(); }
 
 bool IsDataLoaderTraceFile(const std::string& path) {
-  // The record is pipeline info written after the header: read the trace.
-  StatusOr<tracer::Trace> trace = tracer::LoadTrace(path);
-  return trace.ok() && IsDataLoaderTrace(*trace);
+  // The bootstrap starts its session with the record as the config, so the
+  // header alone tells.
+  StatusOr<tracer::TraceHeader> header = tracer::ReadTraceHeader(path);
+  return header.ok() && !RecordOf(header->pipeline).is_null();
 }
 
 std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace) {
