@@ -305,7 +305,17 @@ def _make_worker_loop(original):
             return original(*args, **kwargs)
         user_init = a.get("init_fn")
 
+        def on_term(signum, frame):
+            # multiprocessing ends leftover (persistent, or abandoned) workers
+            # with SIGTERM at exit: end the session first, so that the trace
+            # keeps its last counts, then exit as torch's own handler would.
+            raise SystemExit(0)
+
         def init_fn(wid):
+            # torch installs its worker signal handlers before calling init_fn;
+            # ours replaces its SIGTERM one (which _exit()s) for this worker.
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, on_term)
             if user_init is not None:
                 user_init(wid)
             info["pipetune_dataloader"]["ready_ns"] = _now()
@@ -316,19 +326,9 @@ def _make_worker_loop(original):
             a["dataset"] = _TimedDataset(a["dataset"], rec)
         if a.get("collate_fn") is not None:
             a["collate_fn"] = _timed_collate(a["collate_fn"], rec)
-        previous = None
-        if threading.current_thread() is threading.main_thread():
-            # multiprocessing ends leftover workers with SIGTERM at exit: end the
-            # session first, so the trace keeps its last snapshot.
-            def on_term(signum, frame):
-                raise SystemExit(0)
-
-            previous = signal.signal(signal.SIGTERM, on_term)
         try:
             return original(*bound.args, **bound.kwargs)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
             rec.stop()
 
     _worker_loop.__module__ = original.__module__
@@ -549,7 +549,7 @@ def _patch_unpickling():
                 return base.loads(data, *args, **kwargs)
             begin = _now()
             out = base.loads(data, *args, **kwargs)
-            if isinstance(out, tuple) and len(out) == 2:
+            if isinstance(out, tuple) and len(out) == 2 and out[1] is not None:  # (index, batch)
                 _state.element("transfer", begin, _now(), 0, len(data), op="map")
             return out
 
