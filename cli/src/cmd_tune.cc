@@ -34,6 +34,7 @@ struct TuneFlags {
   int rounds = 3;
   std::string trace_dir;
   std::string progress = "auto";
+  std::vector<std::string> command;  // after --: a Python program (--verify of a DataLoader)
 };
 
 StatusOr<tuner::BudgetFlags> BudgetsFrom(const TuneFlags& flags) {
@@ -71,7 +72,10 @@ int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
 int TuneTraces(const TuneFlags& flags) {
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
-  if (flags.inputs.size() == 1 && workflow::IsDataLoaderTrace(flags.inputs[0])) return TuneDataLoader(flags, *budgets);
+  if (workflow::IsDataLoaderTrace(flags.inputs[0])) {
+    if (flags.inputs.size() > 1) return ReportError(InvalidInput(flags.inputs[0] + ": a DataLoader's trace is tuned alone"));
+    return TuneDataLoader(flags, *budgets);
+  }
   workflow::TuneRequest request;
   request.traces = flags.inputs;
   request.budgets = *budgets;
@@ -101,7 +105,9 @@ int TuneVerifyDataLoader(const TuneFlags& flags) {
   if (!budgets.ok()) return ReportError(budgets.status());
   workflow::DataLoaderVerifyOptions options;
   options.trace = flags.inputs[0];
-  options.command.assign(flags.inputs.begin() + 1, flags.inputs.end());
+  // CLI11 gives what follows -- to the first positional that takes more.
+  options.command = flags.command;
+  options.command.insert(options.command.begin(), flags.inputs.begin() + 1, flags.inputs.end());
   options.budgets = *budgets;
   options.output = flags.output;
   options.rounds = std::max(1, flags.rounds == 3 ? 1 : flags.rounds);
@@ -114,7 +120,7 @@ int TuneVerifyDataLoader(const TuneFlags& flags) {
 }
 
 int TuneVerify(const TuneFlags& flags) {
-  if (flags.inputs.size() >= 2) return TuneVerifyDataLoader(flags);
+  if (!flags.command.empty() || flags.inputs.size() >= 2) return TuneVerifyDataLoader(flags);
   if (flags.inputs.size() != 1) return ReportError(InvalidInput("--verify takes one pipeline config"));
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
@@ -196,7 +202,17 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
   sub->add_option("--progress", flags->progress,
                   "Live progress on stderr: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  sub->callback([flags, &exit_code] { exit_code = flags->verify ? TuneVerify(*flags) : TuneTraces(*flags); });
+  // `tune TRACE --verify -- python3 train.py ...`: what follows -- is the program.
+  sub->add_option("program", flags->command,
+                  "--verify of a PyTorch DataLoader: after --, the Python program and its arguments");
+  sub->callback([flags, &exit_code] {
+    if (!flags->command.empty() && !flags->verify) {
+      exit_code = ReportError(InvalidInput("unexpected arguments after the trace: " + flags->command[0] +
+                                           " (a program to run needs --verify)"));
+      return;
+    }
+    exit_code = flags->verify ? TuneVerify(*flags) : TuneTraces(*flags);
+  });
 }
 
 }  // namespace pipetune::cli
