@@ -472,10 +472,10 @@ DataLoaderDiagnosis DiagnoseDataLoader(const DataLoaderProfile& profile) {
       DataLoaderKnobs more = current;
       more.num_workers = std::max(1, current.num_workers + 1);
       DataLoaderPrediction next = PredictDataLoader(profile, more, d.cores);
-      d.advice.push_back(fmt::format("{} costs the most per batch ({}); num_workers={} predicts {:.1f} batches/s "
+      d.advice.push_back(fmt::format("{} costs the most per batch; num_workers={} predicts {:.1f} batches/s "
                                      "(now {:.1f}); `pipetune tune` solves for all the settings",
-                                     d.predicted.limiting_stage, DataLoaderStageKindName(d.predicted.limiting_kind),
-                                     more.num_workers, next.batches_per_second, d.predicted.batches_per_second));
+                                     d.predicted.limiting_stage, more.num_workers, next.batches_per_second,
+                                     d.predicted.batches_per_second));
       break;
     }
   }
