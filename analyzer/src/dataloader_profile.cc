@@ -268,6 +268,7 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
     p.step.per_batch = p.step.seconds_each;
   }
   p.main_rss_bytes = PeakRss(main);
+  p.worker_cpu_seconds = worker_cpu;
   if (worker_data_ns > 0 && worker_cpu > 0) {
     p.worker_cpu_ratio = std::clamp(worker_cpu / (worker_data_ns / 1e9), 0.1, 2.0);
   }

@@ -78,8 +78,12 @@ std::string Text(const DataLoaderDiagnosis& d) {
     out += fmt::format("{:<34} {:<16} {:<18} {:>8} {:>10.3f} {:>12.3f}{}\n", r.stage, r.kind, r.where, r.count,
                        r.ms_each, r.ms_per_batch, r.stage == d.predicted.limiting_stage ? "  <- limits" : "");
   }
-  out += fmt::format("memory: main {:.0f} MiB, worker {:.0f} MiB each, batch {:.1f} MiB\n", MiB(p.main_rss_bytes),
-                     MiB(p.worker_rss_bytes), MiB(p.batch_bytes));
+  out += fmt::format("memory: main {:.0f} MiB, worker {:.0f} MiB each (peak RSS), batch {:.1f} MiB\n",
+                     MiB(p.main_rss_bytes), MiB(p.worker_rss_bytes), MiB(p.batch_bytes));
+  if (p.worker_traces > 0) {
+    out += fmt::format("workers: {} processes, {:.2f} CPU-s in all, CPU {:.2f} of their busy time\n", p.worker_traces,
+                       p.worker_cpu_seconds, p.worker_cpu_ratio);
+  }
   if (!p.epochs.empty()) out += EpochsLine(p) + "\n";
   for (const std::string& a : d.advice) out += "advice: " + a + "\n";
   for (const std::string& w : p.warnings) out += "warning: " + w + "\n";
@@ -175,6 +179,9 @@ std::string Json(const DataLoaderDiagnosis& d) {
                       {"seconds_per_batch", r.ms_per_batch / 1e3}});
   }
   j["stages"] = stages;
+  j["workers"] = {{"processes", p.worker_traces},
+                  {"cpu_seconds", p.worker_cpu_seconds},
+                  {"cpu_over_busy_wall", p.worker_cpu_ratio}};
   j["memory"] = {{"main_rss_bytes", p.main_rss_bytes},
                  {"worker_rss_bytes", p.worker_rss_bytes},
                  {"batch_bytes", p.batch_bytes}};

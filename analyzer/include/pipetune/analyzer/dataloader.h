@@ -73,6 +73,7 @@ struct DataLoaderProfile {
   double batch_bytes = 0;      // a collated batch
   double main_rss_bytes = 0;   // the main process's peak
   double worker_rss_bytes = 0; // a worker's peak (the largest); 0 when no worker ran
+  double worker_cpu_seconds = 0; // all worker processes' CPU (user + system)
   double worker_cpu_ratio = 1; // workers' CPU over their busy wall time
   double main_other_cpu_per_batch = 0;  // main-process CPU per batch besides loading samples
   std::vector<DataLoaderEpoch> epochs;
