@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The DataLoader benchmark (docs/benchmarks-pytorch.md), from the repository root:
-#   bash examples/pytorch/bench.sh [BUILD_DIR] [IMAGES] [REPEATS]
-# 1. profiles train.py as written (num_workers=0) and tunes it for 2 cores;
+#   [CORES=N] bash examples/pytorch/bench.sh [BUILD_DIR] [IMAGES] [REPEATS]
+# 1. profiles train.py as written (num_workers=0) and tunes it for CORES cores
+#    (default 2; on a shared machine, the share actually available);
 # 2. runs the grid num_workers 0..4 x prefetch_factor {2,4} and the tuned
 #    setting, each applied through the bootstrap without tracing, side by side
 #    in one run, REPEATS rounds interleaved; prints images/s and each one's
@@ -19,7 +20,7 @@ mkdir -p "$out"
 train=(examples/pytorch/train.py --images "$images" --step-ms 20)
 
 "$pipetune" profile --trace "$out/train.trace" -- "$python" "${train[@]}" >/dev/null
-"$pipetune" tune "$out/train.trace" --cores 2 -o "$out/tuned.json" | tee "$out/tune.txt"
+"$pipetune" tune "$out/train.trace" --cores "${CORES:-2}" -o "$out/tuned.json" | tee "$out/tune.txt"
 
 configs=()
 for w in 0 1 2 3 4; do
