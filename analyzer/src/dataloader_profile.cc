@@ -273,6 +273,11 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
     p.worker_cpu_ratio = std::clamp(worker_cpu / (worker_data_ns / 1e9), 0.1, 2.0);
   }
   double main_cpu = CpuSeconds(main);
+  if (worker_data_ns > 0 && worker_cpu > 0) {
+    p.loading_cpu_share = worker_cpu / (worker_data_ns / 1e9);
+  } else if (main_data_ns > 0 && main_cpu > 0) {
+    p.loading_cpu_share = main_cpu / (main_data_ns / 1e9);
+  }
   if (p.batches > 0) {
     p.main_other_cpu_per_batch = std::max(0.0, (main_cpu - main_data_ns / 1e9) / static_cast<double>(p.batches));
   }

@@ -82,6 +82,12 @@ DataLoaderPlan TuneDataLoader(const analyzer::DataLoaderProfile& profile, const 
     plan.notes.push_back(fmt::format("cores bind: {:.1f} cores are all busy at num_workers={}", budgets.cores,
                                      best.num_workers));
   }
+  if (profile.loading_cpu_share < 0.75) {
+    plan.notes.push_back(fmt::format(
+        "while loading samples the traced process got {:.2f} CPU-s per second: the host was shared, so fewer "
+        "than {:.1f} cores may be free; give --cores the share actually available",
+        profile.loading_cpu_share, budgets.cores));
+  }
   if (profile.settings.pin_memory && !best.pin_memory && !profile.cuda_available) {
     plan.notes.push_back("pin_memory off: no CUDA device, pinning only costs time");
   }

@@ -75,6 +75,11 @@ struct DataLoaderProfile {
   double worker_rss_bytes = 0; // a worker's peak (the largest); 0 when no worker ran
   double worker_cpu_seconds = 0; // all worker processes' CPU (user + system)
   double worker_cpu_ratio = 1; // workers' CPU over their busy wall time
+  // The CPU the process loading samples got while it was loading, over that
+  // time (the workers' ratio, or the main process's at num_workers=0). Well
+  // under 1 for CPU-bound transforms means the host was shared: other
+  // processes took the cores the budget counts on.
+  double loading_cpu_share = 1;
   double main_other_cpu_per_batch = 0;  // main-process CPU per batch besides loading samples
   std::vector<DataLoaderEpoch> epochs;
 
