@@ -278,6 +278,28 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   } else if (main_data_ns > 0 && main_cpu > 0) {
     p.loading_cpu_share = main_cpu / (main_data_ns / 1e9);
   }
+  // Busy but off the CPU is either storage or other processes taking the
+  // cores. Samples read from the page cache (under 16 KiB from storage each)
+  // are not waiting on storage: the share is contention, and the cores the
+  // model counts are busy for the whole of the samples' wall time.
+  int64_t storage_bytes = 0;
+  bool storage_known = true;
+  auto add_reads = [&](const tracer::Trace& t) {
+    if (t.process_samples.empty() || t.process_samples.back().read_bytes < 0) {
+      storage_known = false;
+      return;
+    }
+    storage_bytes += t.process_samples.back().read_bytes;
+  };
+  add_reads(main);
+  for (const tracer::Trace& w : workers) add_reads(w);
+  uint64_t samples = 0;
+  for (const DataLoaderStage& st : p.sample_stages) {
+    if (st.kind == DataLoaderStageKind::kLoad) samples = st.count;
+  }
+  p.shared_host = p.loading_cpu_share < 0.75 && storage_known && samples > 0 &&
+                  static_cast<double>(storage_bytes) / static_cast<double>(samples) < 16384.0;
+  if (p.shared_host) p.worker_cpu_ratio = 1.0;
   if (p.batches > 0) {
     p.main_other_cpu_per_batch = std::max(0.0, (main_cpu - main_data_ns / 1e9) / static_cast<double>(p.batches));
   }

@@ -85,8 +85,10 @@ DataLoaderPlan TuneDataLoader(const analyzer::DataLoaderProfile& profile, const 
   if (profile.loading_cpu_share < 0.75) {
     plan.notes.push_back(fmt::format(
         "while loading samples the traced process got {:.2f} CPU-s per second: the host was shared, so fewer "
-        "than {:.1f} cores may be free; give --cores the share actually available",
-        profile.loading_cpu_share, budgets.cores));
+        "than {:.1f} cores may be free; give --cores the share actually available{}",
+        profile.loading_cpu_share, budgets.cores,
+        profile.shared_host ? " (samples came from the page cache, so the model counts the workers' wall time as CPU)"
+                            : ""));
   }
   if (profile.settings.pin_memory && !best.pin_memory && !profile.cuda_available) {
     plan.notes.push_back("pin_memory off: no CUDA device, pinning only costs time");

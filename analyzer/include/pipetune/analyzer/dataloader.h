@@ -80,6 +80,10 @@ struct DataLoaderProfile {
   // under 1 for CPU-bound transforms means the host was shared: other
   // processes took the cores the budget counts on.
   double loading_cpu_share = 1;
+  // The share above was under 0.75 while samples came from the page cache:
+  // other processes had the CPU. The model then counts the workers as busy
+  // on a core for all their wall time (worker_cpu_ratio = 1).
+  bool shared_host = false;
   double main_other_cpu_per_batch = 0;  // main-process CPU per batch besides loading samples
   std::vector<DataLoaderEpoch> epochs;
 
