@@ -189,6 +189,22 @@ def main():
                 kwargs = json.load(f)
             if set(kwargs) != {"num_workers", "prefetch_factor", "persistent_workers", "pin_memory"}:
                 fail("kwargs keys: %s" % kwargs)
+        elif case == "verify":
+            script_trace, _ = profile(pipetune, tmp, (0, None, 1, False, -1, -1))  # writes train.py
+            trace = os.path.join(tmp, "verify.trace")
+            out = os.path.join(tmp, "best.json")
+            r = run([pipetune, "tune", trace, "--verify", "--cores", "2", "--memory", "64GiB", "-o", out, "--",
+                     sys.executable, os.path.join(tmp, "train.py")])
+            if r.returncode != 0 or "code change: DataLoader(" not in r.stdout or "<- best" not in r.stdout:
+                fail("tune --verify", r)
+            round1 = os.path.join(tmp, "verify-round-1.trace")
+            with open(os.path.join(tmp, "verify.dataloader.json")) as f:
+                planned = json.load(f)
+            rep = report(pipetune, round1)
+            expect(rep["settings"]["num_workers"] == planned["num_workers"], "round 1 ran the plan", rep)
+            check_counts(rep, planned["num_workers"])
+            if not os.path.exists(out):
+                fail("the best round's kwargs are written")
         elif case == "bad_apply":
             bad = os.path.join(tmp, "bad.json")
             with open(bad, "w") as f:
