@@ -176,10 +176,15 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   }
   const json loaders = record.value("loaders", json::array());
   const json* chosen = nullptr;
+  // The DataLoader that delivered the most batches; on a tie, the one the
+  // loop spent the most time with.
+  auto time_in = [](const json& loader) {
+    return Get<uint64_t>(loader, "wait_ns", 0) + Get<uint64_t>(loader, "step_ns", 0);
+  };
   for (const json& loader : loaders) {
-    if (chosen == nullptr || Get<int64_t>(loader, "batches", 0) > Get<int64_t>(*chosen, "batches", 0)) {
-      chosen = &loader;
-    }
+    int64_t batches = Get<int64_t>(loader, "batches", 0);
+    int64_t best = chosen == nullptr ? -1 : Get<int64_t>(*chosen, "batches", 0);
+    if (batches > best || (batches == best && time_in(loader) > time_in(*chosen))) chosen = &loader;
   }
   if (chosen == nullptr || Get<int64_t>(*chosen, "batches", 0) == 0) {
     return InvalidInput(fmt::format("{}: stage \"dataloader\": the program took no batch from a DataLoader", path));
@@ -209,7 +214,21 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
 
   std::map<std::string, StageSum> sums;
   uint64_t main_data_ns = 0;
-  AddStages(main, sums, &main_data_ns);
+  // The main process's stages of this DataLoader only: its samples when it
+  // has no workers, the transfer and pinning when it has (the others belong
+  // to other DataLoaders of the same script).
+  {
+    std::map<std::string, StageSum> main_sums;
+    uint64_t data_ns = 0;
+    AddStages(main, main_sums, &data_ns);
+    for (auto& [name, sum] : main_sums) {
+      bool transfer_side = name == "transfer" || name == "pin_memory";
+      if (s.num_workers > 0 && !transfer_side) continue;
+      if (s.num_workers == 0 && name == "transfer") continue;
+      if (!transfer_side) main_data_ns += sum.work_ns;
+      sums[name] = sum;
+    }
+  }
   uint64_t worker_data_ns = 0;
   double worker_cpu = 0;
   struct WorkerStart {
@@ -253,18 +272,24 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   if (p.pin_memory.name.empty()) p.pin_memory.name = "pin_memory", p.pin_memory.kind = DataLoaderStageKind::kPinMemory;
   if (p.collate.count > 0) p.batch_bytes = static_cast<double>(sums["collate"].bytes) / p.collate.count;
 
-  if (!main.consumer_totals.empty()) {
+  // The consumer: this DataLoader's own steps where recorded, else the
+  // trace's consumer totals.
+  uint64_t steps = Get<uint64_t>(*chosen, "steps", 0);
+  if (steps > 0) {
+    p.wait_seconds = Get<uint64_t>(*chosen, "wait_ns", 0) / 1e9;
+    p.step_seconds = Get<uint64_t>(*chosen, "step_ns", 0) / 1e9;
+  } else if (!main.consumer_totals.empty()) {
     const tracer::ConsumerTotals& c = main.consumer_totals.back();
-    p.batches = c.steps;
+    steps = c.steps;
     p.wait_seconds = c.wait_ns / 1e9;
     p.step_seconds = c.step_ns / 1e9;
   }
-  p.batches = std::max<uint64_t>(p.batches, Get<uint64_t>(*chosen, "batches", 0));
+  p.batches = std::max<uint64_t>(steps, Get<uint64_t>(*chosen, "batches", 0));
   p.step.name = "training step";
   p.step.kind = DataLoaderStageKind::kStep;
-  if (!main.consumer_totals.empty() && main.consumer_totals.back().steps > 0) {
-    p.step.count = main.consumer_totals.back().steps;
-    p.step.seconds_each = p.step_seconds / static_cast<double>(p.step.count);
+  if (steps > 0) {
+    p.step.count = steps;
+    p.step.seconds_each = p.step_seconds / static_cast<double>(steps);
     p.step.per_batch = p.step.seconds_each;
   }
   p.main_rss_bytes = PeakRss(main);

@@ -398,7 +398,8 @@ def _patch(module):
         rec = _main_recorder()
         if rec is not None:
             loader_ids[0] += 1
-            entry = {"id": loader_ids[0], "settings": _settings(self), "epochs": [], "batches": 0}
+            entry = {"id": loader_ids[0], "settings": _settings(self), "epochs": [], "batches": 0,
+                     "steps": 0, "wait_ns": 0, "step_ns": 0}
             rec.info["pipetune_dataloader"]["loaders"].append(entry)
             object.__setattr__(self, "_pipetune_entry", entry)
             rec.update_info()
@@ -444,6 +445,10 @@ def _patch(module):
         if prev is not None:
             _state.tracer.consumer_step(prev[0], begin - prev[1], begin)
             self._pipetune_prev = None
+            # Per DataLoader too: a script may iterate several.
+            entry["steps"] += 1
+            entry["wait_ns"] += prev[0]
+            entry["step_ns"] += begin - prev[1]
         try:
             data = base_next(self)
         except StopIteration:
