@@ -63,6 +63,35 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+TWO_LOADERS = textwrap.dedent("""
+    import time, torch
+    from torch.utils.data import DataLoader, Dataset
+    from torchvision import transforms
+
+    class Scale:
+        def __call__(self, x):
+            return x * 2.0
+
+    class Squares(Dataset):
+        def __init__(self, n):
+            self.n = n
+            self.transform = transforms.Compose([Scale()])
+        def __len__(self):
+            return self.n
+        def __getitem__(self, i):
+            return self.transform(torch.full((3, 8, 8), float(i))), i
+
+    if __name__ == "__main__":
+        train = DataLoader(Squares({samples}), batch_size={batch}, num_workers=2)
+        val = DataLoader(Squares({samples}), batch_size={batch}, num_workers=0)
+        for epoch in range(2):
+            for batch, labels in train:
+                time.sleep(0.005)
+            for batch, labels in val:
+                pass
+""")
+
+
 def run(cmd, **kw):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
@@ -205,6 +234,23 @@ def main():
             check_counts(rep, planned["num_workers"])
             if not os.path.exists(out):
                 fail("the best round's kwargs are written")
+        elif case == "two_loaders":
+            script = os.path.join(tmp, "two.py")
+            with open(script, "w") as f:
+                f.write(TWO_LOADERS.format(samples=SAMPLES, batch=BATCH))
+            trace = os.path.join(tmp, "two.trace")
+            r = run([pipetune, "profile", "--trace", trace, "--", sys.executable, script])
+            if r.returncode != 0:
+                fail("profile", r)
+            rep = report(pipetune, trace)
+            s = stages(rep)
+            batches = 2 * SAMPLES // BATCH
+            expect(rep["settings"]["num_workers"] == 2, "the training loader (more time in it) is profiled", rep)
+            expect(rep["worker_traces"] == 4, "two workers per epoch, two epochs", rep)
+            expect(s["load"]["count"] == 2 * SAMPLES and s["load"]["where"] == "workers",
+                   "only the training loader's samples", rep)
+            expect(rep["batches"] == batches and s["transfer"]["count"] == batches, "its own batches", rep)
+            expect([e["workers_started"] for e in rep["epochs"]] == [2, 2], "workers start every epoch", rep)
         elif case == "bad_apply":
             bad = os.path.join(tmp, "bad.json")
             with open(bad, "w") as f:
