@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything pipetune needs from Debian's packages. Idempotent; runs
 # as root without prompts (or through sudo when not root).
-#   scripts/setup.sh          build + test dependencies
-#   scripts/setup.sh --bench  also the peers the benchmarks compare against
-#                             (PyTorch's DataLoader, hyperfine) and perf
+#   scripts/setup.sh          build + test dependencies (PyTorch too: the
+#                             DataLoader profiler's tests run real DataLoaders)
+#   scripts/setup.sh --bench  also hyperfine, perf and the benchmark scripts' tools
 set -euo pipefail
 
 packages=(
@@ -11,10 +11,11 @@ packages=(
   nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libturbojpeg0-dev
+  python3 python3-torch python3-torchvision python3-pil python3-numpy
   clang-14 libclang-rt-14-dev llvm-14-dev libclang-cpp14-dev libclang-14-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy hyperfine linux-perf jq bc)
+  packages+=(hyperfine linux-perf jq bc)
 fi
 
 sudo_cmd=()

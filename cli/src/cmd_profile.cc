@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/profile_program.h"
 
 namespace pipetune::cli {
@@ -17,6 +18,7 @@ struct ProfileFlags {
   std::string trace_path = "pipetune.trace";
   int interval_ms = 100;
   std::vector<std::string> command;
+  std::string apply;  // DataLoader keyword arguments to apply (docs/pytorch.md)
 };
 
 int Profile(const ProfileFlags& flags) {
@@ -24,6 +26,13 @@ int Profile(const ProfileFlags& flags) {
   options.trace_path = flags.trace_path;
   options.interval_ms = flags.interval_ms;
   options.command = flags.command;
+  // Python programs: the bootstrap that records (and with --apply, tunes) DataLoaders.
+  StatusOr<workflow::PythonEnvironment> python = workflow::PythonBootstrapEnvironment(flags.apply);
+  if (!python.ok()) return ReportError(python.status());
+  if (!python->warning.empty() && flags.command[0].find("python") != std::string::npos) {
+    fmt::print(stderr, "pipetune: warning: {}\n", python->warning);
+  }
+  options.environment = python->variables;
   StatusOr<workflow::ProfiledProgram> profiled = workflow::ProfileProgram(options);
   if (!profiled.ok()) return ReportError(profiled.status());
   const std::string& program = flags.command[0];
@@ -51,6 +60,9 @@ void RegisterProfileCommand(CLI::App& app, int& exit_code) {
   CLI::App* sub = app.add_subcommand("profile", "Run any program with tracing on: pipetune profile -- COMMAND ...");
   sub->add_option("--trace", flags->trace_path, "Trace file to write")->capture_default_str();
   sub->add_option("--interval-ms", flags->interval_ms, "Snapshot interval")->check(CLI::Range(1, 60000))->capture_default_str();
+  sub->add_option("--apply", flags->apply,
+                  "A JSON file of DataLoader keyword arguments (from pipetune tune) to apply to the Python "
+                  "program's DataLoaders");
   sub->add_option("command", flags->command, "The program and its arguments, after --")->required();
   sub->callback([flags, &exit_code] { exit_code = Profile(*flags); });
 }

@@ -11,6 +11,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/analyzer/report.h"
 #include "pipetune/models/config.h"
@@ -28,11 +29,21 @@ struct ReportFlags {
 int Report(const ReportFlags& flags) {
   StatusOr<analyzer::ReportFormat> format = analyzer::ParseReportFormat(flags.format);
   if (!format.ok()) return ReportError(format.status());
-  analyzer::DiagnoseOptions options;
-  options.what_ifs = flags.what_ifs;
-  StatusOr<analyzer::Diagnosis> diagnosis = analyzer::DiagnoseTraces(flags.traces, options);
-  if (!diagnosis.ok()) return ReportError(diagnosis.status());
-  std::string report = analyzer::RenderReport(*diagnosis, *format);
+  std::string report;
+  std::string truncation_warning;
+  if (flags.traces.size() == 1 && analyzer::IsDataLoaderTraceFile(flags.traces[0])) {
+    // A PyTorch DataLoader's run (docs/pytorch.md): its own model and report.
+    StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(flags.traces[0]);
+    if (!profile.ok()) return ReportError(profile.status());
+    report = analyzer::RenderDataLoaderReport(analyzer::DiagnoseDataLoader(*profile), *format);
+  } else {
+    analyzer::DiagnoseOptions options;
+    options.what_ifs = flags.what_ifs;
+    StatusOr<analyzer::Diagnosis> diagnosis = analyzer::DiagnoseTraces(flags.traces, options);
+    if (!diagnosis.ok()) return ReportError(diagnosis.status());
+    report = analyzer::RenderReport(*diagnosis, *format);
+    truncation_warning = diagnosis->truncation_warning;
+  }
   if (flags.output.empty() || flags.output == "-") {
     fmt::print("{}", report);
   } else {
@@ -41,8 +52,8 @@ int Report(const ReportFlags& flags) {
   }
   // The truncation warning is in every report; say it on stderr too, where
   // a script that only keeps the JSON still shows it to a person.
-  if (!diagnosis->truncation_warning.empty()) {
-    fmt::print(stderr, "pipetune: warning: {}\n", diagnosis->truncation_warning);
+  if (!truncation_warning.empty()) {
+    fmt::print(stderr, "pipetune: warning: {}\n", truncation_warning);
   }
   return kExitOk;
 }

@@ -2,6 +2,7 @@
 // `pipetune tune CONFIG --verify`: the closed loop (pipetune/workflow/verify.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "pipetune/tuner/plan_report.h"
+#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/source_rewrite.h"
 #include "pipetune/workflow/tune.h"
 #include "pipetune/workflow/verify.h"
@@ -31,11 +33,12 @@ struct TuneFlags {
   bool diff = false;
   bool verify = false;
   double seconds = 3;
-  int rounds = 3;
+  std::optional<int> rounds;  // --verify: 3 for a config, 1 for a DataLoader
   std::string trace_dir;
   std::string progress = "auto";
   std::string source;            // --source: the C++ file building the pipeline, rewritten in place
   std::string source_build_dir;  // --source-build-dir: its compile_commands.json
+  std::vector<std::string> command;  // after --: a Python program (--verify of a DataLoader)
 };
 
 StatusOr<tuner::BudgetFlags> BudgetsFrom(const TuneFlags& flags) {
@@ -50,9 +53,33 @@ void PrintDiff(const workflow::TunedConfig& written) {
   if (written.diff) fmt::print("{}", written.diff->empty() ? "(no change)\n" : *written.diff);
 }
 
+// A PyTorch DataLoader's trace: DataLoader keyword arguments (docs/pytorch.md).
+int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
+  workflow::DataLoaderTuneRequest request;
+  request.trace = flags.inputs[0];
+  request.budgets = budgets;
+  request.output = flags.output;
+  StatusOr<workflow::DataLoaderTuneResult> result = workflow::TuneDataLoaderTrace(request);
+  if (!result.ok()) return ReportError(result.status());
+  if (flags.format == "json") {
+    nlohmann::json j = tuner::DataLoaderPlanToJson(result->plan);
+    j["output"] = result->output;
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("{}", tuner::FormatDataLoaderPlanText(result->plan));
+  fmt::print("DataLoader keyword arguments: {}\n", result->output);
+  fmt::print("code change: {}\n", result->code_change);
+  return kExitOk;
+}
+
 int TuneTraces(const TuneFlags& flags) {
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
+  if (workflow::IsDataLoaderTrace(flags.inputs[0])) {
+    if (flags.inputs.size() > 1) return ReportError(InvalidInput(flags.inputs[0] + ": a DataLoader's trace is tuned alone"));
+    return TuneDataLoader(flags, *budgets);
+  }
   workflow::TuneRequest request;
   request.traces = flags.inputs;
   request.budgets = *budgets;
@@ -85,7 +112,28 @@ int TuneTraces(const TuneFlags& flags) {
   return kExitOk;
 }
 
+// `pipetune tune TRACE --verify -- python3 train.py`: the DataLoader loop.
+int TuneVerifyDataLoader(const TuneFlags& flags) {
+  StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
+  if (!budgets.ok()) return ReportError(budgets.status());
+  workflow::DataLoaderVerifyOptions options;
+  options.trace = flags.inputs[0];
+  // CLI11 gives what follows -- to the first positional that takes more.
+  options.command = flags.command;
+  options.command.insert(options.command.begin(), flags.inputs.begin() + 1, flags.inputs.end());
+  options.budgets = *budgets;
+  options.output = flags.output;
+  options.rounds = std::max(1, flags.rounds.value_or(1));
+  StatusOr<workflow::DataLoaderVerifyResult> result = workflow::VerifyDataLoader(options);
+  if (!result.ok()) return ReportError(result.status());
+  fmt::print("{}", workflow::FormatDataLoaderRounds(*result));
+  fmt::print("DataLoader keyword arguments (round {}): {}\n", result->rounds[result->best].index, result->output);
+  fmt::print("code change: {}\n", result->code_change);
+  return kExitOk;
+}
+
 int TuneVerify(const TuneFlags& flags) {
+  if (!flags.command.empty() || flags.inputs.size() >= 2) return TuneVerifyDataLoader(flags);
   if (flags.inputs.size() != 1) return ReportError(InvalidInput("--verify takes one pipeline config"));
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
@@ -94,7 +142,7 @@ int TuneVerify(const TuneFlags& flags) {
   auto phase = std::make_shared<workflow::Phase>();
   workflow::VerifyOptions options;
   options.seconds = flags.seconds;
-  options.rounds = flags.rounds;
+  options.rounds = flags.rounds.value_or(3);
   options.objective = ObjectiveFrom(flags);
   options.budgets = *budgets;
   options.trace_dir = flags.trace_dir;
@@ -135,7 +183,8 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
       "Solve for parallelism, prefetch and cache under the CPU and memory budgets; write the tuned config");
   sub->add_option(
          "input", flags->inputs,
-         "Trace of a run (more traces of the same pipeline add scaling points); with --verify: a config")
+         "Trace of a run (more traces of the same pipeline add scaling points); with --verify: a config, "
+         "or TRACE -- python3 SCRIPT ... (a PyTorch DataLoader)")
       ->required();
   sub->add_option("--cores", flags->cores,
                   "Core budget (default: the config's resources, else the traced host)")
@@ -164,13 +213,23 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
       "INPUT is a config: run it traced, tune, run the plan, refit, re-plan; keep the best measured");
   sub->add_option("--seconds", flags->seconds, "--verify: seconds per measured run (default 3)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--rounds", flags->rounds, "--verify: plans to run after the first run (default 3)")
+  sub->add_option("--rounds", flags->rounds, "--verify: plans to run after the first run (default 3 for a config, 1 for a DataLoader)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--trace-dir", flags->trace_dir, "--verify: keep each round's trace in this directory");
   sub->add_option("--progress", flags->progress,
                   "Live progress on stderr: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  sub->callback([flags, &exit_code] { exit_code = flags->verify ? TuneVerify(*flags) : TuneTraces(*flags); });
+  // `tune TRACE --verify -- python3 train.py ...`: what follows -- is the program.
+  sub->add_option("program", flags->command,
+                  "--verify of a PyTorch DataLoader: after --, the Python program and its arguments");
+  sub->callback([flags, &exit_code] {
+    if (!flags->command.empty() && !flags->verify) {
+      exit_code = ReportError(InvalidInput("unexpected arguments after the trace: " + flags->command[0] +
+                                           " (a program to run needs --verify)"));
+      return;
+    }
+    exit_code = flags->verify ? TuneVerify(*flags) : TuneTraces(*flags);
+  });
 }
 
 }  // namespace pipetune::cli

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/tracer/gpu_profile.h"
 
 namespace pipetune::workflow {
@@ -41,7 +42,8 @@ StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
   ProfiledProgram result;
   Environment gpu_environment = tracer::GpuProfileEnvironment(
       tracer::FindInjectionLibrary(), std::getenv("CUDA_INJECTION64_PATH"), &result.gpu_note);
-  ::unlink(options.trace_path.c_str());  // a stale trace must not pass for this run's
+  // A stale trace (or a stale worker process's TRACE.<pid>) must not pass for this run's.
+  for (const std::string& stale : analyzer::DataLoaderTracePaths(options.trace_path)) ::unlink(stale.c_str());
   std::fflush(nullptr);                  // buffered output must not be written twice
   pid_t child = ::fork();
   if (child < 0) return IoError(fmt::format("cannot fork: {}", std::strerror(errno)));

@@ -1,0 +1,76 @@
+"""ctypes binding of the tracer's C API (tracer/include/pipetune/tracer/tracer_c.h)
+in libpipetune_tracer.so. ctypes rather than an extension module: nothing to
+compile against Python's headers, one binary serves every Python version, and
+the calls made per sample (a few) cost about a microsecond each, small beside
+a sample's milliseconds of decoding and transforms."""
+import ctypes
+import os
+
+_u32 = ctypes.c_uint32
+_u64 = ctypes.c_uint64
+_ptr = ctypes.c_void_p
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [
+        ("path", ctypes.c_char_p),
+        ("pipeline_name", ctypes.c_char_p),
+        ("config_json", ctypes.c_char_p),
+        ("snapshot_interval_ms", _u32),
+        ("spans_per_stage_per_second", _u32),
+        ("consumer_steps_per_second", _u32),
+    ]
+
+
+def library_path():
+    explicit = os.environ.get("PIPETUNE_TRACER_LIBRARY")
+    if explicit:
+        return explicit
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libpipetune_tracer.so")
+
+
+class Tracer:
+    """The process's tracer: one session at a time (the C API's rule)."""
+
+    def __init__(self, path=None):
+        lib = ctypes.CDLL(path or library_path())
+        signatures = {
+            "pipetune_session_options_init": (None, [ctypes.POINTER(_Options)]),
+            "pipetune_trace_start": (ctypes.c_int, [ctypes.POINTER(_Options)]),
+            "pipetune_trace_stop": (ctypes.c_int, []),
+            "pipetune_trace_enabled": (ctypes.c_int, []),
+            "pipetune_trace_set_pipeline_info": (None, [ctypes.c_char_p, ctypes.c_char_p]),
+            "pipetune_trace_last_error": (ctypes.c_char_p, []),
+            "pipetune_register_stage": (_u32, [ctypes.c_char_p, ctypes.c_char_p, _u32]),
+            "pipetune_set_parallelism": (None, [_u32, _u32]),
+            "pipetune_attach_worker": (_ptr, [_u32]),
+            "pipetune_detach_worker": (None, [_ptr]),
+            "pipetune_produced": (None, [_ptr, _u64, _u64]),
+            "pipetune_consumed": (None, [_ptr, _u64]),
+            "pipetune_work": (None, [_ptr, _u64, _u64, _u64]),
+            "pipetune_wait_input": (None, [_ptr, _u64]),
+            "pipetune_consumer_step": (None, [_u64, _u64, _u64]),
+        }
+        for name, (restype, argtypes) in signatures.items():
+            function = getattr(lib, name)
+            function.restype = restype
+            function.argtypes = argtypes
+            setattr(self, name[len("pipetune_"):], function)
+        self.lib = lib
+
+    def start(self, path, name, config_json, interval_ms):
+        options = _Options()
+        self.session_options_init(ctypes.byref(options))
+        options.path = path.encode()
+        options.pipeline_name = name.encode()
+        options.config_json = config_json.encode()
+        options.snapshot_interval_ms = interval_ms
+        if self.trace_start(ctypes.byref(options)) != 0:
+            raise OSError("pipetune tracer: %s" % self.trace_last_error().decode(errors="replace"))
+
+    def stop(self):
+        if self.trace_stop() != 0:
+            raise OSError("pipetune tracer: %s" % self.trace_last_error().decode(errors="replace"))
+
+    def set_info(self, name, config_json):
+        self.trace_set_pipeline_info(name.encode(), config_json.encode())

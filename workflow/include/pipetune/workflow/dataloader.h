@@ -1,0 +1,94 @@
+// PyTorch DataLoaders, as users run them (docs/pytorch.md):
+//   pipetune profile [--apply TUNED.json] -- python3 train.py   (the bootstrap's environment)
+//   pipetune report TRACE / pipetune tune TRACE                   (a DataLoader trace is detected)
+//   pipetune tune TRACE --verify -- python3 train.py                  (run, tune, re-run applied, refit)
+// The CLI parses flags and prints; everything else is here.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/base/status.h"
+#include "pipetune/tuner/dataloader_tuner.h"
+#include "pipetune/tuner/tune_input.h"
+
+namespace pipetune::workflow {
+
+// The folder holding the bootstrap (sitecustomize.py, the pipetune package
+// and libpipetune_tracer.so): $PIPETUNE_PYTHON_DIR, else beside this binary
+// (../python in the build tree, ../lib/pipetune/python installed).
+// kNotFound-like kInvalidInput naming where it looked.
+StatusOr<std::string> FindPythonBootstrap();
+
+// The environment `pipetune profile` adds: the bootstrap first on
+// PYTHONPATH (kept after it), and with `apply_path` the DataLoader keyword
+// arguments to apply (checked here: a bad file is bad input naming the file
+// and the key). Without a bootstrap found, only a warning for stderr and no
+// PYTHONPATH (other programs still profile).
+struct PythonEnvironment {
+  std::vector<std::pair<std::string, std::string>> variables;
+  std::string warning;
+};
+StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_path);
+
+// Reads and checks a JSON file of DataLoader keyword arguments.
+StatusOr<nlohmann::json> ReadDataLoaderKwargs(const std::string& path);
+
+// Whether a trace is a DataLoader's (the bootstrap's main-process trace).
+bool IsDataLoaderTrace(const std::string& trace_path);
+
+struct DataLoaderTuneRequest {
+  std::string trace;
+  tuner::BudgetFlags budgets;  // cores and memory; unset: the traced host's (90% of its memory)
+  std::string output;          // the kwargs JSON; empty: beside the trace as STEM.dataloader.json
+};
+
+struct DataLoaderTuneResult {
+  analyzer::DataLoaderProfile profile;
+  tuner::DataLoaderPlan plan;
+  std::string output;  // the JSON of keyword arguments written
+  std::string code_change;
+};
+
+// Reads the run's traces, tunes under the budgets, writes the keyword
+// arguments (as `pipetune profile --apply` reads them).
+StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request);
+
+// Where the kwargs go by default: TRACE's stem + ".dataloader.json".
+std::string DataLoaderKwargsPath(const std::string& requested, const std::string& trace);
+
+// `pipetune tune --verify -- COMMAND`: runs COMMAND profiled, tunes, runs it
+// again with the tuned kwargs applied, refits from that run and tunes again;
+// keeps the round with the highest measured batches/s.
+struct DataLoaderVerifyOptions {
+  std::vector<std::string> command;
+  tuner::BudgetFlags budgets;
+  std::string trace = "pipetune.trace";  // round 0's; round N's: STEM-round-N.EXT (DataLoaderRoundTrace)
+  std::string output;  // the best round's kwargs; empty: DataLoaderKwargsPath("", trace)
+  int rounds = 1;               // applied runs after the first
+  int interval_ms = 100;
+};
+struct DataLoaderRound {
+  int index = 0;
+  nlohmann::json applied;  // null in round 0 (the script's own settings)
+  std::string trace;
+  double measured_batches_per_second = 0;
+  double predicted_batches_per_second = 0;  // by the plan that chose these settings; 0 in round 0
+  int exit_code = 0;
+};
+struct DataLoaderVerifyResult {
+  std::vector<DataLoaderRound> rounds;
+  size_t best = 0;
+  std::string output;
+  std::string code_change;
+};
+std::string DataLoaderRoundTrace(const std::string& trace, int round);
+StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions& options);
+std::string FormatDataLoaderRounds(const DataLoaderVerifyResult& result);
+
+}  // namespace pipetune::workflow

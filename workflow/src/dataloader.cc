@@ -1,0 +1,213 @@
+#include "pipetune/workflow/dataloader.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "pipetune/models/config.h"
+#include "pipetune/workflow/profile_program.h"
+
+namespace pipetune::workflow {
+namespace fs = std::filesystem;
+
+StatusOr<std::string> FindPythonBootstrap() {
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("PIPETUNE_PYTHON_DIR"); env != nullptr && *env != '\0') {
+    candidates.emplace_back(env);
+  } else {
+    std::error_code error;
+    fs::path exe = fs::read_symlink("/proc/self/exe", error);
+    if (!error) {
+      fs::path dir = exe.parent_path();
+      candidates.push_back(dir.parent_path() / "python");
+      candidates.push_back(dir.parent_path() / "lib" / "pipetune" / "python");
+    }
+  }
+  std::string looked;
+  for (const fs::path& c : candidates) {
+    std::error_code error;
+    if (fs::exists(c / "sitecustomize.py", error) && fs::exists(c / "pipetune" / "dataloader.py", error)) {
+      return fs::absolute(c, error).lexically_normal().string();
+    }
+    looked += (looked.empty() ? "" : ", ") + c.string();
+  }
+  return InvalidInput(fmt::format("the Python bootstrap (sitecustomize.py) is not in {} "
+                                  "(build the pipetune target, or set PIPETUNE_PYTHON_DIR)",
+                                  looked.empty() ? "any known place" : looked));
+}
+
+StatusOr<nlohmann::json> ReadDataLoaderKwargs(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidInput(fmt::format("{}: cannot read the DataLoader settings", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidInput(fmt::format("{}: expected a JSON object of DataLoader keyword arguments", path));
+  }
+  const nlohmann::json& kwargs = j.contains("dataloader_kwargs") ? j["dataloader_kwargs"] : j;
+  for (const auto& [key, value] : kwargs.items()) {
+    if (key == "num_workers" || key == "prefetch_factor") {
+      if (value.is_null() && key == "prefetch_factor") continue;
+      if (!value.is_number_integer() || value.get<int64_t>() < (key == "num_workers" ? 0 : 1)) {
+        return InvalidInput(fmt::format("{}: key \"{}\": expected an integer >= {}, got {}", path, key,
+                                        key == "num_workers" ? 0 : 1, value.dump()));
+      }
+    } else if (key == "persistent_workers" || key == "pin_memory") {
+      if (!value.is_boolean()) {
+        return InvalidInput(fmt::format("{}: key \"{}\": expected true or false, got {}", path, key, value.dump()));
+      }
+    } else {
+      return InvalidInput(fmt::format("{}: key \"{}\": not a DataLoader setting pipetune applies (num_workers, "
+                                      "prefetch_factor, persistent_workers, pin_memory)",
+                                      path, key));
+    }
+  }
+  return kwargs;
+}
+
+StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_path) {
+  PythonEnvironment env;
+  StatusOr<std::string> dir = FindPythonBootstrap();
+  if (!apply_path.empty()) {
+    if (!dir.ok()) return dir.status().WithContext("--apply");
+    PIPETUNE_RETURN_IF_ERROR(ReadDataLoaderKwargs(apply_path).status());
+    std::error_code error;
+    env.variables.emplace_back("PIPETUNE_DATALOADER_APPLY", fs::absolute(apply_path, error).string());
+  }
+  if (!dir.ok()) {
+    env.warning = "Python DataLoaders will not be recorded: " + dir.status().message();
+    return env;
+  }
+  const char* existing = std::getenv("PYTHONPATH");
+  std::string path = *dir;
+  if (existing != nullptr && *existing != '\0') path += std::string(":") + existing;
+  env.variables.emplace_back("PYTHONPATH", path);
+  return env;
+}
+
+bool IsDataLoaderTrace(const std::string& trace_path) { return analyzer::IsDataLoaderTraceFile(trace_path); }
+
+std::string DataLoaderKwargsPath(const std::string& requested, const std::string& trace) {
+  if (!requested.empty()) return requested;
+  fs::path p(trace);
+  return (p.parent_path() / (p.stem().string() + ".dataloader.json")).string();
+}
+
+namespace {
+
+tuner::DataLoaderBudgets ResolveDataLoaderBudgets(const analyzer::DataLoaderProfile& profile,
+                                                  const tuner::BudgetFlags& flags) {
+  tuner::DataLoaderBudgets budgets;
+  double host_cores = profile.host.UsableCores();
+  budgets.cores = flags.cores ? *flags.cores : (host_cores > 0 ? host_cores : 1.0);
+  if (flags.memory_bytes) {
+    budgets.memory_bytes = *flags.memory_bytes;
+  } else if (profile.host.UsableMemoryBytes() > 0) {
+    budgets.memory_bytes = static_cast<uint64_t>(profile.host.UsableMemoryBytes() * tuner::kDefaultMemoryShare);
+  }
+  if (flags.max_threads) budgets.max_workers = *flags.max_threads;
+  return budgets;
+}
+
+}  // namespace
+
+StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {
+  StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(request.trace);
+  if (!profile.ok()) return profile.status();
+  DataLoaderTuneResult result;
+  result.profile = std::move(*profile);
+  result.plan = tuner::TuneDataLoader(result.profile, ResolveDataLoaderBudgets(result.profile, request.budgets));
+  result.output = DataLoaderKwargsPath(request.output, request.trace);
+  result.code_change = tuner::DataLoaderCodeChange(result.plan.knobs);
+  PIPETUNE_RETURN_IF_ERROR(
+      models::WriteFileAtomically(result.output, tuner::DataLoaderKwargs(result.plan.knobs).dump(2) + "\n"));
+  return result;
+}
+
+std::string DataLoaderRoundTrace(const std::string& trace, int round) {
+  if (round == 0) return trace;
+  fs::path p(trace);
+  return (p.parent_path() / fmt::format("{}-round-{}{}", p.stem().string(), round, p.extension().string())).string();
+}
+
+StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions& options) {
+  if (options.command.empty()) return InvalidInput("--verify: no program: pipetune tune --verify -- COMMAND ...");
+  DataLoaderVerifyResult result;
+  std::string kwargs_path;
+  nlohmann::json applied;  // null: the script's own settings
+  double predicted = 0;
+  for (int round = 0; round <= options.rounds; ++round) {
+    DataLoaderRound r;
+    r.index = round;
+    r.applied = applied;
+    r.predicted_batches_per_second = predicted;
+    r.trace = DataLoaderRoundTrace(options.trace, round);
+    StatusOr<PythonEnvironment> env = PythonBootstrapEnvironment(round == 0 ? "" : kwargs_path);
+    if (!env.ok()) return env.status();
+    if (!env->warning.empty()) return InvalidInput(env->warning);
+    ProfileOptions profile_options;
+    profile_options.trace_path = r.trace;
+    profile_options.interval_ms = options.interval_ms;
+    profile_options.command = options.command;
+    profile_options.environment = env->variables;
+    StatusOr<ProfiledProgram> ran = ProfileProgram(profile_options);
+    if (!ran.ok()) return ran.status();
+    r.exit_code = ran->exit_code;
+    if (ran->exit_code != 0) {
+      return Failed(fmt::format("round {}: {} exited with status {}", round, options.command[0], ran->exit_code));
+    }
+    DataLoaderTuneRequest request;
+    request.trace = r.trace;
+    request.budgets = options.budgets;
+    request.output = DataLoaderKwargsPath("", r.trace);
+    StatusOr<DataLoaderTuneResult> tuned = TuneDataLoaderTrace(request);
+    if (!tuned.ok()) return tuned.status().WithContext(fmt::format("round {}", round));
+    r.measured_batches_per_second = tuned->profile.MeasuredBatchesPerSecond();
+    result.rounds.push_back(r);
+    kwargs_path = tuned->output;
+    applied = tuner::DataLoaderKwargs(tuned->plan.knobs);
+    predicted = tuned->plan.predicted.batches_per_second;
+  }
+  for (size_t i = 1; i < result.rounds.size(); ++i) {
+    if (result.rounds[i].measured_batches_per_second > result.rounds[result.best].measured_batches_per_second) {
+      result.best = i;
+    }
+  }
+  const DataLoaderRound& best = result.rounds[result.best];
+  nlohmann::json best_kwargs = best.applied;
+  if (best_kwargs.is_null()) {
+    // The script's own settings measured best: write them, so that applying
+    // the file changes nothing.
+    StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(best.trace);
+    if (!profile.ok()) return profile.status();
+    best_kwargs = tuner::DataLoaderKwargs(analyzer::CurrentKnobs(profile->settings));
+  }
+  result.output = DataLoaderKwargsPath(options.output, options.trace);
+  PIPETUNE_RETURN_IF_ERROR(models::WriteFileAtomically(result.output, best_kwargs.dump(2) + "\n"));
+  analyzer::DataLoaderKnobs knobs;
+  knobs.num_workers = best_kwargs.value("num_workers", 0);
+  knobs.prefetch_factor = best_kwargs["prefetch_factor"].is_number() ? best_kwargs["prefetch_factor"].get<int>() : 2;
+  knobs.persistent_workers = best_kwargs.value("persistent_workers", false);
+  knobs.pin_memory = best_kwargs.value("pin_memory", false);
+  result.code_change = tuner::DataLoaderCodeChange(knobs);
+  return result;
+}
+
+std::string FormatDataLoaderRounds(const DataLoaderVerifyResult& result) {
+  std::string out = fmt::format("{:<6} {:<60} {:>12} {:>12}\n", "round", "settings", "measured b/s", "predicted");
+  for (const DataLoaderRound& r : result.rounds) {
+    std::string settings = r.applied.is_null() ? "the script's own" : r.applied.dump();
+    out += fmt::format("{:<6} {:<60} {:>12.2f} {:>12}{}\n", r.index, settings, r.measured_batches_per_second,
+                       r.index == 0 ? std::string("-") : fmt::format("{:.2f}", r.predicted_batches_per_second),
+                       &r == &result.rounds[result.best] ? "  <- best" : "");
+  }
+  return out;
+}
+
+}  // namespace pipetune::workflow
