@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libturbojpeg0-dev
   clang-14 libclang-rt-14-dev llvm-14-dev libclang-cpp14-dev libclang-14-dev
+  ccache clang-tidy-14 clang-format-14
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy hyperfine linux-perf jq bc)
