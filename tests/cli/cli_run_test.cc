@@ -146,7 +146,7 @@ TEST(CliRun, ElementFunctionErrorsNameTheConfigFile) {
   // unknown fn) name the file like every other config error.
   TempDir dir("cli");
   std::string text = kSmallPipeline;
-  text.replace(text.find("\"us\": 5"), 8, "\"us\": -3");
+  text.replace(text.find("\"us\": 5"), 7, "\"us\": -3");
   WriteFile(dir / "bad_args.json", text);
   CommandResult args = RunPipetune("run " + (dir / "bad_args.json"));
   EXPECT_EQ(args.exit_code, 2);

@@ -35,7 +35,7 @@ check_trace() {  # TRACE NAME STAGE ELEMENTS
   info="$("$pipetune" trace-info "$1")"
   echo "$info" >"$tmp/$2.info"
   grep -q "$3" <<<"$info" || { echo "FAIL: $2: stage $3 not in the trace:"; echo "$info"; exit 1; }
-  grep -Eq "$3.*\b$4\b" <<<"$info" || { echo "FAIL: $2: stage $3 without $4 elements:"; echo "$info"; exit 1; }
+  grep -Eq "^ *$3 \([a-z_]+\): $4 elements" <<<"$info" || { echo "FAIL: $2: stage $3 without $4 elements:"; echo "$info"; exit 1; }
 }
 
 # C, pkg-config, the shared library.
