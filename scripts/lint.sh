@@ -6,6 +6,7 @@
 #                                   minutes per part on 2 cores); needs BUILD_DIR/compile_commands.json
 #   scripts/lint.sh --changed [REF] only the files changed against REF (default: main), for
 #                                   both checks; combine with --tidy for a fast tidy run
+#   scripts/lint.sh --tidy --no-format   clang-tidy only
 #   BUILD_DIR=build-x scripts/lint.sh --tidy   compile_commands.json from another build
 # Exit 1 when a check fails.
 set -euo pipefail
@@ -13,15 +14,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir="${BUILD_DIR:-build}"
 jobs="${PIPETUNE_JOBS:-$(nproc)}"
-tidy=0 fix=0 changed=0 ref=main
+tidy=0 fix=0 changed=0 format=1 ref=main
 while (( $# )); do
   case "$1" in
     --tidy) tidy=1 ;;
     --fix-format) fix=1 ;;
+    --no-format) format=0 ;;
     --changed)
       changed=1
       if [[ $# -gt 1 && "$2" != --* ]]; then ref="$2"; shift; fi ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "lint.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -49,7 +51,7 @@ mapfile -t format_files < <(list_files '\.(h|cc|c)$')
 if (( fix )); then
   if (( ${#format_files[@]} )); then clang-format-14 -i "${format_files[@]}"; fi
   echo "lint: clang-format-14 rewrote ${#format_files[@]} files where needed"
-elif (( ${#format_files[@]} )); then
+elif (( format && ${#format_files[@]} )); then
   if clang-format-14 --dry-run -Werror "${format_files[@]}" 2>"$build_dir.format.log"; then
     echo "lint: clang-format-14: ${#format_files[@]} files formatted"
   else
