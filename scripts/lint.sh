@@ -23,7 +23,7 @@ while (( $# )); do
     --changed)
       changed=1
       if [[ $# -gt 1 && "$2" != --* ]]; then ref="$2"; shift; fi ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "lint.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
