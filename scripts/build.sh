@@ -4,9 +4,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${1:-$root/build}"
+build_dir="${build_dir%/}"  # the logs go beside it: build.configure.log, not build/.configure.log
 shift || true
 jobs="${PIPETUNE_JOBS:-$(nproc)}"
 cmake -S "$root" -B "$build_dir" -G Ninja "$@" >"$build_dir.configure.log" 2>&1 || {
   cat "$build_dir.configure.log"; exit 1; }
+# The "-- pipetune: ..." lines: what was found and how it is built (at least
+# the build-type line from the top CMakeLists.txt; CUPTI; skipped parts).
 grep -E "^-- pipetune:" "$build_dir.configure.log" || true
 cmake --build "$build_dir" -j "$jobs"

@@ -13,6 +13,7 @@ packages=(
   libturbojpeg0-dev
   python3 python3-torch python3-torchvision python3-pil python3-numpy
   clang-14 libclang-rt-14-dev llvm-14-dev libclang-cpp14-dev libclang-14-dev
+  ccache clang-tidy-14 clang-format-14
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(hyperfine linux-perf jq bc)

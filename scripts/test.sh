@@ -3,10 +3,19 @@
 # under AddressSanitizer + UndefinedBehaviorSanitizer. Prints CTest's result
 # line for each. What .ci/run calls.
 set -euo pipefail
+# The clang-format check (scripts/lint.sh) runs only when this is 1 (or
+# PIPETUNE_LINT_FORMAT=1): set it once the tree has been formatted with
+# scripts/lint.sh --fix-format.
+lint_format=0
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
 jobs="${PIPETUNE_JOBS:-$(nproc)}"
+
+if [[ "${PIPETUNE_LINT_FORMAT:-$lint_format}" == 1 ]]; then
+  echo "== format"
+  bash scripts/lint.sh
+fi
 
 run_suite() {
   local name="$1" dir="$2"; shift 2
@@ -27,6 +36,12 @@ run_suite() {
   fi
 }
 
-run_suite "release" build -DCMAKE_BUILD_TYPE=RelWithDebInfo
-run_suite "asan+ubsan" build-asan -DCMAKE_BUILD_TYPE=Debug -DPIPETUNE_SANITIZE=ON -DPIPETUNE_BUILD_BENCH=OFF
+# What keeps CI cheap (measured in docs/benchmarks-ci.md): no debug info in
+# the optimized build (-g0), line tables only in the sanitized one (enough for
+# symbolized ASan/UBSan stacks), and the sanitized build builds only what the
+# tests run (no benchmarks, no examples).
+run_suite "release" build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPETUNE_WERROR=ON \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG"
+run_suite "asan+ubsan" build-asan -DCMAKE_BUILD_TYPE=Debug -DPIPETUNE_SANITIZE=ON -DPIPETUNE_WERROR=ON \
+  -DPIPETUNE_BUILD_BENCH=OFF -DPIPETUNE_BUILD_EXAMPLES=OFF -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1
 echo "== all tests passed (release and asan+ubsan)"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -85,7 +86,11 @@ std::optional<Remedy> MoreCores(const models::Profile& profile, const models::Co
   changed.cores = 4 * base;
   double best = models::Predict(profile, changed).throughput;
   if (best <= now.throughput * kWorthwhileGain) return std::nullopt;
-  for (double cores = base + 1; cores <= 4 * base; cores += 1) {
+  // An integer counter: base is a whole number of cores, and a floating-point
+  // loop counter is what clang-analyzer's FloatLoopCounter flags.
+  auto whole = static_cast<int64_t>(base);
+  for (int64_t extra = 1; extra <= 3 * whole; ++extra) {
+    double cores = base + static_cast<double>(extra);
     changed.cores = cores;
     models::Prediction p = models::Predict(profile, changed);
     if (p.throughput >= 0.99 * best) return Remedy{fmt::format("{} cores", CoreCount(cores)), p};

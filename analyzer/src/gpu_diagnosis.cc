@@ -21,10 +21,11 @@ GpuSummary SummarizeGpu(const CollectedTrace& trace, uint64_t begin_ns, uint64_t
   }
   if (gpu.analysis.verdict != GpuVerdict::kNoActivity) {
     gpu.verdict = GpuVerdictSentence(gpu.analysis);
-  } else if (trace.gpu_status && trace.gpu_status->state != tracer::GpuState::kRecording &&
-             trace.gpu_status->state != tracer::GpuState::kStopped) {
-    gpu.verdict = "no GPU activity recorded: " + trace.gpu_status->message;
-  } else if (trace.gpu_status && !trace.gpu_status->message.empty() && trace.gpu_records == 0) {
+  } else if (trace.gpu_status && ((trace.gpu_status->state != tracer::GpuState::kRecording &&
+                                    trace.gpu_status->state != tracer::GpuState::kStopped) ||
+                                   (!trace.gpu_status->message.empty() && trace.gpu_records == 0))) {
+    // GPU tracing did not run (no GPU, no CUPTI), or ran and recorded nothing
+    // but said why: the message is the reason.
     gpu.verdict = "no GPU activity recorded: " + trace.gpu_status->message;
   } else {
     gpu.verdict = "no GPU work in the window";

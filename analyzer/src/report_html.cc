@@ -208,7 +208,7 @@ class HtmlWriter : public ReportWriter {
     std::vector<std::string> what_ifs = WhatIfLines(d);
     if (!what_ifs.empty()) html += "<h2>What if</h2>\n" + List(what_ifs);
     std::vector<std::string> facts;
-    for (const auto& [label, value] : Headline(d)) facts.push_back(label + ": " + value);
+    for (const auto& [label, value] : Headline(d)) facts.push_back(fmt::format("{}: {}", label, value));
     html += "<h2>Details</h2>\n" + List(facts);
     if (!d.assumptions.empty()) html += "<h2>Assumptions</h2>\n" + List(d.assumptions);
     return html + "</body>\n</html>\n";

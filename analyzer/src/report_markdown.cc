@@ -39,8 +39,8 @@ class MarkdownWriter : public ReportWriter {
       out += "|";
       for (size_t c = 0; c < table.rows[r].size(); ++c) {
         std::string cell = Cell(table.rows[r][c]);
-        if (table.highlighted[r] && c == 0) cell = "**" + cell + "** (bottleneck)";
-        out += " " + cell + " |";
+        if (table.highlighted[r] && c == 0) cell = fmt::format("**{}** (bottleneck)", cell);
+        out += fmt::format(" {} |", cell);
       }
       out += "\n";
     }

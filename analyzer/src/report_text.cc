@@ -41,17 +41,20 @@ class TextWriter : public ReportWriter {
     size_t width = 0;
     for (const auto& [label, value] : headline) width = std::max(width, label.size());
     for (const auto& [label, value] : headline) out += fmt::format("{:<{}}  {}\n", label, width, value);
-    out += "\n" + RenderTable(StageTable(d));
+    // Appended piece by piece: `"\n" + <temporary>` makes GCC 12 at -O3 warn
+    // (a false -Wrestrict in std::string's insert).
+    out += '\n';
+    out += RenderTable(StageTable(d));
     out += d.bottleneck ? fmt::format("  (> marks the bottleneck, {})\n", *d.bottleneck) : "";
-    out += "\n" + d.summary + "\n";
+    out += fmt::format("\n{}\n", d.summary);
     std::vector<std::string> what_ifs = WhatIfLines(d);
     if (!what_ifs.empty()) {
       out += "\nwhat if:\n";
-      for (const std::string& w : what_ifs) out += "  " + w + "\n";
+      for (const std::string& w : what_ifs) out += fmt::format("  {}\n", w);
     }
     if (!d.assumptions.empty()) {
       out += "\nassumptions:\n";
-      for (const std::string& a : d.assumptions) out += "  - " + a + "\n";
+      for (const std::string& a : d.assumptions) out += fmt::format("  - {}\n", a);
     }
     return out;
   }

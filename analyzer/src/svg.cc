@@ -104,14 +104,19 @@ std::string RenderLineChart(const LineChart& chart) {
     svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" fill="#6b7c93">{}</text>)", a + 3, kTop + 11,
                        Escape(chart.shaded_label));
   }
-  for (double y = 0; y <= y_top * 1.0001; y += y_step) {
+  // Ticks by an integer index (no accumulated rounding, no floating-point
+  // loop counter).
+  for (int tick = 0; tick * y_step <= y_top * 1.0001; ++tick) {
+    double y = tick * y_step;
     svg += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="{}"/>)", kLeft,
                        kLeft + plot_w, py(y), py(y), kGrid);
     svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end" fill="{}">{}</text>)",
                        kLeft - 5, py(y) + 3, kText, Tick(y, chart.percent));
   }
   double x_step = NiceStep(x_max - x_min, 6);
-  for (double x = std::ceil(x_min / x_step) * x_step; x <= x_max + 1e-9; x += x_step) {
+  double x_first = std::ceil(x_min / x_step);
+  for (int tick = 0; (x_first + tick) * x_step <= x_max + 1e-9; ++tick) {
+    double x = (x_first + tick) * x_step;
     svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="{3}"/>)", px(x),
                        kTop + plot_h, kTop + plot_h + 4, kAxis);
     svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="{}">{}</text>)",
@@ -230,7 +235,9 @@ std::string RenderHeatStrip(const HeatStrip& chart) {
   double span = chart.x_max - chart.x_min;
   if (span > 0) {
     double step = NiceStep(span, 6);
-    for (double x = std::ceil(chart.x_min / step) * step; x <= chart.x_max + 1e-9; x += step) {
+    double first = std::ceil(chart.x_min / step);
+    for (int tick = 0; (first + tick) * step <= chart.x_max + 1e-9; ++tick) {
+      double x = (first + tick) * step;
       double p = kLabel + (x - chart.x_min) / span * plot_w;
       svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="{}">{}</text>)",
                          p, axis_y + 12, kText, Rate(x));

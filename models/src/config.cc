@@ -377,6 +377,7 @@ StatusOr<PipelineConfig> ParseConfig(std::string_view text, std::string_view sou
   StatusOr<PipelineConfig> config = ParseDocument(document);
   if (!config.ok()) return config.status().WithContext(std::string(source_name));
   PIPETUNE_RETURN_IF_ERROR(Validate(*config).WithContext(std::string(source_name)));
+  config->source = std::string(source_name);
   return config;
 }
 
@@ -411,8 +412,12 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents) {
     }
     written += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int saved = errno;
+  // The descriptor is closed whether fsync fails or not, and a file that may
+  // be half on disk is removed, so a failure leaks neither.
+  int flush_errno = ::fsync(fd) != 0 ? errno : 0;
+  int close_errno = ::close(fd) != 0 ? errno : 0;
+  if (flush_errno != 0 || close_errno != 0) {
+    int saved = flush_errno != 0 ? flush_errno : close_errno;
     ::unlink(temporary.c_str());
     return IoError(fmt::format("{}: cannot flush: {}", temporary, std::strerror(saved)));
   }

@@ -26,7 +26,16 @@ def library_path():
     explicit = os.environ.get("PIPETUNE_TRACER_LIBRARY")
     if explicit:
         return explicit
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libpipetune_tracer.so")
+    here = os.path.dirname(os.path.abspath(__file__))
+    beside = os.path.join(here, "libpipetune_tracer.so")  # the build tree
+    if os.path.exists(beside):
+        return beside
+    # Installed: <prefix>/lib/pipetune/python/pipetune/ -> <prefix>/lib/
+    lib_dir = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    for name in sorted(os.listdir(lib_dir)) if os.path.isdir(lib_dir) else []:
+        if name.startswith("libpipetune_tracer.so"):
+            return os.path.join(lib_dir, name)
+    return beside
 
 
 class Tracer:

@@ -80,7 +80,11 @@ class PipelineImpl {
     const FunctionRegistry& registry =
         run_->options().registry != nullptr ? *run_->options().registry : FunctionRegistry::Builtins();
     for (size_t i = 0; i < config.stages.size(); ++i) {
-      PIPETUNE_ASSIGN_OR_RETURN(auto stage, MakeStage(config, i, run_.get(), registry));
+      auto made = MakeStage(config, i, run_.get(), registry);
+      // Building an element function checks its args: name the file as every
+      // other config error does.
+      if (!made.ok()) return config.source.empty() ? made.status() : made.status().WithContext(config.source);
+      auto stage = std::move(*made);
       stage->AllocateCounters();
       stages_.push_back(std::move(stage));
     }

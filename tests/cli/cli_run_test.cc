@@ -141,6 +141,26 @@ TEST(CliRun, UnknownFunctionListsTheKnownOnes) {
   EXPECT_THAT(result.err, HasSubstr("cpu_work"));
 }
 
+TEST(CliRun, ElementFunctionErrorsNameTheConfigFile) {
+  // Errors found while building a stage's element function (its args, an
+  // unknown fn) name the file like every other config error.
+  TempDir dir("cli");
+  std::string text = kSmallPipeline;
+  text.replace(text.find("\"us\": 5"), 7, "\"us\": -3");
+  WriteFile(dir / "bad_args.json", text);
+  CommandResult args = RunPipetune("run " + (dir / "bad_args.json"));
+  EXPECT_EQ(args.exit_code, 2);
+  EXPECT_THAT(args.err, HasSubstr("bad_args.json: stage \"work\" (#2): key \"args.us\": expected a number >= 0"));
+
+  text = kSmallPipeline;
+  text.replace(text.find("cpu_work"), 8, "no_such_fn");
+  WriteFile(dir / "bad_fn.json", text);
+  CommandResult fn = RunPipetune("run " + (dir / "bad_fn.json"));
+  EXPECT_EQ(fn.exit_code, 2);
+  EXPECT_THAT(fn.err, HasSubstr("bad_fn.json: stage \"work\" (#2): key \"fn\""));
+  EXPECT_THAT(fn.err, HasSubstr("no_such_fn"));
+}
+
 TEST(CliRun, MissingConfigFileExitsTwo) {
   CommandResult result = RunPipetune("run /no/such/pipeline.json");
   EXPECT_EQ(result.exit_code, 2);

@@ -156,6 +156,19 @@ TEST(ConfigErrorTest, BadFunctionArgsNameStageAndKey) {
   EXPECT_THAT(jitter.status().message(), HasSubstr("args.jitter"));
 }
 
+TEST(ConfigErrorTest, FunctionBuildErrorsNameTheConfigSource) {
+  auto config = models::ParseConfig(R"({"name": "t", "stages": [
+      {"name": "src", "op": "range", "args": {"count": 10}},
+      {"name": "burn", "op": "map", "fn": "cpu_work", "args": {"us": -1}}]})",
+                                    "dir/pipeline.json");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->source, "dir/pipeline.json");
+  auto pipeline = Pipeline::Create(*config);
+  ASSERT_FALSE(pipeline.ok());
+  EXPECT_THAT(pipeline.status().message(),
+              HasSubstr("dir/pipeline.json: stage \"burn\" (#2): key \"args.us\": expected a number >= 0"));
+}
+
 TEST(ConfigErrorTest, AbsurdParallelismIsRejected) {
   auto config = RangeThen(10, R"({"name": "m", "op": "map", "fn": "cpu_work", "args": {"us": 1}})");
   config.stages[1].parallelism = 100000;  // as a program might set it

@@ -86,8 +86,10 @@ TEST(Schema, ConfigPathFromSessionOptionsIsInTheHeaderMadeAbsolute) {
   const std::string path = testing::TempTracePath("config_path");
   SessionOptions options;
   options.path = path;
-  options.pipeline_name = "p";
-  options.config_path = "some/dir/../config.json";
+  // std::strings, not literals assigned: GCC 12 at -O3 raises a false
+  // -Wrestrict on operator=(const char*) here.
+  options.pipeline_name = std::string("p");
+  options.config_path = std::string("some/dir/../config.json");
   ASSERT_TRUE(Start(options).ok());
   ASSERT_TRUE(Stop().ok());
   StatusOr<TraceHeader> header = ReadTraceHeader(path);

@@ -40,9 +40,11 @@ Status WriteBytes(const std::string& path, const std::string& bytes, int flags) 
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      std::string why = std::strerror(errno);
+      int saved = errno;
       ::close(fd);
-      return IoError(path + ": cannot write: " + why);
+      std::string message = path + ": cannot write: ";
+      message += std::strerror(saved);
+      return IoError(message);
     }
     done += static_cast<size_t>(n);
   }

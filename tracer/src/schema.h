@@ -262,9 +262,18 @@ struct RecordSize {
 
 template <class T>
 constexpr RecordSize MeasureRecord() {
-  T record{};
+  // The record is never constructed: RecordSize only looks at the field
+  // kinds, and clang 14 cannot construct libstdc++ 12's std::string (a
+  // record's name) in a constant expression. Naming the members of a union
+  // member that was never made active is allowed; reading them would not be.
+  union Storage {
+    constexpr Storage() : none() {}
+    constexpr ~Storage() {}
+    char none;
+    T record;
+  } storage;
   RecordSize size;
-  Fields(record, size);
+  Fields(storage.record, size);
   return size;
 }
 

@@ -88,7 +88,10 @@ std::string FormatPlanText(const Plan& plan) {
   text += fmt::format("binds:      {}\n", plan.binding_reason);
   text += fmt::format("uses:       {:.2f} cores ({} needed), {} threads, memory {}\n", plan.cores_used,
                       plan.cores_needed, plan.threads, MemoryLine(plan));
-  text += "\n" + KnobTable(plan);
+  // Not `"\n" + KnobTable(plan)`: GCC 12 at -O3 raises a false -Wrestrict on
+  // std::string's insert into a temporary.
+  text += '\n';
+  text += KnobTable(plan);
   if (!plan.cache_options.empty()) {
     text += "\ncache options:\n";
     for (const CacheOption& option : plan.cache_options) {

@@ -73,6 +73,7 @@ std::vector<double> WaitRatios(const std::vector<RunRecord>& runs, const std::ve
 
 std::vector<double> Throughputs(const std::vector<RunRecord>& runs) {
   std::vector<double> samples;
+  samples.reserve(runs.size());
   for (const RunRecord& run : runs) samples.push_back(run.throughput);
   return samples;
 }

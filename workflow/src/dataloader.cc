@@ -25,7 +25,7 @@ StatusOr<std::string> FindPythonBootstrap() {
     if (!error) {
       fs::path dir = exe.parent_path();
       candidates.push_back(dir.parent_path() / "python");
-      candidates.push_back(dir.parent_path() / "lib" / "pipetune" / "python");
+      candidates.push_back(dir.parent_path() / PIPETUNE_INSTALL_LIBDIR / "pipetune" / "python");  // installed
     }
   }
   std::string looked;

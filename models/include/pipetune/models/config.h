@@ -103,6 +103,11 @@ struct PipelineConfig {
   std::vector<StageConfig> stages;
   ConsumerConfig consumer;
   Json raw = Json::object();  // the whole document as read
+  // Where it was read from: the file's path, or the source name ParseConfig
+  // was given. Errors found after parsing (building a stage's element
+  // function) name it like every other config error; empty for configs
+  // built in code.
+  std::string source;
 
   // Index of the stage called `name`, or nullopt.
   std::optional<size_t> FindStage(std::string_view name) const;

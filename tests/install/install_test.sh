@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix, then builds two programs outside
+# the tree against the installed copy: a C one through pkg-config (the
+# tracer's C API, shared library) and a C++ one through find_package(pipetune)
+# (the static libraries), profiles each with the installed `pipetune profile`
+# and checks with `pipetune trace-info` that the trace holds their stages and
+# element counts. Exit 77 (skipped) where it cannot run.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR CC CMAKE SANITIZE
+set -euo pipefail
+build_dir="$1" here="$2" cc="$3" cmake="$4" sanitize="$5"
+
+if [[ "$sanitize" == ON || "$sanitize" == 1 || "$sanitize" == TRUE ]]; then
+  echo "skipped: a sanitized build's libraries need the sanitizer runtimes in every consumer"
+  exit 77
+fi
+for tool in pkg-config ninja "$cc"; do
+  command -v "$tool" >/dev/null || { echo "skipped: $tool not found"; exit 77; }
+done
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/pipetune_install_test.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+"$cmake" --install "$build_dir" --prefix "$prefix" >"$tmp/install.log"
+pipetune="$prefix/bin/pipetune"
+libdir="$(dirname "$(find "$prefix" -name 'pipetune-tracer.pc' | head -1)")/.."
+for f in "$pipetune" "$prefix/include/pipetune/tracer/tracer_c.h" "$libdir/libpipetune_tracer.a" \
+         "$libdir/cmake/pipetune/pipetuneConfig.cmake" "$libdir/cmake/pipetune/pipetuneConfigVersion.cmake"; do
+  [[ -e "$f" ]] || { echo "FAIL: not installed: $f"; exit 1; }
+done
+soname="$(objdump -p "$libdir/libpipetune_tracer.so" | awk '/SONAME/ {print $2}')"
+[[ "$soname" =~ ^libpipetune_tracer\.so\.[0-9] ]] || { echo "FAIL: SONAME '$soname' is not versioned"; exit 1; }
+
+check_trace() {  # TRACE NAME STAGE ELEMENTS
+  local info
+  info="$("$pipetune" trace-info "$1")"
+  echo "$info" >"$tmp/$2.info"
+  grep -q "$3" <<<"$info" || { echo "FAIL: $2: stage $3 not in the trace:"; echo "$info"; exit 1; }
+  grep -Eq "^ *$3 \([a-z_]+\): $4 elements" <<<"$info" || { echo "FAIL: $2: stage $3 without $4 elements:"; echo "$info"; exit 1; }
+}
+
+# C, pkg-config, the shared library.
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+# shellcheck disable=SC2046
+"$cc" -std=c99 -Wall -Werror -o "$tmp/c_program" "$here/c_program/main.c" $(pkg-config --cflags --libs pipetune-tracer) \
+  -Wl,-rpath,"$(cd "$libdir" && pwd)"
+ldd "$tmp/c_program" | grep -q "libpipetune_tracer.so.[0-9]" || { echo "FAIL: c_program does not load the shared tracer"; exit 1; }
+(cd "$tmp" && "$pipetune" profile --trace "$tmp/c.trace" -- ./c_program)
+check_trace "$tmp/c.trace" c c_stage 20000
+
+# C++, find_package(pipetune 0.1), the static libraries.
+"$cmake" -S "$here/cxx_program" -B "$tmp/cxx_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cxx_configure.log" 2>&1 || { cat "$tmp/cxx_configure.log"; exit 1; }
+"$cmake" --build "$tmp/cxx_build" >"$tmp/cxx_build.log" 2>&1 || { cat "$tmp/cxx_build.log"; exit 1; }
+(cd "$tmp" && "$pipetune" profile --trace "$tmp/cxx.trace" -- "$tmp/cxx_build/cxx_program")
+check_trace "$tmp/cxx.trace" cxx cxx_work 3000
+echo "installed copy: C (pkg-config, shared) and C++ (find_package, static) programs traced"
