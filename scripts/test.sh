@@ -6,7 +6,7 @@ set -euo pipefail
 # The clang-format check (scripts/lint.sh) runs only when this is 1 (or
 # PIPETUNE_LINT_FORMAT=1): set it once the tree has been formatted with
 # scripts/lint.sh --fix-format.
-lint_format=0
+lint_format=1
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh

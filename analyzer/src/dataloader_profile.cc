@@ -1,14 +1,13 @@
 // Reading a DataLoader run's traces into one profile, the DataLoader's rate
 // model and its diagnosis (pipetune/analyzer/dataloader.h).
 #include <dirent.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "pipetune/analyzer/dataloader.h"
@@ -70,7 +69,8 @@ void AddStages(const tracer::Trace& trace, std::map<std::string, StageSum>& sums
     sum.count += last->produced;
     sum.work_ns += last->work_ns;
     sum.bytes += last->bytes_produced;
-    if (work_ns != nullptr && stage.name != "transfer" && stage.name != "pin_memory") *work_ns += last->work_ns;
+    if (work_ns != nullptr && stage.name != "transfer" && stage.name != "pin_memory")
+      *work_ns += last->work_ns;
   }
 }
 
@@ -99,24 +99,36 @@ DataLoaderStage MakeStage(const std::string& name, const StageSum& sum, int batc
 
 const char* DataLoaderStageKindName(DataLoaderStageKind kind) {
   switch (kind) {
-    case DataLoaderStageKind::kLoad: return "load";
-    case DataLoaderStageKind::kTransform: return "transform";
-    case DataLoaderStageKind::kCollate: return "collate";
-    case DataLoaderStageKind::kTransfer: return "transfer";
-    case DataLoaderStageKind::kPinMemory: return "pin_memory";
-    case DataLoaderStageKind::kStep: return "training step";
-    case DataLoaderStageKind::kStartup: return "worker start-up";
+    case DataLoaderStageKind::kLoad:
+      return "load";
+    case DataLoaderStageKind::kTransform:
+      return "transform";
+    case DataLoaderStageKind::kCollate:
+      return "collate";
+    case DataLoaderStageKind::kTransfer:
+      return "transfer";
+    case DataLoaderStageKind::kPinMemory:
+      return "pin_memory";
+    case DataLoaderStageKind::kStep:
+      return "training step";
+    case DataLoaderStageKind::kStartup:
+      return "worker start-up";
   }
   return "?";
 }
 
 const char* DataLoaderBoundName(DataLoaderBound bound) {
   switch (bound) {
-    case DataLoaderBound::kSerial: return "main process (num_workers=0: everything serial)";
-    case DataLoaderBound::kWorkers: return "workers";
-    case DataLoaderBound::kCores: return "cores";
-    case DataLoaderBound::kMainProcess: return "main process";
-    case DataLoaderBound::kPinMemory: return "pin_memory thread";
+    case DataLoaderBound::kSerial:
+      return "main process (num_workers=0: everything serial)";
+    case DataLoaderBound::kWorkers:
+      return "workers";
+    case DataLoaderBound::kCores:
+      return "cores";
+    case DataLoaderBound::kMainProcess:
+      return "main process";
+    case DataLoaderBound::kPinMemory:
+      return "pin_memory thread";
   }
   return "?";
 }
@@ -151,11 +163,13 @@ std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace) {
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* entry = ::readdir(d)) {
       std::string name = entry->d_name;
-      if (name.size() <= base.size() + 1 || name.compare(0, base.size(), base) != 0 || name[base.size()] != '.') {
+      if (name.size() <= base.size() + 1 || name.compare(0, base.size(), base) != 0 ||
+          name[base.size()] != '.') {
         continue;
       }
       std::string suffix = name.substr(base.size() + 1);
-      if (!std::all_of(suffix.begin(), suffix.end(), [](unsigned char c) { return std::isdigit(c); })) continue;
+      if (!std::all_of(suffix.begin(), suffix.end(), [](unsigned char c) { return std::isdigit(c); }))
+        continue;
       found.push_back(slash == std::string::npos ? name : dir + "/" + name);
     }
     ::closedir(d);
@@ -170,9 +184,10 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   const std::string& path = main.report.path;
   json record = RecordOf(main.header.pipeline);
   if (record.is_null() || Get<std::string>(record, "role", "") != "main") {
-    return InvalidInput(fmt::format("{}: not the trace of a PyTorch DataLoader's main process "
-                                    "(record it with `pipetune profile -- python3 SCRIPT`)",
-                                    path));
+    return InvalidInput(
+        fmt::format("{}: not the trace of a PyTorch DataLoader's main process "
+                    "(record it with `pipetune profile -- python3 SCRIPT`)",
+                    path));
   }
   const json loaders = record.value("loaders", json::array());
   const json* chosen = nullptr;
@@ -187,7 +202,8 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
     if (batches > best || (batches == best && time_in(loader) > time_in(*chosen))) chosen = &loader;
   }
   if (chosen == nullptr || Get<int64_t>(*chosen, "batches", 0) == 0) {
-    return InvalidInput(fmt::format("{}: stage \"dataloader\": the program took no batch from a DataLoader", path));
+    return InvalidInput(
+        fmt::format("{}: stage \"dataloader\": the program took no batch from a DataLoader", path));
   }
   DataLoaderProfile p;
   p.trace_path = path;
@@ -252,24 +268,34 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
     DataLoaderStage stage = MakeStage(name, sum, s.batch_size);
     switch (stage.kind) {
       case DataLoaderStageKind::kLoad:
-      case DataLoaderStageKind::kTransform: p.sample_stages.push_back(stage); break;
-      case DataLoaderStageKind::kCollate: p.collate = stage; break;
-      case DataLoaderStageKind::kTransfer: p.transfer = stage; break;
-      default: p.pin_memory = stage; break;
+      case DataLoaderStageKind::kTransform:
+        p.sample_stages.push_back(stage);
+        break;
+      case DataLoaderStageKind::kCollate:
+        p.collate = stage;
+        break;
+      case DataLoaderStageKind::kTransfer:
+        p.transfer = stage;
+        break;
+      default:
+        p.pin_memory = stage;
+        break;
     }
   }
   // load first, then the transforms in their Compose order.
-  std::sort(p.sample_stages.begin(), p.sample_stages.end(), [](const DataLoaderStage& a, const DataLoaderStage& b) {
-    if ((a.kind == DataLoaderStageKind::kLoad) != (b.kind == DataLoaderStageKind::kLoad)) {
-      return a.kind == DataLoaderStageKind::kLoad;
-    }
-    size_t ia = std::strtoul(a.name.c_str() + std::min<size_t>(a.name.size(), 10), nullptr, 10);
-    size_t ib = std::strtoul(b.name.c_str() + std::min<size_t>(b.name.size(), 10), nullptr, 10);
-    return ia < ib;
-  });
+  std::sort(p.sample_stages.begin(), p.sample_stages.end(),
+            [](const DataLoaderStage& a, const DataLoaderStage& b) {
+              if ((a.kind == DataLoaderStageKind::kLoad) != (b.kind == DataLoaderStageKind::kLoad)) {
+                return a.kind == DataLoaderStageKind::kLoad;
+              }
+              size_t ia = std::strtoul(a.name.c_str() + std::min<size_t>(a.name.size(), 10), nullptr, 10);
+              size_t ib = std::strtoul(b.name.c_str() + std::min<size_t>(b.name.size(), 10), nullptr, 10);
+              return ia < ib;
+            });
   if (p.collate.name.empty()) p.collate.name = "collate", p.collate.kind = DataLoaderStageKind::kCollate;
   if (p.transfer.name.empty()) p.transfer.name = "transfer", p.transfer.kind = DataLoaderStageKind::kTransfer;
-  if (p.pin_memory.name.empty()) p.pin_memory.name = "pin_memory", p.pin_memory.kind = DataLoaderStageKind::kPinMemory;
+  if (p.pin_memory.name.empty())
+    p.pin_memory.name = "pin_memory", p.pin_memory.kind = DataLoaderStageKind::kPinMemory;
   if (p.collate.count > 0) p.batch_bytes = static_cast<double>(sums["collate"].bytes) / p.collate.count;
 
   // The consumer: this DataLoader's own steps where recorded, else the
@@ -326,7 +352,8 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
                   static_cast<double>(storage_bytes) / static_cast<double>(samples) < 16384.0;
   if (p.shared_host) p.worker_cpu_ratio = 1.0;
   if (p.batches > 0) {
-    p.main_other_cpu_per_batch = std::max(0.0, (main_cpu - main_data_ns / 1e9) / static_cast<double>(p.batches));
+    p.main_other_cpu_per_batch =
+        std::max(0.0, (main_cpu - main_data_ns / 1e9) / static_cast<double>(p.batches));
   }
   for (const json& e : chosen->value("epochs", json::array())) {
     DataLoaderEpoch epoch;
@@ -514,21 +541,24 @@ DataLoaderDiagnosis DiagnoseDataLoader(const DataLoaderProfile& profile) {
       d.advice.push_back("workers start again every epoch: persistent_workers=True starts them once");
       break;
     case DataLoaderStageKind::kTransfer:
-      d.advice.push_back("unpickling batches in the main process limits: smaller batches of fewer objects, or "
-                         "tensors instead of Python objects");
+      d.advice.push_back(
+          "unpickling batches in the main process limits: smaller batches of fewer objects, or "
+          "tensors instead of Python objects");
       break;
     case DataLoaderStageKind::kPinMemory:
-      d.advice.push_back(profile.cuda_available ? "pin_memory limits: pinning costs more than it saves here"
-                                                : "pin_memory=True without a GPU only costs time: turn it off");
+      d.advice.push_back(profile.cuda_available
+                             ? "pin_memory limits: pinning costs more than it saves here"
+                             : "pin_memory=True without a GPU only costs time: turn it off");
       break;
     default: {
       DataLoaderKnobs more = current;
       more.num_workers = std::max(1, current.num_workers + 1);
       DataLoaderPrediction next = PredictDataLoader(profile, more, d.cores);
-      d.advice.push_back(fmt::format("{} costs the most per batch; num_workers={} predicts {:.1f} batches/s "
-                                     "(now {:.1f}); `pipetune tune` solves for all the settings",
-                                     d.predicted.limiting_stage, more.num_workers, next.batches_per_second,
-                                     d.predicted.batches_per_second));
+      d.advice.push_back(
+          fmt::format("{} costs the most per batch; num_workers={} predicts {:.1f} batches/s "
+                      "(now {:.1f}); `pipetune tune` solves for all the settings",
+                      d.predicted.limiting_stage, more.num_workers, next.batches_per_second,
+                      d.predicted.batches_per_second));
       break;
     }
   }

@@ -27,8 +27,8 @@ std::vector<Row> Rows(const DataLoaderProfile& p) {
   }
   auto add = [&](const DataLoaderStage& s, const char* where) {
     if (s.count > 0) {
-      rows.push_back({s.name, DataLoaderStageKindName(s.kind), where, s.count, s.seconds_each * 1e3,
-                      s.per_batch * 1e3});
+      rows.push_back(
+          {s.name, DataLoaderStageKindName(s.kind), where, s.count, s.seconds_each * 1e3, s.per_batch * 1e3});
     }
   };
   add(p.collate, data_where);
@@ -40,16 +40,17 @@ std::vector<Row> Rows(const DataLoaderProfile& p) {
 
 std::string Headline(const DataLoaderDiagnosis& d) {
   return fmt::format("limiting stage: {} ({}); bound: {}", d.predicted.limiting_stage,
-                     DataLoaderStageKindName(d.predicted.limiting_kind), DataLoaderBoundName(d.predicted.bound));
+                     DataLoaderStageKindName(d.predicted.limiting_kind),
+                     DataLoaderBoundName(d.predicted.bound));
 }
 
 std::string SettingsLine(const DataLoaderSettings& s) {
-  return fmt::format("batch_size={} num_workers={} prefetch_factor={} persistent_workers={} pin_memory={} "
-                     "sampler={}{}",
-                     s.batch_size, s.num_workers, s.num_workers > 0 ? std::to_string(s.prefetch_factor) : "-",
-                     s.persistent_workers ? "True" : "False", s.pin_memory ? "True" : "False",
-                     s.sampler.empty() ? "?" : s.sampler,
-                     s.start_method.empty() ? "" : " start_method=" + s.start_method);
+  return fmt::format(
+      "batch_size={} num_workers={} prefetch_factor={} persistent_workers={} pin_memory={} "
+      "sampler={}{}",
+      s.batch_size, s.num_workers, s.num_workers > 0 ? std::to_string(s.prefetch_factor) : "-",
+      s.persistent_workers ? "True" : "False", s.pin_memory ? "True" : "False",
+      s.sampler.empty() ? "?" : s.sampler, s.start_method.empty() ? "" : " start_method=" + s.start_method);
 }
 
 std::string EpochsLine(const DataLoaderProfile& p) {
@@ -68,21 +69,22 @@ std::string Text(const DataLoaderDiagnosis& d) {
   std::string out = fmt::format("PyTorch DataLoader: {} ({} worker traces)\n", p.trace_path, p.worker_traces);
   out += fmt::format("settings: {}\n", SettingsLine(p.settings));
   out += fmt::format("{}\n", Headline(d));
-  out += fmt::format("batches: {}; measured {:.2f} batches/s ({:.1f} samples/s); model {:.2f} batches/s\n", p.batches,
-                     d.measured_batches_per_second, d.measured_batches_per_second * p.settings.batch_size,
-                     d.predicted.batches_per_second);
+  out += fmt::format("batches: {}; measured {:.2f} batches/s ({:.1f} samples/s); model {:.2f} batches/s\n",
+                     p.batches, d.measured_batches_per_second,
+                     d.measured_batches_per_second * p.settings.batch_size, d.predicted.batches_per_second);
   out += fmt::format("consumer waits {:.0f}% of its time in next()\n", d.wait_fraction * 100);
-  out += fmt::format("{:<34} {:<16} {:<18} {:>8} {:>10} {:>12}\n", "stage", "kind", "where", "count", "ms each",
-                     "ms / batch");
+  out += fmt::format("{:<34} {:<16} {:<18} {:>8} {:>10} {:>12}\n", "stage", "kind", "where", "count",
+                     "ms each", "ms / batch");
   for (const Row& r : Rows(p)) {
-    out += fmt::format("{:<34} {:<16} {:<18} {:>8} {:>10.3f} {:>12.3f}{}\n", r.stage, r.kind, r.where, r.count,
-                       r.ms_each, r.ms_per_batch, r.stage == d.predicted.limiting_stage ? "  <- limits" : "");
+    out +=
+        fmt::format("{:<34} {:<16} {:<18} {:>8} {:>10.3f} {:>12.3f}{}\n", r.stage, r.kind, r.where, r.count,
+                    r.ms_each, r.ms_per_batch, r.stage == d.predicted.limiting_stage ? "  <- limits" : "");
   }
   out += fmt::format("memory: main {:.0f} MiB, worker {:.0f} MiB each (peak RSS), batch {:.1f} MiB\n",
                      MiB(p.main_rss_bytes), MiB(p.worker_rss_bytes), MiB(p.batch_bytes));
   if (p.worker_traces > 0) {
-    out += fmt::format("workers: {} processes, {:.2f} CPU-s in all, CPU {:.2f} of their busy time\n", p.worker_traces,
-                       p.worker_cpu_seconds, p.worker_cpu_ratio);
+    out += fmt::format("workers: {} processes, {:.2f} CPU-s in all, CPU {:.2f} of their busy time\n",
+                       p.worker_traces, p.worker_cpu_seconds, p.worker_cpu_ratio);
   }
   if (!p.epochs.empty()) out += EpochsLine(p) + "\n";
   for (const std::string& a : d.advice) out += "advice: " + a + "\n";
@@ -114,11 +116,20 @@ std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -126,18 +137,23 @@ std::string Escape(const std::string& s) {
 
 std::string Html(const DataLoaderDiagnosis& d) {
   const DataLoaderProfile& p = d.profile;
-  std::string out = "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>pipetune: DataLoader</title>"
-                    "<style>body{font-family:sans-serif}td,th{padding:2px 8px}.limits{background:#fdd}</style>"
-                    "</head><body>\n";
+  std::string out =
+      "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>pipetune: DataLoader</title>"
+      "<style>body{font-family:sans-serif}td,th{padding:2px 8px}.limits{background:#fdd}</style>"
+      "</head><body>\n";
   out += fmt::format("<h1>PyTorch DataLoader</h1>\n<p><b>{}</b></p>\n", Escape(Headline(d)));
   out += fmt::format("<p>settings: <code>{}</code></p>\n", Escape(SettingsLine(p.settings)));
-  out += fmt::format("<p>measured {:.2f} batches/s, model {:.2f}; the consumer waits {:.0f}% of its time</p>\n",
-                     d.measured_batches_per_second, d.predicted.batches_per_second, d.wait_fraction * 100);
-  out += "<table><tr><th>stage</th><th>kind</th><th>where</th><th>count</th><th>ms each</th><th>ms / batch</th></tr>\n";
+  out +=
+      fmt::format("<p>measured {:.2f} batches/s, model {:.2f}; the consumer waits {:.0f}% of its time</p>\n",
+                  d.measured_batches_per_second, d.predicted.batches_per_second, d.wait_fraction * 100);
+  out +=
+      "<table><tr><th>stage</th><th>kind</th><th>where</th><th>count</th><th>ms each</th><th>ms / "
+      "batch</th></tr>\n";
   for (const Row& r : Rows(p)) {
-    out += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td></tr>\n",
-                       r.stage == d.predicted.limiting_stage ? " class=\"limits\"" : "", Escape(r.stage), r.kind,
-                       r.where, r.count, r.ms_each, r.ms_per_batch);
+    out +=
+        fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td></tr>\n",
+                    r.stage == d.predicted.limiting_stage ? " class=\"limits\"" : "", Escape(r.stage), r.kind,
+                    r.where, r.count, r.ms_each, r.ms_per_batch);
   }
   out += "</table>\n<ul>\n";
   if (!p.epochs.empty()) out += "<li>" + Escape(EpochsLine(p)) + "</li>\n";
@@ -155,13 +171,14 @@ std::string Json(const DataLoaderDiagnosis& d) {
   j["trace"] = p.trace_path;
   j["worker_traces"] = p.worker_traces;
   const DataLoaderSettings& s = p.settings;
-  j["settings"] = {{"batch_size", s.batch_size},
-                   {"num_workers", s.num_workers},
-                   {"prefetch_factor", s.num_workers > 0 ? nlohmann::json(s.prefetch_factor) : nlohmann::json()},
-                   {"persistent_workers", s.persistent_workers},
-                   {"pin_memory", s.pin_memory},
-                   {"sampler", s.sampler},
-                   {"start_method", s.start_method}};
+  j["settings"] = {
+      {"batch_size", s.batch_size},
+      {"num_workers", s.num_workers},
+      {"prefetch_factor", s.num_workers > 0 ? nlohmann::json(s.prefetch_factor) : nlohmann::json()},
+      {"persistent_workers", s.persistent_workers},
+      {"pin_memory", s.pin_memory},
+      {"sampler", s.sampler},
+      {"start_method", s.start_method}};
   j["limiting_stage"] = {{"name", d.predicted.limiting_stage},
                          {"kind", DataLoaderStageKindName(d.predicted.limiting_kind)},
                          {"bound", DataLoaderBoundName(d.predicted.bound)}};
@@ -187,8 +204,9 @@ std::string Json(const DataLoaderDiagnosis& d) {
                  {"batch_bytes", p.batch_bytes}};
   nlohmann::json epochs = nlohmann::json::array();
   for (const DataLoaderEpoch& e : p.epochs) {
-    epochs.push_back(
-        {{"batches", e.batches}, {"workers_started", e.workers_started}, {"startup_seconds", e.startup_seconds}});
+    epochs.push_back({{"batches", e.batches},
+                      {"workers_started", e.workers_started},
+                      {"startup_seconds", e.startup_seconds}});
   }
   j["epochs"] = epochs;
   j["advice"] = d.advice;
@@ -200,10 +218,14 @@ std::string Json(const DataLoaderDiagnosis& d) {
 
 std::string RenderDataLoaderReport(const DataLoaderDiagnosis& diagnosis, ReportFormat format) {
   switch (format) {
-    case ReportFormat::kJson: return Json(diagnosis);
-    case ReportFormat::kMarkdown: return Markdown(diagnosis);
-    case ReportFormat::kHtml: return Html(diagnosis);
-    case ReportFormat::kText: break;
+    case ReportFormat::kJson:
+      return Json(diagnosis);
+    case ReportFormat::kMarkdown:
+      return Markdown(diagnosis);
+    case ReportFormat::kHtml:
+      return Html(diagnosis);
+    case ReportFormat::kText:
+      break;
   }
   return Text(diagnosis);
 }

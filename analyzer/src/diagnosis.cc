@@ -13,10 +13,14 @@
 namespace pipetune::analyzer {
 const char* StageLimitName(StageLimit limit) {
   switch (limit) {
-    case StageLimit::kCpu: return "cpu";
-    case StageLimit::kLatency: return "latency";
-    case StageLimit::kLight: return "light";
-    case StageLimit::kIdle: return "idle";
+    case StageLimit::kCpu:
+      return "cpu";
+    case StageLimit::kLatency:
+      return "latency";
+    case StageLimit::kLight:
+      return "light";
+    case StageLimit::kIdle:
+      return "idle";
   }
   return "cpu";
 }
@@ -125,9 +129,9 @@ std::vector<TimelinePoint> Timeline(const CollectedTrace& trace) {
   // twice the mean. Each point spans enough snapshots to hold about
   // kOutputsPerTimelinePoint outputs on average, keeping at least
   // kMinTimelinePoints points.
-  double total_outputs = has_consumer ? Delta(frames.back().steps, frames.front().steps)
-                                      : Delta(At(frames.back(), last_stage).produced,
-                                              At(frames.front(), last_stage).produced);
+  double total_outputs =
+      has_consumer ? Delta(frames.back().steps, frames.front().steps)
+                   : Delta(At(frames.back(), last_stage).produced, At(frames.front(), last_stage).produced);
   double per_frame = total_outputs / static_cast<double>(frames.size() - 1);
   if (per_frame > 0) {
     size_t wanted = static_cast<size_t>(std::ceil(kOutputsPerTimelinePoint / per_frame));

@@ -1,9 +1,9 @@
 #include "pipetune/analyzer/gpu.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
-
-#include <fmt/format.h>
 
 namespace pipetune::analyzer {
 namespace {
@@ -134,18 +134,21 @@ std::string GpuVerdictSentence(const GpuAnalysis& a) {
     case GpuVerdict::kNoActivity:
       return "no GPU work in the window";
     case GpuVerdict::kGpuBound:
-      return fmt::format("GPU-bound: the GPU is busy {} of the time; a faster input pipeline cannot speed "
-                         "training up (input stalls are {} of the idle time{})",
-                         Percent(a.busy_fraction), Percent(a.input_stall_share), how);
+      return fmt::format(
+          "GPU-bound: the GPU is busy {} of the time; a faster input pipeline cannot speed "
+          "training up (input stalls are {} of the idle time{})",
+          Percent(a.busy_fraction), Percent(a.input_stall_share), how);
     case GpuVerdict::kInputStalled:
-      return fmt::format("input-stalled: the GPU idles {} of the time, {} of it waiting for input{}; tuning "
-                         "the input pipeline can help (up to {} busy)",
-                         Percent(idle), Percent(a.input_stall_share), how,
-                         Percent(std::min(1.0, a.busy_fraction + idle * a.input_stall_share)));
+      return fmt::format(
+          "input-stalled: the GPU idles {} of the time, {} of it waiting for input{}; tuning "
+          "the input pipeline can help (up to {} busy)",
+          Percent(idle), Percent(a.input_stall_share), how,
+          Percent(std::min(1.0, a.busy_fraction + idle * a.input_stall_share)));
     case GpuVerdict::kOtherIdle:
-      return fmt::format("the GPU idles {} of the time, but only {} of that waiting for input{}: the rest is "
-                         "the program's own host work or synchronization; tuning the input pipeline helps little",
-                         Percent(idle), Percent(a.input_stall_share), how);
+      return fmt::format(
+          "the GPU idles {} of the time, but only {} of that waiting for input{}: the rest is "
+          "the program's own host work or synchronization; tuning the input pipeline helps little",
+          Percent(idle), Percent(a.input_stall_share), how);
   }
   return {};
 }

@@ -22,8 +22,8 @@ GpuSummary SummarizeGpu(const CollectedTrace& trace, uint64_t begin_ns, uint64_t
   if (gpu.analysis.verdict != GpuVerdict::kNoActivity) {
     gpu.verdict = GpuVerdictSentence(gpu.analysis);
   } else if (trace.gpu_status && ((trace.gpu_status->state != tracer::GpuState::kRecording &&
-                                    trace.gpu_status->state != tracer::GpuState::kStopped) ||
-                                   (!trace.gpu_status->message.empty() && trace.gpu_records == 0))) {
+                                   trace.gpu_status->state != tracer::GpuState::kStopped) ||
+                                  (!trace.gpu_status->message.empty() && trace.gpu_records == 0))) {
     // GPU tracing did not run (no GPU, no CUPTI), or ran and recorded nothing
     // but said why: the message is the reason.
     gpu.verdict = "no GPU activity recorded: " + trace.gpu_status->message;
@@ -50,8 +50,11 @@ Diagnosis DiagnoseGpuOnly(const CollectedTrace& trace, const std::string& trace_
   d.drops = trace.drops;
   if (trace.read_report.truncated()) d.truncation_warning = trace.read_report.warning;
   d.ended_cleanly = trace.read_report.ended_cleanly || trace.has_end;
-  d.summary = "No input pipeline recorded (the program does not link pipetune's tracer). GPU: " + d.gpu->verdict + ".";
-  d.assumptions.push_back("only GPU activity is recorded: input stalls are inferred from the GPU's own timeline");
+  d.summary =
+      "No input pipeline recorded (the program does not link pipetune's tracer). GPU: " + d.gpu->verdict +
+      ".";
+  d.assumptions.push_back(
+      "only GPU activity is recorded: input stalls are inferred from the GPU's own timeline");
   return d;
 }
 

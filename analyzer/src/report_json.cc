@@ -48,7 +48,6 @@ Json GpuJson(const GpuSummary& g) {
               {"status_message", g.status_message.empty() ? Json(nullptr) : Json(g.status_message)}};
 }
 
-
 Json Optional(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullptr); }
 
 Json StageJson(const StageDiagnosis& s) {

@@ -73,9 +73,10 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
     if (a.verdict == GpuVerdict::kNoActivity) {
       lines.emplace_back("gpu", d.gpu->verdict);
     } else {
-      lines.emplace_back("gpu", fmt::format("busy {} ({} activities, {} device{}); input stalls {} of the idle time",
-                                            Percent(d.gpu->busy_fraction), d.gpu->activities, a.devices.size(),
-                                            a.devices.size() == 1 ? "" : "s", Percent(a.input_stall_share)));
+      lines.emplace_back("gpu",
+                         fmt::format("busy {} ({} activities, {} device{}); input stalls {} of the idle time",
+                                     Percent(d.gpu->busy_fraction), d.gpu->activities, a.devices.size(),
+                                     a.devices.size() == 1 ? "" : "s", Percent(a.input_stall_share)));
       lines.emplace_back("gpu verdict", d.gpu->verdict);
     }
   }

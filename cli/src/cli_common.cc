@@ -1,8 +1,7 @@
 #include "cli_common.h"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 namespace pipetune::cli {
 

@@ -40,7 +40,8 @@ int RunBaseline(const BaselineFlags& flags) {
   if (!baseline.ok()) return ReportError(baseline.status());
   Status saved = workflow::SaveBaseline(*baseline, flags.output);
   if (!saved.ok()) return ReportError(saved);
-  fmt::print("baseline of {} ({} runs) written to {}\n", baseline->pipeline, baseline->runs.size(), flags.output);
+  fmt::print("baseline of {} ({} runs) written to {}\n", baseline->pipeline, baseline->runs.size(),
+             flags.output);
   return kExitOk;
 }
 
@@ -49,9 +50,11 @@ int RunBaseline(const BaselineFlags& flags) {
 void RegisterBaselineCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<BaselineFlags>();
   CLI::App* sub = app.add_subcommand(
-      "baseline", "Run a pipeline config N times traced (or read traces) and write the baseline `check` compares to");
+      "baseline",
+      "Run a pipeline config N times traced (or read traces) and write the baseline `check` compares to");
   sub->add_option("input", flags->inputs, "A pipeline config (*.json), or traces of its runs")->required();
-  sub->add_option("-o,--output", flags->output, "Baseline file to write (JSON, written atomically)")->required();
+  sub->add_option("-o,--output", flags->output, "Baseline file to write (JSON, written atomically)")
+      ->required();
   sub->add_option("--runs", flags->runs, "Runs of the config (default 5)")->check(CLI::PositiveNumber);
   sub->add_option("--seconds", flags->seconds, "Seconds per run (default 2)")->check(CLI::PositiveNumber);
   sub->add_option("--trace-dir", flags->trace_dir, "Keep the runs' traces in this directory");

@@ -68,12 +68,14 @@ int RunCheck(const CheckFlags& flags) {
 
 void RegisterCheckCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<CheckFlags>();
-  CLI::App* sub = app.add_subcommand(
-      "check",
-      "CI gate: compare a pipeline (run now, or traces) with its baseline; exit 1 on a regression, naming the stage");
-  sub->add_option("input", flags->inputs, "A pipeline config (*.json) to run, or traces of its runs")->required();
+  CLI::App* sub = app.add_subcommand("check",
+                                     "CI gate: compare a pipeline (run now, or traces) with its baseline; "
+                                     "exit 1 on a regression, naming the stage");
+  sub->add_option("input", flags->inputs, "A pipeline config (*.json) to run, or traces of its runs")
+      ->required();
   sub->add_option("--baseline", flags->baseline, "Baseline written by `pipetune baseline`")->required();
-  sub->add_option("--runs", flags->runs, "Runs of the config (default 5; 0: judge the config's knobs alone, no runs)")
+  sub->add_option("--runs", flags->runs,
+                  "Runs of the config (default 5; 0: judge the config's knobs alone, no runs)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seconds", flags->seconds, "Seconds per run (default 2)")->check(CLI::PositiveNumber);
   sub->add_option("--tolerance", flags->tolerance_percent,
@@ -81,7 +83,8 @@ void RegisterCheckCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.0, 99.0));
   sub->add_option("--format", flags->format, "Report on stdout: text, json or markdown")
       ->check(CLI::IsMember({"text", "json", "markdown"}));
-  sub->add_option("--junit", flags->junit, "Also write JUnit XML here (a test case per stage, throughput, config)");
+  sub->add_option("--junit", flags->junit,
+                  "Also write JUnit XML here (a test case per stage, throughput, config)");
   sub->add_option("--markdown", flags->markdown, "Also write the Markdown report here (a CI job summary)");
   sub->add_flag("--strict-machine", flags->strict_machine,
                 "Fail also when every stage slowed by one factor (machine drift)");

@@ -1,10 +1,10 @@
 // `pipetune profile [--trace FILE] -- COMMAND ...`: runs any program with
 // tracing on. A program that links pipetune's tracer starts recording before
 // main() when PIPETUNE_TRACE names a file; this command sets it and waits.
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -57,9 +57,12 @@ int Profile(const ProfileFlags& flags) {
 
 void RegisterProfileCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ProfileFlags>();
-  CLI::App* sub = app.add_subcommand("profile", "Run any program with tracing on: pipetune profile -- COMMAND ...");
+  CLI::App* sub =
+      app.add_subcommand("profile", "Run any program with tracing on: pipetune profile -- COMMAND ...");
   sub->add_option("--trace", flags->trace_path, "Trace file to write")->capture_default_str();
-  sub->add_option("--interval-ms", flags->interval_ms, "Snapshot interval")->check(CLI::Range(1, 60000))->capture_default_str();
+  sub->add_option("--interval-ms", flags->interval_ms, "Snapshot interval")
+      ->check(CLI::Range(1, 60000))
+      ->capture_default_str();
   sub->add_option("--apply", flags->apply,
                   "A JSON file of DataLoader keyword arguments (from pipetune tune) to apply to the Python "
                   "program's DataLoaders");

@@ -1,11 +1,10 @@
 // `pipetune run CONFIG`: runs a pipeline and its consumer, optionally traced.
+#include <fmt/format.h>
 #include <signal.h>
 
 #include <atomic>
 #include <cstdio>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -111,7 +110,8 @@ int Run(const RunFlags& flags) {
   fmt::print("{}", FormatRunSummary(*config, *summary));
   if (!flags.trace_path.empty()) fmt::print("trace: {}\n", flags.trace_path);
   if (!flags.summary_path.empty()) {
-    Status written = models::WriteFileAtomically(flags.summary_path, runtime::SummaryToJson(*summary).dump(2) + "\n");
+    Status written =
+        models::WriteFileAtomically(flags.summary_path, runtime::SummaryToJson(*summary).dump(2) + "\n");
     if (!written.ok()) return ReportError(written);
     fmt::print("summary: {}\n", flags.summary_path);
   }
@@ -124,11 +124,13 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* sub = app.add_subcommand("run", "Run a pipeline and its consumer; print what it achieved");
   sub->add_option("config", flags->config_path, "Pipeline config (JSON)")->required();
-  sub->add_option("--seconds", flags->seconds, "Stop after this many seconds (default: run to the end of a finite pipeline)")
+  sub->add_option("--seconds", flags->seconds,
+                  "Stop after this many seconds (default: run to the end of a finite pipeline)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--trace", flags->trace_path, "Write a trace of the run to this file");
   sub->add_option("--summary", flags->summary_path, "Write the run's summary as JSON to this file");
-  sub->add_option("--progress", flags->progress, "Live progress on stderr: auto (on a terminal), always, never")
+  sub->add_option("--progress", flags->progress,
+                  "Live progress on stderr: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
   sub->add_flag("--deterministic", flags->deterministic, "Keep element order through parallel stages");
   sub->callback([flags, &exit_code] { exit_code = Run(*flags); });

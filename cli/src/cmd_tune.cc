@@ -36,8 +36,8 @@ struct TuneFlags {
   std::optional<int> rounds;  // --verify: 3 for a config, 1 for a DataLoader
   std::string trace_dir;
   std::string progress = "auto";
-  std::string source;            // --source: the C++ file building the pipeline, rewritten in place
-  std::string source_build_dir;  // --source-build-dir: its compile_commands.json
+  std::string source;                // --source: the C++ file building the pipeline, rewritten in place
+  std::string source_build_dir;      // --source-build-dir: its compile_commands.json
   std::vector<std::string> command;  // after --: a Python program (--verify of a DataLoader)
 };
 
@@ -77,7 +77,8 @@ int TuneTraces(const TuneFlags& flags) {
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
   if (workflow::IsDataLoaderTrace(flags.inputs[0])) {
-    if (flags.inputs.size() > 1) return ReportError(InvalidInput(flags.inputs[0] + ": a DataLoader's trace is tuned alone"));
+    if (flags.inputs.size() > 1)
+      return ReportError(InvalidInput(flags.inputs[0] + ": a DataLoader's trace is tuned alone"));
     return TuneDataLoader(flags, *budgets);
   }
   workflow::TuneRequest request;
@@ -90,8 +91,10 @@ int TuneTraces(const TuneFlags& flags) {
   if (!result.ok()) return ReportError(result.status());
   std::optional<workflow::SourceRewriteResult> rewritten;
   if (!flags.source.empty()) {
-    StatusOr<workflow::SourceRewriteResult> r = workflow::RewriteSource(
-        {.source = flags.source, .plan = workflow::TuneResultToJson(*result), .build_dir = flags.source_build_dir});
+    StatusOr<workflow::SourceRewriteResult> r =
+        workflow::RewriteSource({.source = flags.source,
+                                 .plan = workflow::TuneResultToJson(*result),
+                                 .build_dir = flags.source_build_dir});
     if (!r.ok()) return ReportError(r.status());
     rewritten = *r;
   }
@@ -127,7 +130,8 @@ int TuneVerifyDataLoader(const TuneFlags& flags) {
   StatusOr<workflow::DataLoaderVerifyResult> result = workflow::VerifyDataLoader(options);
   if (!result.ok()) return ReportError(result.status());
   fmt::print("{}", workflow::FormatDataLoaderRounds(*result));
-  fmt::print("DataLoader keyword arguments (round {}): {}\n", result->rounds[result->best].index, result->output);
+  fmt::print("DataLoader keyword arguments (round {}): {}\n", result->rounds[result->best].index,
+             result->output);
   fmt::print("code change: {}\n", result->code_change);
   return kExitOk;
 }
@@ -200,20 +204,24 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
                   "max: the highest throughput; demand: the consumer's rate with the fewest cores")
       ->check(CLI::IsMember({"max", "demand"}));
   sub->add_option("-o,--output", flags->output,
-                  "Tuned config to write (default: beside the traced config as NAME.tuned.json; relative paths in it are rewritten to name the same files)");
+                  "Tuned config to write (default: beside the traced config as NAME.tuned.json; relative "
+                  "paths in it are rewritten to name the same files)");
   sub->add_option("--format", flags->format, "Plan output: text or json")
       ->check(CLI::IsMember({"text", "json"}));
   sub->add_flag("--diff", flags->diff, "Show the change to the config as a unified diff");
-  sub->add_option("--source", flags->source,
-                  "Also set the plan's knobs in this C++ file building the pipeline (pipetune-rewrite apply -i)");
-  sub->add_option("--source-build-dir", flags->source_build_dir,
-                  "--source: the build directory with compile_commands.json (default: the one pipetune-rewrite sits in)");
+  sub->add_option(
+      "--source", flags->source,
+      "Also set the plan's knobs in this C++ file building the pipeline (pipetune-rewrite apply -i)");
+  sub->add_option(
+      "--source-build-dir", flags->source_build_dir,
+      "--source: the build directory with compile_commands.json (default: the one pipetune-rewrite sits in)");
   sub->add_flag(
       "--verify", flags->verify,
       "INPUT is a config: run it traced, tune, run the plan, refit, re-plan; keep the best measured");
   sub->add_option("--seconds", flags->seconds, "--verify: seconds per measured run (default 3)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--rounds", flags->rounds, "--verify: plans to run after the first run (default 3 for a config, 1 for a DataLoader)")
+  sub->add_option("--rounds", flags->rounds,
+                  "--verify: plans to run after the first run (default 3 for a config, 1 for a DataLoader)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--trace-dir", flags->trace_dir, "--verify: keep each round's trace in this directory");
   sub->add_option("--progress", flags->progress,

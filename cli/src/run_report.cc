@@ -1,8 +1,8 @@
 #include "run_report.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace pipetune::cli {
 
@@ -23,11 +23,11 @@ std::string FormatRunSummary(const models::PipelineConfig& config, const runtime
       s.examples_per_second, 100.0 * s.stall_fraction);
   size_t name_width = 5;
   for (const runtime::StageSummary& stage : s.stages) name_width = std::max(name_width, stage.name.size());
-  out += fmt::format("  {:<{}}  {:<10}  {:>11}  {:>10}  {:>7}  {:>6}\n", "stage", name_width, "op", "parallelism",
-                     "elements", "busy s", "failed");
+  out += fmt::format("  {:<{}}  {:<10}  {:>11}  {:>10}  {:>7}  {:>6}\n", "stage", name_width, "op",
+                     "parallelism", "elements", "busy s", "failed");
   for (const runtime::StageSummary& stage : s.stages) {
-    out += fmt::format("  {:<{}}  {:<10}  {:>11}  {:>10}  {:>7.2f}  {:>6}\n", stage.name, name_width, stage.op,
-                       stage.parallelism, stage.elements, stage.busy_seconds, stage.failed);
+    out += fmt::format("  {:<{}}  {:<10}  {:>11}  {:>10}  {:>7.2f}  {:>6}\n", stage.name, name_width,
+                       stage.op, stage.parallelism, stage.elements, stage.busy_seconds, stage.failed);
   }
   if (s.peak_buffer_bytes > 0 || s.cache_bytes > 0) {
     out += fmt::format("  memory: buffers peaked at {}, memory caches hold {}\n",

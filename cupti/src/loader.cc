@@ -20,7 +20,8 @@ struct Symbols {
   CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = nullptr;
   CUptiResult (*enable)(CUpti_ActivityKind) = nullptr;
   CUptiResult (*disable)(CUpti_ActivityKind) = nullptr;
-  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+                                    CUpti_BuffersCallbackCompleteFunc) = nullptr;
   CUptiResult (*flush_all)(uint32_t) = nullptr;
   CUptiResult (*get_next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*get_num_dropped)(CUcontext, uint32_t, size_t*) = nullptr;
@@ -58,7 +59,8 @@ class DlopenCuptiApi : public CuptiApi {
   CUptiResult GetTimestamp(uint64_t* t) override { return s_.get_timestamp(t); }
   std::string ResultString(CUptiResult r) override {
     const char* text = nullptr;
-    if (s_.result_string != nullptr && s_.result_string(r, &text) == CUPTI_SUCCESS && text != nullptr) return text;
+    if (s_.result_string != nullptr && s_.result_string(r, &text) == CUPTI_SUCCESS && text != nullptr)
+      return text;
     return "CUPTI error " + std::to_string(static_cast<int>(r));
   }
 
@@ -112,9 +114,9 @@ bool CompatibleCuptiVersion(uint32_t version, std::string* why) {
   const uint32_t built_major = CUPTI_API_VERSION / 10000;
   if (version / 10000 == built_major && built_major > 0) return true;
   if (why != nullptr) {
-    *why = "libcupti reports CUPTI API version " + std::to_string(version) + "; this pipetune was built with " +
-           std::to_string(CUPTI_API_VERSION) + " (CUDA " + std::to_string(built_major) +
-           "), whose record layouts it decodes: GPU activity is not recorded";
+    *why = "libcupti reports CUPTI API version " + std::to_string(version) +
+           "; this pipetune was built with " + std::to_string(CUPTI_API_VERSION) + " (CUDA " +
+           std::to_string(built_major) + "), whose record layouts it decodes: GPU activity is not recorded";
   }
   return false;
 }
@@ -133,11 +135,13 @@ Loaded LoadCupti(const LoadOptions& options) {
     using CountFn = int(int*);
     InitFn* init = reinterpret_cast<InitFn*>(dlsym(cuda, "cuInit"));
     CountFn* count = reinterpret_cast<CountFn*>(dlsym(cuda, "cuDeviceGetCount"));
-    if (init == nullptr || count == nullptr) return Fail(GpuState::kNoGpu, cuda_name + " lacks cuInit/cuDeviceGetCount");
+    if (init == nullptr || count == nullptr)
+      return Fail(GpuState::kNoGpu, cuda_name + " lacks cuInit/cuDeviceGetCount");
     int devices = 0;
     int r = init(0);
     if (r != 0) return Fail(GpuState::kNoGpu, "no GPU: cuInit failed with CUDA error " + std::to_string(r));
-    if (count(&devices) != 0 || devices <= 0) return Fail(GpuState::kNoGpu, "no GPU: the driver reports no device");
+    if (count(&devices) != 0 || devices <= 0)
+      return Fail(GpuState::kNoGpu, "no GPU: the driver reports no device");
   }
 
   std::vector<std::string> cupti_names;
@@ -162,7 +166,8 @@ Loaded LoadCupti(const LoadOptions& options) {
   }
   uint32_t version = 0;
   std::string why;
-  if (s.get_version(&version) != CUPTI_SUCCESS) return Fail(GpuState::kNoCupti, opened + ": cuptiGetVersion failed");
+  if (s.get_version(&version) != CUPTI_SUCCESS)
+    return Fail(GpuState::kNoCupti, opened + ": cuptiGetVersion failed");
   if (!CompatibleCuptiVersion(version, &why)) {
     Loaded out = Fail(GpuState::kNoCupti, why);
     out.status.cupti_version = version;

@@ -61,7 +61,9 @@ struct GpuActivityRecorder::State {
     tracer::RecordGpuStatus(status);
     return status;
   }
-  std::string Why(const char* call, CUptiResult r) { return std::string(call) + " failed: " + api->ResultString(r); }
+  std::string Why(const char* call, CUptiResult r) {
+    return std::string(call) + " failed: " + api->ResultString(r);
+  }
 };
 
 namespace {
@@ -190,7 +192,8 @@ GpuStatus GpuActivityRecorder::Start() {
   CuptiApi& api = *s.api;
   {
     std::lock_guard<std::mutex> lock(g_flush_mu);
-    if (g_active != nullptr) return s.Finish(GpuState::kConflict, "GPU activity is already being recorded here");
+    if (g_active != nullptr)
+      return s.Finish(GpuState::kConflict, "GPU activity is already being recorded here");
   }
   uint32_t version = 0;
   CUptiResult r = api.GetVersion(&version);
@@ -200,7 +203,8 @@ GpuStatus GpuActivityRecorder::Start() {
   if (!CompatibleCuptiVersion(version, &why)) return s.Finish(GpuState::kNoCupti, why);
 
   r = api.Subscribe(&s.subscriber, &IgnoreCallback, nullptr);
-  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) return s.Finish(GpuState::kConflict, kConflictMessage);
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+    return s.Finish(GpuState::kConflict, kConflictMessage);
   if (r != CUPTI_SUCCESS) return s.Finish(GpuState::kFailed, s.Why("cuptiSubscribe", r));
   s.subscribed = true;
 
@@ -230,7 +234,8 @@ GpuStatus GpuActivityRecorder::Start() {
     api.Unsubscribe(s.subscriber);
     s.subscribed = false;
     g_callbacks.store(nullptr, std::memory_order_release);
-    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) return s.Finish(GpuState::kConflict, kConflictMessage);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+      return s.Finish(GpuState::kConflict, kConflictMessage);
     return s.Finish(GpuState::kFailed, s.Why(failed_call, r));
   }
   {
@@ -240,11 +245,12 @@ GpuStatus GpuActivityRecorder::Start() {
     s.recording = true;
   }
   tracer::SetSnapshotHook(&SnapshotHook);
-  return s.Finish(GpuState::kRecording,
-                  "recording kernels, copies, memsets and synchronizations with CUPTI " + std::to_string(version) +
-                      (s.status.clock_source == GpuClockSource::kHostCallback
-                           ? " (timestamps from the trace's clock)"
-                           : " (timestamps shifted by a measured offset of " + std::to_string(s.offset_ns) + " ns)"));
+  return s.Finish(
+      GpuState::kRecording,
+      "recording kernels, copies, memsets and synchronizations with CUPTI " + std::to_string(version) +
+          (s.status.clock_source == GpuClockSource::kHostCallback
+               ? " (timestamps from the trace's clock)"
+               : " (timestamps shifted by a measured offset of " + std::to_string(s.offset_ns) + " ns)"));
 }
 
 void GpuActivityRecorder::Flush() {
@@ -268,7 +274,8 @@ GpuStatus GpuActivityRecorder::Stop() {
     s.recording = false;
   }
   RecorderStats st = stats();
-  return s.Finish(GpuState::kStopped, "recorded " + std::to_string(st.records) + " GPU activities; CUPTI dropped " +
+  return s.Finish(GpuState::kStopped, "recorded " + std::to_string(st.records) +
+                                          " GPU activities; CUPTI dropped " +
                                           std::to_string(st.dropped_at_source));
 }
 

@@ -4,6 +4,12 @@
 // becomes JSON (errors give line and column), then the JSON becomes typed
 // stages (errors give stage and key). Validate() then checks the rules that
 // span stages (sources first, no cache after a random stage, ...).
+#include "pipetune/models/config.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -13,13 +19,7 @@
 #include <set>
 #include <sstream>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <fmt/format.h>
-
 #include "config_internal.h"
-#include "pipetune/models/config.h"
 
 namespace pipetune::models {
 
@@ -28,7 +28,6 @@ CacheLocation CacheLocation::FromConfigValue(const std::string& value) {
 }
 
 std::string CacheLocation::ConfigValue() const { return in_memory() ? std::string("memory") : directory; }
-
 
 using internal::DescribeJsonValue;
 using internal::IsInteger;
@@ -53,8 +52,8 @@ constexpr std::array<OpEntry, 11> kOps = {{
     {Op::kTake, "take"},
 }};
 
-constexpr std::array<const char*, 9> kStageKeys = {
-    "name", "op", "fn", "args", "parallelism", "buffer", "location", "random", "on_error"};
+constexpr std::array<const char*, 9> kStageKeys = {"name",   "op",       "fn",     "args",    "parallelism",
+                                                   "buffer", "location", "random", "on_error"};
 constexpr std::array<const char*, 5> kDocumentKeys = {"name", "resources", "stages", "consumer",
                                                       "description"};
 
@@ -105,23 +104,24 @@ std::pair<size_t, size_t> LineAndColumn(std::string_view text, size_t offset) {
   return {line, column};
 }
 
-Status KeyError(const StageConfig& stage, std::string_view key, std::string_view expected,
-                const Json& got) {
-  return InvalidInput(StageKeyError(stage, key,
-                                    fmt::format("expected {}, got {}", expected, DescribeJsonValue(got))));
+Status KeyError(const StageConfig& stage, std::string_view key, std::string_view expected, const Json& got) {
+  return InvalidInput(
+      StageKeyError(stage, key, fmt::format("expected {}, got {}", expected, DescribeJsonValue(got))));
 }
 
 StatusOr<StageConfig> ParseStage(const Json& object, size_t index) {
   StageConfig stage;
   stage.index = index;
   if (!object.is_object()) {
-    return InvalidInput(StageKeyError(stage, "", fmt::format("expected an object, got {}",
-                                                             DescribeJsonValue(object))));
+    return InvalidInput(
+        StageKeyError(stage, "", fmt::format("expected an object, got {}", DescribeJsonValue(object))));
   }
   stage.raw = object;
-  if (!object.contains("name")) return InvalidInput(StageKeyError(stage, "name", "missing (every stage needs a unique name)"));
+  if (!object.contains("name"))
+    return InvalidInput(StageKeyError(stage, "name", "missing (every stage needs a unique name)"));
   const Json& name = object["name"];
-  if (!name.is_string() || name.get<std::string>().empty()) return KeyError(stage, "name", "a non-empty string", name);
+  if (!name.is_string() || name.get<std::string>().empty())
+    return KeyError(stage, "name", "a non-empty string", name);
   stage.name = name.get<std::string>();
 
   for (const auto& [key, value] : object.items()) {
@@ -189,7 +189,8 @@ Status ParseResources(const Json& object, Resources* resources) {
   auto error = [](std::string_view key, std::string_view what) {
     return InvalidInput(fmt::format("resources: key \"{}\": {}", key, what));
   };
-  if (!object.is_object()) return InvalidInput("resources: expected an object, got " + DescribeJsonValue(object));
+  if (!object.is_object())
+    return InvalidInput("resources: expected an object, got " + DescribeJsonValue(object));
   if (object.contains("cores")) {
     const Json& c = object["cores"];
     if (!c.is_number() || c.get<double>() <= 0) {
@@ -226,11 +227,13 @@ Status ParseResources(const Json& object, Resources* resources) {
 }
 
 Status ParseConsumer(const Json& object, ConsumerConfig* consumer) {
-  if (!object.is_object()) return InvalidInput("consumer: expected an object, got " + DescribeJsonValue(object));
+  if (!object.is_object())
+    return InvalidInput("consumer: expected an object, got " + DescribeJsonValue(object));
   if (object.contains("step_time_ms")) {
     const Json& s = object["step_time_ms"];
     if (!s.is_number() || s.get<double>() < 0) {
-      return InvalidInput("consumer: key \"step_time_ms\": expected a number >= 0, got " + DescribeJsonValue(s));
+      return InvalidInput("consumer: key \"step_time_ms\": expected a number >= 0, got " +
+                          DescribeJsonValue(s));
     }
     consumer->step_time_ms = s.get<double>();
   }
@@ -249,14 +252,19 @@ StatusOr<PipelineConfig> ParseDocument(const Json& document) {
     }
   }
   if (document.contains("name")) {
-    if (!document["name"].is_string()) return InvalidInput("key \"name\": expected a string, got " + DescribeJsonValue(document["name"]));
+    if (!document["name"].is_string())
+      return InvalidInput("key \"name\": expected a string, got " + DescribeJsonValue(document["name"]));
     config.name = document["name"].get<std::string>();
   }
-  if (document.contains("resources")) PIPETUNE_RETURN_IF_ERROR(ParseResources(document["resources"], &config.resources));
-  if (document.contains("consumer")) PIPETUNE_RETURN_IF_ERROR(ParseConsumer(document["consumer"], &config.consumer));
-  if (!document.contains("stages")) return InvalidInput("key \"stages\": missing (a pipeline is a list of stages)");
+  if (document.contains("resources"))
+    PIPETUNE_RETURN_IF_ERROR(ParseResources(document["resources"], &config.resources));
+  if (document.contains("consumer"))
+    PIPETUNE_RETURN_IF_ERROR(ParseConsumer(document["consumer"], &config.consumer));
+  if (!document.contains("stages"))
+    return InvalidInput("key \"stages\": missing (a pipeline is a list of stages)");
   const Json& stages = document["stages"];
-  if (!stages.is_array()) return InvalidInput("key \"stages\": expected an array, got " + DescribeJsonValue(stages));
+  if (!stages.is_array())
+    return InvalidInput("key \"stages\": expected an array, got " + DescribeJsonValue(stages));
   for (size_t i = 0; i < stages.size(); ++i) {
     PIPETUNE_ASSIGN_OR_RETURN(StageConfig stage, ParseStage(stages[i], i));
     config.stages.push_back(std::move(stage));
@@ -299,7 +307,8 @@ std::optional<size_t> PipelineConfig::FirstRandomStage() const {
 
 namespace {
 
-Status NotJsonAt(std::string_view text, std::string_view source_name, size_t offset, std::string_view reason) {
+Status NotJsonAt(std::string_view text, std::string_view source_name, size_t offset,
+                 std::string_view reason) {
   auto [line, column] = LineAndColumn(text, offset);
   return InvalidInput(fmt::format("{}: not valid JSON at line {}, column {} (byte {}): {}", source_name, line,
                                   column, offset, reason));
@@ -330,9 +339,12 @@ Status CheckNesting(std::string_view text, std::string_view source_name) {
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {

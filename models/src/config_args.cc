@@ -1,8 +1,8 @@
 // Typed access to a stage's `args`, with errors that name the stage and key.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "config_internal.h"
 #include "pipetune/models/config.h"
@@ -12,15 +12,19 @@ namespace internal {
 
 std::string DescribeJsonValue(const Json& value) {
   switch (value.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::object: return "an object";
-    case Json::value_t::array: return "an array";
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
     case Json::value_t::string: {
       std::string s = value.get<std::string>();
       if (s.size() > 40) s = s.substr(0, 37) + "...";
       return fmt::format("\"{}\"", s);
     }
-    default: return value.dump();
+    default:
+      return value.dump();
   }
 }
 
@@ -48,16 +52,14 @@ const Json* FindArg(const StageConfig& stage, std::string_view key) {
   return it == stage.args.end() ? nullptr : &*it;
 }
 
-Status ArgError(const StageConfig& stage, std::string_view key, std::string_view expected,
-                const Json& got) {
+Status ArgError(const StageConfig& stage, std::string_view key, std::string_view expected, const Json& got) {
   return InvalidInput(StageKeyError(stage, fmt::format("args.{}", key),
                                     fmt::format("expected {}, got {}", expected, DescribeJsonValue(got))));
 }
 
 }  // namespace
 
-StatusOr<std::optional<int64_t>> ArgInt(const StageConfig& stage, std::string_view key,
-                                        int64_t min_value) {
+StatusOr<std::optional<int64_t>> ArgInt(const StageConfig& stage, std::string_view key, int64_t min_value) {
   const Json* value = FindArg(stage, key);
   if (value == nullptr) return std::optional<int64_t>();
   std::string expected = fmt::format("an integer >= {}", min_value);
@@ -71,8 +73,7 @@ StatusOr<std::optional<int64_t>> ArgInt(const StageConfig& stage, std::string_vi
   return std::optional<int64_t>(v);
 }
 
-StatusOr<std::optional<double>> ArgNumber(const StageConfig& stage, std::string_view key,
-                                          double min_value) {
+StatusOr<std::optional<double>> ArgNumber(const StageConfig& stage, std::string_view key, double min_value) {
   const Json* value = FindArg(stage, key);
   if (value == nullptr) return std::optional<double>();
   std::string expected = fmt::format("a number >= {}", min_value);

@@ -1,8 +1,8 @@
 // Rules that span stages, and writing a config back as JSON.
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "pipetune/models/config.h"
 
@@ -75,18 +75,24 @@ Status ValidateKnobs(const StageConfig& stage) {
   }
   if (stage.parallelism < 1) return StageError(stage, "parallelism", "must be >= 1");
   if (stage.buffer && stage.op != Op::kPrefetch) {
-    return StageError(stage, "buffer", fmt::format("only prefetch stages have a buffer knob (shuffle takes args.buffer), not {}", OpName(stage.op)));
+    return StageError(
+        stage, "buffer",
+        fmt::format("only prefetch stages have a buffer knob (shuffle takes args.buffer), not {}",
+                    OpName(stage.op)));
   }
   if (stage.buffer && *stage.buffer < 1) return StageError(stage, "buffer", "must be >= 1");
   if (stage.location && stage.op != Op::kCache) {
-    return StageError(stage, "location", fmt::format("only cache stages have a location, not {}", OpName(stage.op)));
+    return StageError(stage, "location",
+                      fmt::format("only cache stages have a location, not {}", OpName(stage.op)));
   }
   bool needs_fn = stage.op == Op::kMap || stage.op == Op::kFilter;
   if (needs_fn && stage.fn.empty()) {
-    return StageError(stage, "fn", fmt::format("missing: a {} stage names its element function", OpName(stage.op)));
+    return StageError(stage, "fn",
+                      fmt::format("missing: a {} stage names its element function", OpName(stage.op)));
   }
   if (!needs_fn && !stage.fn.empty()) {
-    return StageError(stage, "fn", fmt::format("only map and filter stages take a function, not {}", OpName(stage.op)));
+    return StageError(stage, "fn",
+                      fmt::format("only map and filter stages take a function, not {}", OpName(stage.op)));
   }
   return Status::Ok();
 }
@@ -108,37 +114,48 @@ bool FiniteBefore(const PipelineConfig& config, size_t index) {
 }  // namespace
 
 Status Validate(const PipelineConfig& config) {
-  if (config.stages.empty()) return InvalidInput("key \"stages\": empty: a pipeline needs at least a source stage");
+  if (config.stages.empty())
+    return InvalidInput("key \"stages\": empty: a pipeline needs at least a source stage");
   std::set<std::string> names;
   for (const StageConfig& stage : config.stages) {
     if (!names.insert(stage.name).second) {
-      return StageError(stage, "name", fmt::format("duplicate: another stage is already called \"{}\"", stage.name));
+      return StageError(stage, "name",
+                        fmt::format("duplicate: another stage is already called \"{}\"", stage.name));
     }
     PIPETUNE_RETURN_IF_ERROR(ValidateKnobs(stage));
     PIPETUNE_RETURN_IF_ERROR(ValidateArgs(stage));
   }
   const StageConfig& first = config.stages.front();
   if (!OpIsSource(first.op)) {
-    return StageError(first, "op", fmt::format("the first stage must be a source (range or list_files), not {}", OpName(first.op)));
+    return StageError(
+        first, "op",
+        fmt::format("the first stage must be a source (range or list_files), not {}", OpName(first.op)));
   }
   std::optional<size_t> first_random = config.FirstRandomStage();
   for (size_t i = 1; i < config.stages.size(); ++i) {
     const StageConfig& stage = config.stages[i];
     if (OpIsSource(stage.op)) {
-      return StageError(stage, "op", fmt::format("{} is a source; only the first stage may be one", OpName(stage.op)));
+      return StageError(stage, "op",
+                        fmt::format("{} is a source; only the first stage may be one", OpName(stage.op)));
     }
     if (stage.op == Op::kReadFile && first.op != Op::kListFiles) {
-      return StageError(stage, "op", "read_file reads the paths a list_files source yields; this pipeline has none");
+      return StageError(stage, "op",
+                        "read_file reads the paths a list_files source yields; this pipeline has none");
     }
     if (stage.op != Op::kCache) continue;
     if (first_random && i >= *first_random) {
       const StageConfig& random = config.stages[*first_random];
-      return StageError(stage, "op", fmt::format(
-          "a cache at or after random stage \"{}\" would replay the same random output every epoch; "
-          "move the cache before it", random.name));
+      return StageError(
+          stage, "op",
+          fmt::format(
+              "a cache at or after random stage \"{}\" would replay the same random output every epoch; "
+              "move the cache before it",
+              random.name));
     }
     if (!FiniteBefore(config, i)) {
-      return StageError(stage, "op", "the stages before this cache never finish an epoch (endless source or repeat), so it could never be filled");
+      return StageError(stage, "op",
+                        "the stages before this cache never finish an epoch (endless source or repeat), so "
+                        "it could never be filled");
     }
   }
   return Status::Ok();

@@ -1,9 +1,9 @@
 // Sizes in configs and on the command line: "4GiB", "512 MiB", "1.5GB".
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cmath>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "pipetune/models/config.h"
 
@@ -16,10 +16,10 @@ double UnitMultiplier(std::string unit) {
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (unit.empty() || unit == "b") return 1;
   static constexpr struct {
-    const char* binary_short;  // "ki"
-    const char* binary;        // "kib"
-    const char* decimal_short; // "k"
-    const char* decimal;       // "kb"
+    const char* binary_short;   // "ki"
+    const char* binary;         // "kib"
+    const char* decimal_short;  // "k"
+    const char* decimal;        // "kb"
     int power;
   } kUnits[] = {
       {"ki", "kib", "k", "kb", 1},
@@ -39,7 +39,8 @@ double UnitMultiplier(std::string unit) {
 StatusOr<uint64_t> ParseSize(std::string_view text) {
   std::string s(text);
   auto bad = [&](std::string_view why) {
-    return InvalidInput(fmt::format("malformed size \"{}\": {} (examples: 4096, \"512MiB\", \"4GiB\", \"1.5GB\")", s, why));
+    return InvalidInput(
+        fmt::format("malformed size \"{}\": {} (examples: 4096, \"512MiB\", \"4GiB\", \"1.5GB\")", s, why));
   };
   size_t i = 0;
   while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;

@@ -121,19 +121,23 @@ StageBuilder& PipelineBuilder::Filter(const std::string& name, const std::string
   return stage;
 }
 
-StageBuilder& PipelineBuilder::AddCustom(const std::string& name, const std::string& op, const std::string& fn) {
+StageBuilder& PipelineBuilder::AddCustom(const std::string& name, const std::string& op,
+                                         const std::string& fn) {
   StageBuilder& stage = Add(name, op);
   stage.fn_ = fn;
   std::set<std::string> builtin;
   const FunctionRegistry& builtins = FunctionRegistry::Builtins();
   for (const std::string& n : op == "map" ? builtins.MapNames() : builtins.FilterNames()) builtin.insert(n);
   if (builtin.count(fn) != 0) {
-    stage.errors_.push_back(fmt::format("key \"fn\": \"{}\" is a built-in function; give the custom one another name", fn));
+    stage.errors_.push_back(
+        fmt::format("key \"fn\": \"{}\" is a built-in function; give the custom one another name", fn));
   }
   return stage;
 }
 
-StageBuilder& PipelineBuilder::Map(const std::string& name, MapCallable fn) { return Map(name, name, std::move(fn)); }
+StageBuilder& PipelineBuilder::Map(const std::string& name, MapCallable fn) {
+  return Map(name, name, std::move(fn));
+}
 
 StageBuilder& PipelineBuilder::Map(const std::string& name, const std::string& fn, MapCallable callable) {
   StageBuilder& stage = AddCustom(name, "map", fn);
@@ -142,9 +146,10 @@ StageBuilder& PipelineBuilder::Map(const std::string& name, const std::string& f
     return stage;
   }
   stage.map_ = callable;
-  registry_->RegisterMap(fn, [callable](const models::StageConfig&) -> StatusOr<std::unique_ptr<MapFunction>> {
-    return std::unique_ptr<MapFunction>(std::make_unique<CallableMap>(callable));
-  });
+  registry_->RegisterMap(fn,
+                         [callable](const models::StageConfig&) -> StatusOr<std::unique_ptr<MapFunction>> {
+                           return std::unique_ptr<MapFunction>(std::make_unique<CallableMap>(callable));
+                         });
   return stage;
 }
 
@@ -152,16 +157,18 @@ StageBuilder& PipelineBuilder::Filter(const std::string& name, FilterCallable fn
   return Filter(name, name, std::move(fn));
 }
 
-StageBuilder& PipelineBuilder::Filter(const std::string& name, const std::string& fn, FilterCallable callable) {
+StageBuilder& PipelineBuilder::Filter(const std::string& name, const std::string& fn,
+                                      FilterCallable callable) {
   StageBuilder& stage = AddCustom(name, "filter", fn);
   if (!callable) {
     stage.errors_.push_back("key \"fn\": the custom function is empty");
     return stage;
   }
   stage.filter_ = callable;
-  registry_->RegisterFilter(fn, [callable](const models::StageConfig&) -> StatusOr<std::unique_ptr<FilterFunction>> {
-    return std::unique_ptr<FilterFunction>(std::make_unique<CallableFilter>(callable));
-  });
+  registry_->RegisterFilter(
+      fn, [callable](const models::StageConfig&) -> StatusOr<std::unique_ptr<FilterFunction>> {
+        return std::unique_ptr<FilterFunction>(std::make_unique<CallableFilter>(callable));
+      });
   return stage;
 }
 
@@ -195,7 +202,8 @@ StatusOr<models::Json> PipelineBuilder::Document() const {
   for (size_t i = 0; i < stages_.size(); ++i) {
     const StageBuilder& s = stages_[i];
     if (!s.errors_.empty()) {
-      return InvalidInput(fmt::format("{}: stage \"{}\" (#{}): {}", source, s.name_, i + 1, s.errors_.front()));
+      return InvalidInput(
+          fmt::format("{}: stage \"{}\" (#{}): {}", source, s.name_, i + 1, s.errors_.front()));
     }
     if (s.map_ || s.filter_) {
       auto [it, inserted] = custom.emplace(s.fn_, &s);

@@ -8,9 +8,9 @@
 // its first pass on. A pass that is cancelled (a `take` after the cache) or
 // stopped leaves the cache incomplete: the memory is released, the temporary
 // file removed, and the next pass fills it again.
-#include <filesystem>
-
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include "disk_cache.h"
 #include "stages.h"
@@ -21,8 +21,7 @@ namespace {
 class CacheStage : public Stage {
  public:
   // `disk_path` empty: a memory cache.
-  CacheStage(const models::StageConfig& config, RunState* run, std::string disk_path,
-             uint64_t fingerprint)
+  CacheStage(const models::StageConfig& config, RunState* run, std::string disk_path, uint64_t fingerprint)
       : Stage(config, run), disk_path_(std::move(disk_path)), fingerprint_(fingerprint) {
     if (!disk_path_.empty()) complete_ = DiskCacheReader::Open(disk_path_, fingerprint_).ok();
   }
@@ -169,8 +168,8 @@ class CacheStage : public Stage {
 std::string CacheFileName(const std::string& stage_name) {
   std::string name = stage_name.empty() ? "cache" : stage_name;
   for (char& c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-';
     if (!ok) c = '_';
   }
   return name + ".ptcache";
@@ -187,9 +186,9 @@ StatusOr<std::unique_ptr<Stage>> MakeCacheStage(const models::StageConfig& confi
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec || !std::filesystem::is_directory(dir)) {
-      return InvalidInput(models::StageKeyError(
-          config, "location", fmt::format("cannot use directory \"{}\": {}", dir.string(),
-                                          ec ? ec.message() : "not a directory")));
+      return InvalidInput(models::StageKeyError(config, "location",
+                                                fmt::format("cannot use directory \"{}\": {}", dir.string(),
+                                                            ec ? ec.message() : "not a directory")));
     }
     disk_path = (dir / CacheFileName(config.name)).string();
   }

@@ -1,12 +1,11 @@
 #include "disk_cache.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 namespace pipetune::runtime {
 namespace {
@@ -67,8 +66,8 @@ Status DiskCacheWriter::WriteElement(const Element& element, int depth) {
   uint64_t data_size = element.data ? element.data->size() : 0;
   uint32_t items = static_cast<uint32_t>(element.items.size());
   bool ok = Put(&element.id, 8) && Put(&element.epoch, 4) && Put(&dtype, 1) &&
-            Put(element.shape.data(), 12) && Put(&path_size, 4) &&
-            Put(element.path.data(), path_size) && Put(&has_data, 1) && Put(&data_size, 8) &&
+            Put(element.shape.data(), 12) && Put(&path_size, 4) && Put(element.path.data(), path_size) &&
+            Put(&has_data, 1) && Put(&data_size, 8) &&
             (data_size == 0 || Put(element.data->data(), data_size)) && Put(&items, 4);
   if (!ok) return IoError(fmt::format("cannot write {}: {}", temp_path_, Errno()));
   record_bytes_ += 8 + 4 + 1 + 12 + 4 + path_size + 1 + 8 + data_size + 4;
@@ -85,8 +84,7 @@ Status DiskCacheWriter::Write(const Element& element) {
 
 Status DiskCacheWriter::Finish() {
   bool ok = Put(&kFooterTag, 1) && Put(&count_, 8) && Put(&record_bytes_, 8) &&
-            Put(kEndMagic, sizeof(kEndMagic)) && std::fflush(file_) == 0 &&
-            ::fsync(::fileno(file_)) == 0;
+            Put(kEndMagic, sizeof(kEndMagic)) && std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
   int closed = std::fclose(file_);
   file_ = nullptr;
   if (!ok || closed != 0) return IoError(fmt::format("cannot write {}: {}", temp_path_, Errno()));
@@ -106,8 +104,8 @@ StatusOr<std::unique_ptr<DiskCacheReader>> DiskCacheReader::Open(const std::stri
   char magic[8];
   uint32_t version = 0, mark = 0;
   uint64_t file_fingerprint = 0;
-  if (!reader->Get(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 ||
-      !reader->Get(&version, 4) || !reader->Get(&mark, 4) || !reader->Get(&file_fingerprint, 8)) {
+  if (!reader->Get(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !reader->Get(&version, 4) ||
+      !reader->Get(&mark, 4) || !reader->Get(&file_fingerprint, 8)) {
     return InvalidInput(fmt::format("{}: not a pipetune cache file", path));
   }
   if (version != kVersion || mark != kByteOrderMark) {
@@ -119,10 +117,9 @@ StatusOr<std::unique_ptr<DiskCacheReader>> DiskCacheReader::Open(const std::stri
   uint8_t tag = 0;
   uint64_t count = 0, record_bytes = 0;
   char end_magic[8];
-  if (std::fseek(file, -static_cast<long>(kFooterBytes), SEEK_END) != 0 ||
-      !reader->Get(&tag, 1) || !reader->Get(&count, 8) || !reader->Get(&record_bytes, 8) ||
-      !reader->Get(end_magic, 8) || tag != kFooterTag ||
-      std::memcmp(end_magic, kEndMagic, 8) != 0) {
+  if (std::fseek(file, -static_cast<long>(kFooterBytes), SEEK_END) != 0 || !reader->Get(&tag, 1) ||
+      !reader->Get(&count, 8) || !reader->Get(&record_bytes, 8) || !reader->Get(end_magic, 8) ||
+      tag != kFooterTag || std::memcmp(end_magic, kEndMagic, 8) != 0) {
     return InvalidInput(fmt::format("{}: incomplete cache file (no footer)", path));
   }
   long size = std::ftell(file);

@@ -27,8 +27,7 @@ namespace pipetune::runtime {
 class DiskCacheWriter {
  public:
   // Removes stale temporary files of `path` and opens a new one.
-  static StatusOr<std::unique_ptr<DiskCacheWriter>> Create(const std::string& path,
-                                                           uint64_t fingerprint);
+  static StatusOr<std::unique_ptr<DiskCacheWriter>> Create(const std::string& path, uint64_t fingerprint);
   ~DiskCacheWriter();  // an unfinished file is removed
 
   Status Write(const Element& element);
@@ -55,8 +54,7 @@ class DiskCacheReader {
   // Opens a complete cache file written for `fingerprint`. kNotFound when
   // there is none; kInvalidInput when it is incomplete, damaged or was
   // written by a pipeline that computes something else.
-  static StatusOr<std::unique_ptr<DiskCacheReader>> Open(const std::string& path,
-                                                         uint64_t fingerprint);
+  static StatusOr<std::unique_ptr<DiskCacheReader>> Open(const std::string& path, uint64_t fingerprint);
   ~DiskCacheReader();
 
   // The next element; false after the last one. A damaged record is an error.

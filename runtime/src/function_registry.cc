@@ -1,8 +1,8 @@
 #include "pipetune/runtime/function_registry.h"
 
-#include <exception>
-
 #include <fmt/format.h>
+
+#include <exception>
 
 namespace pipetune::runtime {
 namespace {
@@ -13,7 +13,8 @@ auto CallFactory(const Fn& factory, const models::StageConfig& stage) -> decltyp
   try {
     return factory(stage);
   } catch (const std::exception& e) {
-    return InvalidInput(models::StageKeyError(stage, "fn", fmt::format("the function could not be built: {}", e.what())));
+    return InvalidInput(
+        models::StageKeyError(stage, "fn", fmt::format("the function could not be built: {}", e.what())));
   } catch (...) {
     return InvalidInput(models::StageKeyError(stage, "fn", "the function could not be built"));
   }
@@ -48,13 +49,11 @@ void FunctionRegistry::RegisterFilter(const std::string& name, FilterFactory fac
   filters_[name] = std::move(factory);
 }
 
-StatusOr<std::unique_ptr<MapFunction>> FunctionRegistry::MakeMap(
-    const models::StageConfig& stage) const {
+StatusOr<std::unique_ptr<MapFunction>> FunctionRegistry::MakeMap(const models::StageConfig& stage) const {
   auto it = maps_.find(stage.fn);
   if (it == maps_.end()) {
-    std::string what = stage.fn.empty()
-                           ? "missing: a map stage names its element function"
-                           : fmt::format("unknown map function \"{}\"", stage.fn);
+    std::string what = stage.fn.empty() ? "missing: a map stage names its element function"
+                                        : fmt::format("unknown map function \"{}\"", stage.fn);
     if (filters_.count(stage.fn) > 0) what += " (it is a filter function: use op \"filter\")";
     return InvalidInput(models::StageKeyError(
         stage, "fn", fmt::format("{}; known map functions: {}", what, JoinNames(MapNames()))));
@@ -70,9 +69,8 @@ StatusOr<std::unique_ptr<FilterFunction>> FunctionRegistry::MakeFilter(
     const models::StageConfig& stage) const {
   auto it = filters_.find(stage.fn);
   if (it == filters_.end()) {
-    std::string what = stage.fn.empty()
-                           ? "missing: a filter stage names its filter function"
-                           : fmt::format("unknown filter function \"{}\"", stage.fn);
+    std::string what = stage.fn.empty() ? "missing: a filter stage names its filter function"
+                                        : fmt::format("unknown filter function \"{}\"", stage.fn);
     if (maps_.count(stage.fn) > 0) what += " (it is a map function: use op \"map\")";
     return InvalidInput(models::StageKeyError(
         stage, "fn", fmt::format("{}; known filter functions: {}", what, JoinNames(FilterNames()))));

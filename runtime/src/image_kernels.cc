@@ -182,9 +182,12 @@ void HorizontalPass(const AxisPlan& x_plan, const int16_t* row, int out_width, u
     const int32_t* w = weight_pairs + static_cast<ptrdiff_t>(x) * pairs * 4;
     __m128i acc = round;
     for (int t = 0; t < pairs; ++t) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + static_cast<ptrdiff_t>(2 * t) * kChannels));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + static_cast<ptrdiff_t>(2 * t + 1) * kChannels));
-      const __m128i weights = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + static_cast<ptrdiff_t>(4) * t));
+      const __m128i a =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + static_cast<ptrdiff_t>(2 * t) * kChannels));
+      const __m128i b = _mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(p + static_cast<ptrdiff_t>(2 * t + 1) * kChannels));
+      const __m128i weights =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + static_cast<ptrdiff_t>(4) * t));
       acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), weights));
     }
     acc = _mm_srai_epi32(acc, kResultShift);

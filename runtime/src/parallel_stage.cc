@@ -13,6 +13,7 @@
 // before it has been passed on (Queue::WaitOutstanding), forwards the marker
 // and resumes the input: no element crosses into the wrong pass.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,8 +21,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "stages.h"
 
@@ -67,8 +66,8 @@ class ReadFileFunction : public MapFunction {
 
 class ParallelStage : public Stage {
  public:
-  ParallelStage(const models::StageConfig& config, RunState* run,
-                std::unique_ptr<MapFunction> fn, bool deterministic)
+  ParallelStage(const models::StageConfig& config, RunState* run, std::unique_ptr<MapFunction> fn,
+                bool deterministic)
       : Stage(config, run),
         fn_(std::move(fn)),
         workers_(std::max(config.parallelism, 1)),
@@ -203,12 +202,12 @@ class ParallelStage : public Stage {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Stage>> MakeParallelStage(const models::StageConfig& config,
-                                                   RunState* run,
+StatusOr<std::unique_ptr<Stage>> MakeParallelStage(const models::StageConfig& config, RunState* run,
                                                    const FunctionRegistry& registry) {
   if (config.parallelism > kMaxWorkers) {
     return InvalidInput(models::StageKeyError(
-        config, "parallelism", fmt::format("at most {} worker threads, got {}", kMaxWorkers, config.parallelism)));
+        config, "parallelism",
+        fmt::format("at most {} worker threads, got {}", kMaxWorkers, config.parallelism)));
   }
   PIPETUNE_ASSIGN_OR_RETURN(auto deterministic_arg, models::ArgBool(config, "deterministic"));
   bool deterministic = run->options().deterministic || deterministic_arg.value_or(false);

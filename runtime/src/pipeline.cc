@@ -1,13 +1,13 @@
 // Building a pipeline from its config, and the pull API over it.
+#include "pipetune/runtime/pipeline.h"
+
+#include <fmt/format.h>
 #include <pthread.h>
 
 #include <system_error>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "pipetune/base/check.h"
-#include "pipetune/runtime/pipeline.h"
 #include "stages.h"
 
 namespace pipetune::runtime {
@@ -35,8 +35,8 @@ uint64_t Fingerprint(const models::PipelineConfig& config, size_t index) {
   return hash;
 }
 
-StatusOr<std::unique_ptr<Stage>> MakeStage(const models::PipelineConfig& config, size_t index,
-                                           RunState* run, const FunctionRegistry& registry) {
+StatusOr<std::unique_ptr<Stage>> MakeStage(const models::PipelineConfig& config, size_t index, RunState* run,
+                                           const FunctionRegistry& registry) {
   const models::StageConfig& stage = config.stages[index];
   using models::Op;
   switch (stage.op) {
@@ -64,8 +64,7 @@ StatusOr<std::unique_ptr<Stage>> MakeStage(const models::PipelineConfig& config,
 
 class PipelineImpl {
  public:
-  explicit PipelineImpl(const BuildOptions& options)
-      : run_(std::make_unique<RunState>(options)) {}
+  explicit PipelineImpl(const BuildOptions& options) : run_(std::make_unique<RunState>(options)) {}
   ~PipelineImpl() { Stop(); }
 
   Status Build(const models::PipelineConfig& config) {
@@ -91,8 +90,8 @@ class PipelineImpl {
     // Stage i's output is stage i+1's input; the last one's is the consumer's.
     for (size_t i = 0; i < stages_.size(); ++i) {
       int consumers = i + 1 < stages_.size() ? stages_[i + 1]->workers() : 1;
-      stages_[i]->SetOutput(std::make_unique<Queue>(stages_[i]->OutputLimits(), consumers,
-                                                    &run_->buffers(), stages_[i]->trace_id()));
+      stages_[i]->SetOutput(std::make_unique<Queue>(stages_[i]->OutputLimits(), consumers, &run_->buffers(),
+                                                    stages_[i]->trace_id()));
       if (i > 0) stages_[i]->Connect(stages_[i - 1].get(), stages_[i - 1]->output());
     }
     run_->SetStopHandler([this] {

@@ -83,8 +83,8 @@ bool Queue::Push(std::vector<Item>& chunk, uint64_t& now_ns, uint64_t* blocked_n
   return ok;
 }
 
-Queue::PopResult Queue::Pop(std::vector<Item>& out, size_t max_items, bool block,
-                            uint64_t& now_ns, uint64_t* blocked_ns) {
+Queue::PopResult Queue::Pop(std::vector<Item>& out, size_t max_items, bool block, uint64_t& now_ns,
+                            uint64_t* blocked_ns) {
   PopResult result{PopStatus::kItems, 0};
   bool waited = false;
   int64_t removed = 0;

@@ -60,7 +60,7 @@ class Queue {
  public:
   struct Limits {
     size_t max_elements = 4 * kChunkItems;  // items (markers included)
-    uint64_t max_bytes = 4u << 20;  // full at this many bytes...
+    uint64_t max_bytes = 4u << 20;          // full at this many bytes...
     // ...but only once it holds this many items, so one large element always fits.
     size_t min_elements = 1;
     // A producer blocked on a full queue is woken only once it has drained
@@ -93,8 +93,7 @@ class Queue {
   // Appends up to `max_items` elements to `out`, or a marker alone. With
   // `block`, waits while empty (or paused); the wait is timed like Push's.
   // Popped elements count as outstanding until Done().
-  PopResult Pop(std::vector<Item>& out, size_t max_items, bool block, uint64_t& now_ns,
-                uint64_t* blocked_ns);
+  PopResult Pop(std::vector<Item>& out, size_t max_items, bool block, uint64_t& now_ns, uint64_t* blocked_ns);
 
   // `n` popped elements have been passed on or dropped.
   void Done(size_t n);
@@ -111,8 +110,7 @@ class Queue {
 
  private:
   bool FullLocked() const {
-    return count_ >= limits_.max_elements ||
-           (bytes_ >= limits_.max_bytes && count_ >= limits_.min_elements);
+    return count_ >= limits_.max_elements || (bytes_ >= limits_.max_bytes && count_ >= limits_.min_elements);
   }
   bool RoomToRefillLocked() const {
     if (!limits_.refill_at_half) return !FullLocked();

@@ -127,8 +127,8 @@ class ConsumerLoop {
       if (options_.on_progress && now >= next_progress) {
         Progress progress = Snapshot(now);
         uint64_t outputs = progress.outputs;
-        progress.throughput = static_cast<double>(outputs - last_outputs) /
-                              (static_cast<double>(now - last_ns) * 1e-9);
+        progress.throughput =
+            static_cast<double>(outputs - last_outputs) / (static_cast<double>(now - last_ns) * 1e-9);
         last_ns = now;
         last_outputs = outputs;
         next_progress = now + interval_ns;
@@ -144,7 +144,8 @@ class ConsumerLoop {
     p.seconds = static_cast<double>(now - start_ns_) * 1e-9;
     p.outputs = outputs_.load(std::memory_order_relaxed);
     p.source_elements = examples_.load(std::memory_order_relaxed);
-    p.stall_fraction = p.seconds > 0 ? static_cast<double>(wait_ns_.load(std::memory_order_relaxed)) * 1e-9 / p.seconds : 0;
+    p.stall_fraction =
+        p.seconds > 0 ? static_cast<double>(wait_ns_.load(std::memory_order_relaxed)) * 1e-9 / p.seconds : 0;
     p.buffer_bytes = pipeline_.BufferBytes();
     p.cache_bytes = pipeline_.CacheBytes();
     return p;

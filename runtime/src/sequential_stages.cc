@@ -1,8 +1,8 @@
 // The single-threaded ops: filter, shuffle, batch, prefetch, take, repeat.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "stages.h"
 
@@ -39,8 +39,7 @@ class SequentialStage : public Stage {
 
 class FilterStage : public SequentialStage {
  public:
-  FilterStage(const models::StageConfig& config, RunState* run,
-              std::unique_ptr<FilterFunction> fn)
+  FilterStage(const models::StageConfig& config, RunState* run, std::unique_ptr<FilterFunction> fn)
       : SequentialStage(config, run), fn_(std::move(fn)) {}
 
  private:
@@ -299,8 +298,7 @@ class RepeatStage : public Stage {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Stage>> MakeSequentialStage(const models::StageConfig& config,
-                                                     RunState* run,
+StatusOr<std::unique_ptr<Stage>> MakeSequentialStage(const models::StageConfig& config, RunState* run,
                                                      const FunctionRegistry& registry) {
   using models::Op;
   switch (config.op) {
@@ -311,7 +309,8 @@ StatusOr<std::unique_ptr<Stage>> MakeSequentialStage(const models::StageConfig& 
     case Op::kShuffle: {
       PIPETUNE_ASSIGN_OR_RETURN(auto buffer, models::ArgInt(config, "buffer", 1));
       if (!buffer) {
-        return InvalidInput(models::StageKeyError(config, "args.buffer", "missing: shuffle needs a buffer size >= 1"));
+        return InvalidInput(
+            models::StageKeyError(config, "args.buffer", "missing: shuffle needs a buffer size >= 1"));
       }
       PIPETUNE_ASSIGN_OR_RETURN(auto seed, models::ArgInt(config, "seed", 0));
       return std::unique_ptr<Stage>(new ShuffleStage(config, run, static_cast<size_t>(*buffer),

@@ -1,6 +1,7 @@
 // The sources: `range` (synthetic elements) and `list_files` (paths matching
 // a glob). A source answers each pass request by producing the whole pass
 // (or until the pass is cancelled) and then its end-of-pass marker.
+#include <fmt/format.h>
 #include <glob.h>
 #include <sys/stat.h>
 
@@ -9,8 +10,6 @@
 #include <filesystem>
 #include <numeric>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "stages.h"
 
@@ -55,8 +54,7 @@ class SourceStage : public Stage {
 
 class RangeStage : public SourceStage {
  public:
-  RangeStage(const models::StageConfig& config, RunState* run, std::optional<uint64_t> count,
-             uint64_t bytes)
+  RangeStage(const models::StageConfig& config, RunState* run, std::optional<uint64_t> count, uint64_t bytes)
       : SourceStage(config, run), count_(count), bytes_(bytes) {}
 
  private:
@@ -122,8 +120,7 @@ class ListFilesStage : public SourceStage {
 };
 
 // Regular files matching `pattern`, sorted bytewise.
-StatusOr<std::vector<std::string>> Glob(const models::StageConfig& config,
-                                        const std::string& pattern) {
+StatusOr<std::vector<std::string>> Glob(const models::StageConfig& config, const std::string& pattern) {
   glob_t matches{};
   int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &matches);
   std::vector<std::string> paths;
@@ -137,12 +134,11 @@ StatusOr<std::vector<std::string>> Glob(const models::StageConfig& config,
   }
   globfree(&matches);
   if (rc != 0 && rc != GLOB_NOMATCH) {
-    return IoError(models::StageKeyError(config, "args.pattern",
-                                         fmt::format("cannot list \"{}\"", pattern)));
+    return IoError(models::StageKeyError(config, "args.pattern", fmt::format("cannot list \"{}\"", pattern)));
   }
   if (paths.empty()) {
-    return InvalidInput(models::StageKeyError(
-        config, "args.pattern", fmt::format("no files match \"{}\"", pattern)));
+    return InvalidInput(
+        models::StageKeyError(config, "args.pattern", fmt::format("no files match \"{}\"", pattern)));
   }
   std::sort(paths.begin(), paths.end());
   return paths;
@@ -150,8 +146,7 @@ StatusOr<std::vector<std::string>> Glob(const models::StageConfig& config,
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Stage>> MakeSourceStage(const models::StageConfig& config,
-                                                 RunState* run) {
+StatusOr<std::unique_ptr<Stage>> MakeSourceStage(const models::StageConfig& config, RunState* run) {
   if (config.op == models::Op::kRange) {
     PIPETUNE_ASSIGN_OR_RETURN(auto count, models::ArgInt(config, "count", 0));
     PIPETUNE_ASSIGN_OR_RETURN(auto bytes, models::ArgSize(config, "bytes"));

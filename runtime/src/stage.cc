@@ -1,10 +1,10 @@
 #include "stage.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <exception>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "pipetune/base/check.h"
 
@@ -29,8 +29,7 @@ void RunState::StopAll() {
   });
 }
 
-void RunState::RecordFailure(const models::StageConfig& stage, const Element& element,
-                             const Status& status) {
+void RunState::RecordFailure(const models::StageConfig& stage, const Element& element, const Status& status) {
   std::string which = fmt::format("element {}", element.id);
   if (element.epoch > 0) which += fmt::format(" of epoch {}", element.epoch);
   if (!element.path.empty()) which += fmt::format(" ({})", element.path);
@@ -97,8 +96,8 @@ void RequestChannel::Shutdown() {
 Stage::Stage(const models::StageConfig& config, RunState* run)
     : config_(config),
       run_(run),
-      trace_id_(tracer::RegisterStage(tracer::StageInfo{
-          config.name, models::OpName(config.op), static_cast<uint32_t>(config.parallelism)})) {}
+      trace_id_(tracer::RegisterStage(tracer::StageInfo{config.name, models::OpName(config.op),
+                                                        static_cast<uint32_t>(config.parallelism)})) {}
 
 void Stage::AllocateCounters() {
   counters_.clear();
@@ -130,8 +129,8 @@ StageSummary Stage::Summary() const {
   s.busy_seconds = static_cast<double>(total.work_ns) * 1e-9;
   s.wait_input_seconds = static_cast<double>(total.wait_input_ns) * 1e-9;
   s.wait_output_seconds = static_cast<double>(total.wait_output_ns) * 1e-9;
-  s.peak_buffer_bytes = (output_ ? output_->peak_bytes() : 0) +
-                        peak_state_bytes_.load(std::memory_order_relaxed);
+  s.peak_buffer_bytes =
+      (output_ ? output_->peak_bytes() : 0) + peak_state_bytes_.load(std::memory_order_relaxed);
   s.cache_bytes = CacheBytes();
   return s;
 }
@@ -157,8 +156,7 @@ Status ApplyGuarded(const MapFunction& fn, Element& element, const FnContext& co
   return CallGuarded([&] { return fn.Apply(element, context); });
 }
 
-StatusOr<bool> KeepGuarded(const FilterFunction& fn, const Element& element,
-                           const FnContext& context) {
+StatusOr<bool> KeepGuarded(const FilterFunction& fn, const Element& element, const FnContext& context) {
   return CallGuarded([&] { return fn.Keep(element, context); });
 }
 

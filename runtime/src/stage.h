@@ -48,8 +48,7 @@ class RunState {
   // An element function failed. With on_error "stop" the first such failure
   // becomes the pipeline's error and everything stops; with "skip" it is
   // counted and its message kept (the first few).
-  void RecordFailure(const models::StageConfig& stage, const Element& element,
-                     const Status& status);
+  void RecordFailure(const models::StageConfig& stage, const Element& element, const Status& status);
   // A failure that is not one element's (a disk cache that cannot be written).
   void Fail(const Status& status);
   // A problem worth reporting that does not stop the run.
@@ -183,8 +182,7 @@ inline uint64_t ElementSeed(size_t stage_index, uint64_t element_id, uint32_t ep
 // Runs an element function; an exception it throws (a user's function may)
 // becomes that element's failure instead of ending the process.
 Status ApplyGuarded(const MapFunction& fn, Element& element, const FnContext& context);
-StatusOr<bool> KeepGuarded(const FilterFunction& fn, const Element& element,
-                           const FnContext& context);
+StatusOr<bool> KeepGuarded(const FilterFunction& fn, const Element& element, const FnContext& context);
 
 // One worker thread's view of its stage: attached to the tracer for the
 // thread's lifetime, it pops input in chunks, keeps one clock reading that

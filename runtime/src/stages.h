@@ -17,13 +17,11 @@ namespace pipetune::runtime {
 StatusOr<std::unique_ptr<Stage>> MakeSourceStage(const models::StageConfig& config, RunState* run);
 
 // map and read_file: `parallelism` workers (parallel_stage.cc).
-StatusOr<std::unique_ptr<Stage>> MakeParallelStage(const models::StageConfig& config,
-                                                   RunState* run,
+StatusOr<std::unique_ptr<Stage>> MakeParallelStage(const models::StageConfig& config, RunState* run,
                                                    const FunctionRegistry& registry);
 
 // filter, shuffle, batch, prefetch, take (sequential_stages.cc).
-StatusOr<std::unique_ptr<Stage>> MakeSequentialStage(const models::StageConfig& config,
-                                                     RunState* run,
+StatusOr<std::unique_ptr<Stage>> MakeSequentialStage(const models::StageConfig& config, RunState* run,
                                                      const FunctionRegistry& registry);
 
 // repeat (sequential_stages.cc).

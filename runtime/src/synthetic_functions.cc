@@ -7,14 +7,13 @@
 // With jitter j an element's cost is scaled by 1 + j*u, u in [-1, 1) drawn
 // from the element's id: it varies between elements, the mean stays put, and
 // the same element costs the same in every epoch and every run.
+#include <fmt/format.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "pipetune/runtime/function_registry.h"
 #include "stage.h"
@@ -50,7 +49,8 @@ double SpinRatePerNs() {
       uint64_t begin = ThreadCpuNs();
       sink += Spin(kIterations, sink + static_cast<uint64_t>(trial));
       uint64_t end = ThreadCpuNs();
-      rates.push_back(static_cast<double>(kIterations) / static_cast<double>(std::max<uint64_t>(end - begin, 1)));
+      rates.push_back(static_cast<double>(kIterations) /
+                      static_cast<double>(std::max<uint64_t>(end - begin, 1)));
     }
     std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
     asm volatile("" : : "r"(sink));
@@ -70,8 +70,8 @@ StatusOr<double> RequiredNumber(const models::StageConfig& stage, std::string_vi
                                 std::string_view what) {
   PIPETUNE_ASSIGN_OR_RETURN(auto value, models::ArgNumber(stage, key, 0));
   if (!value) {
-    return InvalidInput(models::StageKeyError(stage, fmt::format("args.{}", key),
-                                              fmt::format("missing: {}", what)));
+    return InvalidInput(
+        models::StageKeyError(stage, fmt::format("args.{}", key), fmt::format("missing: {}", what)));
   }
   return *value;
 }
@@ -141,27 +141,31 @@ class KeepEvery : public FilterFunction {
 }  // namespace
 
 void RegisterSyntheticFunctions(FunctionRegistry& registry) {
-  registry.RegisterMap("cpu_work", [](const models::StageConfig& stage)
-                                       -> StatusOr<std::unique_ptr<MapFunction>> {
-    PIPETUNE_ASSIGN_OR_RETURN(double us, RequiredNumber(stage, "us", "cpu_work needs the microseconds of CPU work per element"));
-    PIPETUNE_ASSIGN_OR_RETURN(double jitter, Jitter(stage));
-    PIPETUNE_ASSIGN_OR_RETURN(auto bytes, models::ArgSize(stage, "bytes"));
-    return std::unique_ptr<MapFunction>(new CpuWork(us, jitter, bytes));
-  });
-  registry.RegisterMap("io_wait", [](const models::StageConfig& stage)
-                                      -> StatusOr<std::unique_ptr<MapFunction>> {
-    PIPETUNE_ASSIGN_OR_RETURN(double ms, RequiredNumber(stage, "ms", "io_wait needs the milliseconds of latency per element"));
-    PIPETUNE_ASSIGN_OR_RETURN(double jitter, Jitter(stage));
-    return std::unique_ptr<MapFunction>(new IoWait(ms, jitter));
-  });
-  registry.RegisterFilter("keep_every", [](const models::StageConfig& stage)
-                                            -> StatusOr<std::unique_ptr<FilterFunction>> {
-    PIPETUNE_ASSIGN_OR_RETURN(auto n, models::ArgInt(stage, "n", 1));
-    if (!n) {
-      return InvalidInput(models::StageKeyError(stage, "args.n", "missing: keep_every keeps one element in n"));
-    }
-    return std::unique_ptr<FilterFunction>(new KeepEvery(static_cast<uint64_t>(*n)));
-  });
+  registry.RegisterMap(
+      "cpu_work", [](const models::StageConfig& stage) -> StatusOr<std::unique_ptr<MapFunction>> {
+        PIPETUNE_ASSIGN_OR_RETURN(
+            double us,
+            RequiredNumber(stage, "us", "cpu_work needs the microseconds of CPU work per element"));
+        PIPETUNE_ASSIGN_OR_RETURN(double jitter, Jitter(stage));
+        PIPETUNE_ASSIGN_OR_RETURN(auto bytes, models::ArgSize(stage, "bytes"));
+        return std::unique_ptr<MapFunction>(new CpuWork(us, jitter, bytes));
+      });
+  registry.RegisterMap(
+      "io_wait", [](const models::StageConfig& stage) -> StatusOr<std::unique_ptr<MapFunction>> {
+        PIPETUNE_ASSIGN_OR_RETURN(
+            double ms, RequiredNumber(stage, "ms", "io_wait needs the milliseconds of latency per element"));
+        PIPETUNE_ASSIGN_OR_RETURN(double jitter, Jitter(stage));
+        return std::unique_ptr<MapFunction>(new IoWait(ms, jitter));
+      });
+  registry.RegisterFilter(
+      "keep_every", [](const models::StageConfig& stage) -> StatusOr<std::unique_ptr<FilterFunction>> {
+        PIPETUNE_ASSIGN_OR_RETURN(auto n, models::ArgInt(stage, "n", 1));
+        if (!n) {
+          return InvalidInput(
+              models::StageKeyError(stage, "args.n", "missing: keep_every keeps one element in n"));
+        }
+        return std::unique_ptr<FilterFunction>(new KeepEvery(static_cast<uint64_t>(*n)));
+      });
 }
 
 }  // namespace pipetune::runtime

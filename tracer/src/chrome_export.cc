@@ -155,15 +155,16 @@ class ChromeWriter : public TraceVisitor {
     }
     std::string e = "{\"name\":";
     AppendJsonString(e, a.name.empty() ? GpuActivityKindName(a.kind) : a.name);
-    e += ",\"cat\":\"" + std::string(GpuActivityKindName(a.kind)) +
-         "\",\"ph\":\"X\",\"ts\":" + Ts(a.start_ns) + ",\"dur\":" + Dur(a.start_ns, a.end_ns) +
-         ",\"pid\":2,\"tid\":" + std::to_string(it->second) +
-         ",\"args\":{\"device\":" + std::to_string(a.device) + ",\"stream\":" + std::to_string(a.stream) +
-         ",\"context\":" + std::to_string(a.context) + ",\"bytes\":" + std::to_string(a.bytes) +
-         ",\"correlation\":" + std::to_string(a.correlation_id) +
-         (a.copy_kind != GpuCopyKind::kNone ? ",\"copy\":\"" + std::string(GpuCopyKindName(a.copy_kind)) + "\""
-                                            : std::string()) +
-         "}}";
+    e +=
+        ",\"cat\":\"" + std::string(GpuActivityKindName(a.kind)) +
+        "\",\"ph\":\"X\",\"ts\":" + Ts(a.start_ns) + ",\"dur\":" + Dur(a.start_ns, a.end_ns) +
+        ",\"pid\":2,\"tid\":" + std::to_string(it->second) +
+        ",\"args\":{\"device\":" + std::to_string(a.device) + ",\"stream\":" + std::to_string(a.stream) +
+        ",\"context\":" + std::to_string(a.context) + ",\"bytes\":" + std::to_string(a.bytes) +
+        ",\"correlation\":" + std::to_string(a.correlation_id) +
+        (a.copy_kind != GpuCopyKind::kNone ? ",\"copy\":\"" + std::string(GpuCopyKindName(a.copy_kind)) + "\""
+                                           : std::string()) +
+        "}}";
     Write(e);
   }
 

@@ -88,8 +88,8 @@ GpuStatus ProbeGpu() {
   void* cuda = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (cuda == nullptr) {
     const char* why = dlerror();
-    status.message = "no GPU found: no NVIDIA driver (" + name + " could not be loaded: " +
-                     (why != nullptr ? why : "unknown error") + ")";
+    status.message = "no GPU found: no NVIDIA driver (" + name +
+                     " could not be loaded: " + (why != nullptr ? why : "unknown error") + ")";
     return status;
   }
   using InitFn = int(unsigned);
@@ -105,9 +105,10 @@ GpuStatus ProbeGpu() {
     status.message = "no GPU found: the NVIDIA driver reports no device";
   } else {
     status.state = GpuState::kStopped;
-    status.message = std::to_string(devices) +
-                     " GPU(s) found, but the program recorded no GPU activity: it did not use CUDA, or it links "
-                     "pipetune's tracer without pipetune::cupti (docs/gpu.md)";
+    status.message =
+        std::to_string(devices) +
+        " GPU(s) found, but the program recorded no GPU activity: it did not use CUDA, or it links "
+        "pipetune's tracer without pipetune::cupti (docs/gpu.md)";
   }
   return status;  // the driver stays loaded: unloading it after cuInit is not supported
 }

@@ -477,9 +477,9 @@ Worker* AttachWorker(StageId id, WorkerCounters* counters) {
   entry.def.attach_ns = NowNs();
   std::lock_guard<std::mutex> lock(r.mu);
   entry.def.worker = r.next_worker_index++;
-  Worker* worker = internal::WorkerAccess::Create(
-      entry.def.stage, entry.def.worker, stage != nullptr ? &stage->gate : &internal::g_closed_gate, stage,
-      counters);
+  Worker* worker = internal::WorkerAccess::Create(entry.def.stage, entry.def.worker,
+                                                  stage != nullptr ? &stage->gate : &internal::g_closed_gate,
+                                                  stage, counters);
   entry.worker = worker;
   entry.at_attach = worker->counters().Load();
   if (stage != nullptr) {

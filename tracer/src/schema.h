@@ -198,11 +198,17 @@ class FieldWriter {
  public:
   explicit FieldWriter(ByteWriter& w) : w_(w) {}
   template <class T>
-  void operator()(U32Wire, const T& v) { w_.U32(static_cast<uint32_t>(v)); }
+  void operator()(U32Wire, const T& v) {
+    w_.U32(static_cast<uint32_t>(v));
+  }
   template <class T>
-  void operator()(U64Wire, const T& v) { w_.U64(static_cast<uint64_t>(v)); }
+  void operator()(U64Wire, const T& v) {
+    w_.U64(static_cast<uint64_t>(v));
+  }
   template <class T>
-  void operator()(I64Wire, const T& v) { w_.I64(static_cast<int64_t>(v)); }
+  void operator()(I64Wire, const T& v) {
+    w_.I64(static_cast<int64_t>(v));
+  }
   void operator()(Pad32Wire) { w_.U32(0); }
   void operator()(StrWire, const std::string& s) { w_.Str(s); }
   void operator()(StrLen32Wire, const std::string& s) { w_.U32(static_cast<uint32_t>(s.size())); }
@@ -220,14 +226,26 @@ class FieldReader {
  public:
   explicit FieldReader(ByteReader& r) : r_(r) {}
   template <class T>
-  void operator()(U32Wire, T& v) { if (Present()) v = static_cast<T>(r_.U32()); }
+  void operator()(U32Wire, T& v) {
+    if (Present()) v = static_cast<T>(r_.U32());
+  }
   template <class T>
-  void operator()(U64Wire, T& v) { if (Present()) v = static_cast<T>(r_.U64()); }
+  void operator()(U64Wire, T& v) {
+    if (Present()) v = static_cast<T>(r_.U64());
+  }
   template <class T>
-  void operator()(I64Wire, T& v) { if (Present()) v = static_cast<T>(r_.I64()); }
-  void operator()(Pad32Wire) { if (Present()) r_.U32(); }
-  void operator()(StrWire, std::string& s) { if (Present()) s = r_.Str(); }
-  void operator()(StrLen32Wire, std::string&) { if (Present()) trailing_bytes = r_.U32(); }
+  void operator()(I64Wire, T& v) {
+    if (Present()) v = static_cast<T>(r_.I64());
+  }
+  void operator()(Pad32Wire) {
+    if (Present()) r_.U32();
+  }
+  void operator()(StrWire, std::string& s) {
+    if (Present()) s = r_.Str();
+  }
+  void operator()(StrLen32Wire, std::string&) {
+    if (Present()) trailing_bytes = r_.U32();
+  }
   void operator()(AppendedMark) { appended_ = true; }
   uint32_t trailing_bytes = 0;
 
@@ -249,11 +267,17 @@ struct RecordSize {
     if (!appended) v1_bytes += n;
   }
   template <class T>
-  constexpr void operator()(U32Wire, const T&) { Add(4); }
+  constexpr void operator()(U32Wire, const T&) {
+    Add(4);
+  }
   template <class T>
-  constexpr void operator()(U64Wire, const T&) { Add(8); }
+  constexpr void operator()(U64Wire, const T&) {
+    Add(8);
+  }
   template <class T>
-  constexpr void operator()(I64Wire, const T&) { Add(8); }
+  constexpr void operator()(I64Wire, const T&) {
+    Add(8);
+  }
   constexpr void operator()(Pad32Wire) { Add(4); }
   constexpr void operator()(StrWire, const std::string&) { variable = true; }
   constexpr void operator()(StrLen32Wire, const std::string&) { Add(4); }

@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <filesystem>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <system_error>
 #include <thread>

@@ -233,8 +233,9 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
     }
     PlannedStage cache = Inserted(UniqueName(candidate.stages, candidate.removed_stages, "cache"), Op::kCache,
                                   profile.stages[i].bytes_per_element);
-    cache.location = choice.kind == CacheKind::kMemory ? models::CacheLocation::Memory()
-                                                     : models::CacheLocation::Disk(*resources.disk_cache_dir);
+    cache.location = choice.kind == CacheKind::kMemory
+                         ? models::CacheLocation::Memory()
+                         : models::CacheLocation::Disk(*resources.disk_cache_dir);
     cache.cache_bytes = models::CacheBytes(profile, i).value_or(0);
     if (choice.kind == CacheKind::kDisk && resources.disk_free_bytes &&
         cache.cache_bytes > static_cast<double>(*resources.disk_free_bytes)) {

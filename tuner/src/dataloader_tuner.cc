@@ -11,9 +11,12 @@ using analyzer::DataLoaderPrediction;
 
 const char* DataLoaderBindingName(DataLoaderBinding binding) {
   switch (binding) {
-    case DataLoaderBinding::kModel: return "the pipeline itself";
-    case DataLoaderBinding::kMemory: return "memory";
-    case DataLoaderBinding::kCores: return "cores";
+    case DataLoaderBinding::kModel:
+      return "the pipeline itself";
+    case DataLoaderBinding::kMemory:
+      return "memory";
+    case DataLoaderBinding::kCores:
+      return "cores";
   }
   return "?";
 }
@@ -71,7 +74,8 @@ DataLoaderPlan TuneDataLoader(const analyzer::DataLoaderProfile& profile, const 
   if (found_unbounded && better(best_unbounded_prediction, best_prediction)) {
     plan.binding = DataLoaderBinding::kMemory;
     plan.notes.push_back(fmt::format(
-        "memory binds: num_workers={} would deliver {:.1f} batches/s but needs {:.0f} MiB (budget {:.0f} MiB; "
+        "memory binds: num_workers={} would deliver {:.1f} batches/s but needs {:.0f} MiB (budget {:.0f} "
+        "MiB; "
         "each worker about {:.0f} MiB, each batch in flight {:.1f} MiB)",
         best_unbounded.num_workers, best_unbounded_prediction.batches_per_second,
         best_unbounded_prediction.memory_bytes / 1048576.0, memory / 1048576.0,
@@ -87,15 +91,17 @@ DataLoaderPlan TuneDataLoader(const analyzer::DataLoaderProfile& profile, const 
         "while loading samples the traced process got {:.2f} CPU-s per second: the host was shared, so fewer "
         "than {:.1f} cores may be free; give --cores the share actually available{}",
         profile.loading_cpu_share, budgets.cores,
-        profile.shared_host ? " (samples came from the page cache, so the model counts the workers' wall time as CPU)"
-                            : ""));
+        profile.shared_host
+            ? " (samples came from the page cache, so the model counts the workers' wall time as CPU)"
+            : ""));
   }
   if (profile.settings.pin_memory && !best.pin_memory && !profile.cuda_available) {
     plan.notes.push_back("pin_memory off: no CUDA device, pinning only costs time");
   }
   if (best.num_workers > 0 && profile.epochs.size() <= 1 && !best.persistent_workers) {
-    plan.notes.push_back("one epoch traced: persistent_workers=True saves the workers' start-up "
-                         "in every later epoch, which the trace cannot show");
+    plan.notes.push_back(
+        "one epoch traced: persistent_workers=True saves the workers' start-up "
+        "in every later epoch, which the trace cannot show");
   }
   return plan;
 }
@@ -111,22 +117,24 @@ nlohmann::json DataLoaderKwargs(const DataLoaderKnobs& k) {
 
 std::string DataLoaderCodeChange(const DataLoaderKnobs& k) {
   if (k.num_workers == 0) {
-    return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})", k.pin_memory ? "True" : "False");
+    return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})",
+                       k.pin_memory ? "True" : "False");
   }
-  return fmt::format("DataLoader(dataset, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, "
-                     "pin_memory={})",
-                     k.num_workers, k.prefetch_factor, k.persistent_workers ? "True" : "False",
-                     k.pin_memory ? "True" : "False");
+  return fmt::format(
+      "DataLoader(dataset, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, "
+      "pin_memory={})",
+      k.num_workers, k.prefetch_factor, k.persistent_workers ? "True" : "False",
+      k.pin_memory ? "True" : "False");
 }
 
 std::string FormatDataLoaderPlanText(const DataLoaderPlan& plan) {
   auto line = [&](const char* what, const DataLoaderKnobs& k, const DataLoaderPrediction& p) {
-    return fmt::format("{:<8} num_workers={} prefetch_factor={} persistent_workers={} pin_memory={}: "
-                       "{:.2f} batches/s ({:.1f} samples/s), {:.0f} MiB, limited by {}\n",
-                       what, k.num_workers, k.num_workers > 0 ? std::to_string(k.prefetch_factor) : "-",
-                       k.persistent_workers ? "True" : "False", k.pin_memory ? "True" : "False",
-                       p.batches_per_second, p.batches_per_second * plan.batch_size, p.memory_bytes / 1048576.0,
-                       p.limiting_stage);
+    return fmt::format(
+        "{:<8} num_workers={} prefetch_factor={} persistent_workers={} pin_memory={}: "
+        "{:.2f} batches/s ({:.1f} samples/s), {:.0f} MiB, limited by {}\n",
+        what, k.num_workers, k.num_workers > 0 ? std::to_string(k.prefetch_factor) : "-",
+        k.persistent_workers ? "True" : "False", k.pin_memory ? "True" : "False", p.batches_per_second,
+        p.batches_per_second * plan.batch_size, p.memory_bytes / 1048576.0, p.limiting_stage);
   };
   std::string out = fmt::format("DataLoader plan ({:.1f} cores, {} memory)\n", plan.budgets.cores,
                                 plan.budgets.memory_bytes > 0
@@ -137,7 +145,8 @@ std::string FormatDataLoaderPlanText(const DataLoaderPlan& plan) {
   double speedup = plan.current_prediction.batches_per_second > 0
                        ? plan.predicted.batches_per_second / plan.current_prediction.batches_per_second
                        : 0.0;
-  out += fmt::format("predicted speed-up: {:.2f}x; binds: {}\n", speedup, DataLoaderBindingName(plan.binding));
+  out +=
+      fmt::format("predicted speed-up: {:.2f}x; binds: {}\n", speedup, DataLoaderBindingName(plan.binding));
   for (const std::string& n : plan.notes) out += "note: " + n + "\n";
   return out;
 }

@@ -29,7 +29,8 @@ std::string InsertedValue(const PlannedStage& stage) {
 
 void AddKnobs(const Candidate& candidate, Plan& plan) {
   for (const std::string& name : candidate.removed_stages) {
-    plan.knobs.push_back({name, Knob::kStage, "cache", "-", true, "the cache moves to where the plan puts it"});
+    plan.knobs.push_back(
+        {name, Knob::kStage, "cache", "-", true, "the cache moves to where the plan puts it"});
   }
   for (const PlannedStage& stage : candidate.stages) {
     if (stage.inserted()) {

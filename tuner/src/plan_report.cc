@@ -65,10 +65,14 @@ std::string KnobTable(const Plan& plan) {
 
 const char* KnobName(Knob knob) {
   switch (knob) {
-    case Knob::kParallelism: return "parallelism";
-    case Knob::kBuffer: return "buffer";
-    case Knob::kLocation: return "location";
-    case Knob::kStage: return "stage";
+    case Knob::kParallelism:
+      return "parallelism";
+    case Knob::kBuffer:
+      return "buffer";
+    case Knob::kLocation:
+      return "location";
+    case Knob::kStage:
+      return "stage";
   }
   return "stage";
 }

@@ -75,7 +75,7 @@ void AddHeadroom(Candidate& candidate, ParallelismSearch& search, double x, cons
   std::vector<std::pair<int, size_t>> order;  // (-p needed, stage): most workers needed first
   for (size_t i : search.SearchedStages()) {
     bool cpu_bound = !candidate.profile.stages[i].latency_bound;
-    double utilisation = !cpu_bound ? options.latency_bound_utilisation_target
+    double utilisation = !cpu_bound  ? options.latency_bound_utilisation_target
                          : cpu_binds ? options.cpu_bound_utilisation_target
                                      : options.utilisation_target;
     double target = x / utilisation;

@@ -47,7 +47,8 @@ class RunDirectory {
     std::error_code error;
     fs::create_directories(path_, error);
     if (error)
-      return IoError(fmt::format("{}: cannot create the trace directory: {}", path_.string(), error.message()));
+      return IoError(
+          fmt::format("{}: cannot create the trace directory: {}", path_.string(), error.message()));
     return Status::Ok();
   }
   std::string File(int run) const { return (path_ / fmt::format("run-{}.trace", run)).string(); }
@@ -69,10 +70,10 @@ struct Reader {
                               Json::value_t type) const {
     if (!object.is_object() || !object.contains(key)) return Error(path, "missing");
     const Json& value = object.at(key);
-    bool ok = value.type() == type ||
-              (type == Json::value_t::number_float && value.is_number()) ||
+    bool ok = value.type() == type || (type == Json::value_t::number_float && value.is_number()) ||
               (type == Json::value_t::number_integer && value.is_number_integer());
-    if (!ok) return Error(path, fmt::format("expected {}, got {}", Json(type).type_name(), value.type_name()));
+    if (!ok)
+      return Error(path, fmt::format("expected {}, got {}", Json(type).type_name(), value.type_name()));
     return &value;
   }
   StatusOr<double> Number(const Json& object, const std::string& key, const std::string& path) const {
@@ -94,7 +95,8 @@ std::string IdentityHash(const models::PipelineConfig& config) {
   Json identity = Json::array();
   for (const models::StageConfig& stage : config.stages) {
     if (IsKnobStage(stage)) continue;
-    identity.push_back(Json{{"name", stage.name}, {"op", models::OpName(stage.op)}, {"fn", stage.fn}, {"args", stage.args}});
+    identity.push_back(
+        Json{{"name", stage.name}, {"op", models::OpName(stage.op)}, {"fn", stage.fn}, {"args", stage.args}});
   }
   uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
   for (unsigned char c : identity.dump()) {
@@ -110,7 +112,8 @@ std::vector<StageKnobs> KnobsOf(const models::PipelineConfig& config) {
     // The baseline file spells the location as the config does.
     std::optional<std::string> location;
     if (stage.location) location = stage.location->ConfigValue();
-    knobs.push_back({stage.name, models::OpName(stage.op), stage.fn, stage.parallelism, stage.buffer, location});
+    knobs.push_back(
+        {stage.name, models::OpName(stage.op), stage.fn, stage.parallelism, stage.buffer, location});
   }
   return knobs;
 }
@@ -145,8 +148,10 @@ StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose
     StatusOr<tuner::TracedRun> traced = CollectProfile({traces[i]});
     if (!traced.ok()) return traced.status();
     if (!traced->input.config)
-      return InvalidInput(fmt::format("{}: the trace holds no pipeline config (a program traced with "
-                                      "`pipetune profile`): the gate needs a config's runs", traces[i]));
+      return InvalidInput(
+          fmt::format("{}: the trace holds no pipeline config (a program traced with "
+                      "`pipetune profile`): the gate needs a config's runs",
+                      traces[i]));
     if (i == 0) {
       measured.config = *traced->input.config;
       measured.first_profile = traced->input.profile;
@@ -206,15 +211,18 @@ Json BaselineToJson(const Baseline& baseline) {
   }
   Json model{{"cores", p.cores}, {"other_cpu_cores", p.other_cpu_cores}, {"stages", model_stages}};
   model["step_time_seconds"] = p.step_time_seconds ? Json(*p.step_time_seconds) : Json(nullptr);
-  model["storage_bytes_per_second"] = p.storage_bytes_per_second ? Json(*p.storage_bytes_per_second) : Json(nullptr);
+  model["storage_bytes_per_second"] =
+      p.storage_bytes_per_second ? Json(*p.storage_bytes_per_second) : Json(nullptr);
   model["storage_bytes_per_output"] = p.storage_bytes_per_output;
   model["storage_stage"] = p.storage_stage ? Json(*p.storage_stage) : Json(nullptr);
   model["cache_stage"] = p.cache_stage ? Json(*p.cache_stage) : Json(nullptr);
   model["cache_filled"] = p.cache_filled;
 
   const tracer::HostFacts& h = baseline.host;
-  Json host{{"hostname", h.hostname},       {"cores_online", h.cores_online},
-            {"cores_allowed", h.cores_allowed}, {"cpu_quota_cores", h.CpuQuotaCores()},
+  Json host{{"hostname", h.hostname},
+            {"cores_online", h.cores_online},
+            {"cores_allowed", h.cores_allowed},
+            {"cpu_quota_cores", h.CpuQuotaCores()},
             {"memory_total_bytes", h.memory_total_bytes}};
   Json runs = Json::array();
   for (const RunRecord& run : baseline.runs) {
@@ -245,15 +253,17 @@ StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& sourc
       Json again = Json::parse(text);
       (void)again;
     } catch (const Json::parse_error& error) {
-      return InvalidInput(fmt::format("{}: not a JSON baseline: byte offset {}: {}", source_name, error.byte,
-                                      error.what()));
+      return InvalidInput(
+          fmt::format("{}: not a JSON baseline: byte offset {}: {}", source_name, error.byte, error.what()));
     }
     return InvalidInput(fmt::format("{}: not a JSON baseline", source_name));
   }
   Reader r{source_name};
   if (!doc.is_object() || !doc.contains("pipetune_baseline"))
-    return InvalidInput(fmt::format("{}: not a pipetune baseline (no \"pipetune_baseline\" key); record one "
-                                    "with `pipetune baseline CONFIG -o FILE`", source_name));
+    return InvalidInput(
+        fmt::format("{}: not a pipetune baseline (no \"pipetune_baseline\" key); record one "
+                    "with `pipetune baseline CONFIG -o FILE`",
+                    source_name));
   PIPETUNE_ASSIGN_OR_RETURN(double version, r.Number(doc, "pipetune_baseline", "pipetune_baseline"));
   if (version > kBaselineVersion)
     return r.Error("pipetune_baseline", fmt::format("version {} is newer than this pipetune reads ({})",
@@ -312,11 +322,13 @@ StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& sourc
     st.parallelism = std::max(1, static_cast<int>(parallelism));
     st.parallel = s.value("parallel", false);
     st.random = s.value("random", false);
-    PIPETUNE_ASSIGN_OR_RETURN(st.cpu_seconds_per_element, r.Number(s, "cpu_seconds_per_element", at + ".cpu_seconds_per_element"));
+    PIPETUNE_ASSIGN_OR_RETURN(st.cpu_seconds_per_element,
+                              r.Number(s, "cpu_seconds_per_element", at + ".cpu_seconds_per_element"));
     PIPETUNE_ASSIGN_OR_RETURN(st.latency_seconds, r.Number(s, "latency_seconds", at + ".latency_seconds"));
     PIPETUNE_ASSIGN_OR_RETURN(st.visit_ratio, r.Number(s, "visit_ratio", at + ".visit_ratio"));
     PIPETUNE_ASSIGN_OR_RETURN(st.local_ratio, r.Number(s, "local_ratio", at + ".local_ratio"));
-    PIPETUNE_ASSIGN_OR_RETURN(st.bytes_per_element, r.Number(s, "bytes_per_element", at + ".bytes_per_element"));
+    PIPETUNE_ASSIGN_OR_RETURN(st.bytes_per_element,
+                              r.Number(s, "bytes_per_element", at + ".bytes_per_element"));
     st.cpu_seconds_per_output = st.cpu_seconds_per_element * st.visit_ratio;
     p.stages.push_back(std::move(st));
   }

@@ -1,4 +1,6 @@
 // The CI gate's judgement (check.h); the renderings are in check_report.cc.
+#include "pipetune/workflow/check.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -6,7 +8,6 @@
 #include <map>
 
 #include "pipetune/models/rate_model.h"
-#include "pipetune/workflow/check.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -85,7 +86,8 @@ models::Configuration ConfigurationFor(const models::Profile& profile, const std
   conf.cache_after.reset();
   for (size_t k = 0; k < knobs.size(); ++k) {
     std::optional<size_t> index = profile.FindStage(knobs[k].name);
-    if (index && profile.stages[*index].parallel) conf.parallelism[*index] = std::max(1, knobs[k].parallelism);
+    if (index && profile.stages[*index].parallel)
+      conf.parallelism[*index] = std::max(1, knobs[k].parallelism);
     if (knobs[k].op == "cache" && k > 0) {
       // A cache after the nearest earlier stage the profile knows.
       for (size_t j = k; j-- > 0;) {
@@ -135,7 +137,8 @@ void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, c
       changed.erase(changed.begin() + static_cast<std::ptrdiff_t>(i));
       std::optional<double> change = b.op == "cache" ? price(changed) : std::nullopt;
       report.knobs.push_back({b.name, b.op == "cache" ? "cache" : "buffer",
-                              b.op == "cache" ? b.location.value_or("memory") : Spell(b.buffer), "none", change});
+                              b.op == "cache" ? b.location.value_or("memory") : Spell(b.buffer), "none",
+                              change});
       continue;
     }
     const StageKnobs& n = now[found->second];
@@ -148,8 +151,8 @@ void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, c
     if (b.buffer != n.buffer)
       report.knobs.push_back({b.name, "buffer", Spell(b.buffer), Spell(n.buffer), std::nullopt});
     if (b.location != n.location)
-      report.knobs.push_back({b.name, "cache", b.location.value_or("none"), n.location.value_or("none"),
-                              std::nullopt});
+      report.knobs.push_back(
+          {b.name, "cache", b.location.value_or("none"), n.location.value_or("none"), std::nullopt});
   }
   for (size_t i = 0; i < now.size(); ++i) {
     const StageKnobs& n = now[i];
@@ -193,8 +196,8 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
   for (size_t i = 0; i < first.size(); ++i) {
     StageCheck stage;
     stage.name = first[i].name;
-    stage.cpu_per_element =
-        EstimateShift(CpuSamples(baseline.runs, stage.name), CpuSamples(runs, stage.name), options.confidence);
+    stage.cpu_per_element = EstimateShift(CpuSamples(baseline.runs, stage.name), CpuSamples(runs, stage.name),
+                                          options.confidence);
     double share = total > 0 ? per_output[i] / total : 0;
     stage.judged = share >= kMinJudgedShare && stage.cpu_per_element.new_runs > 0;
     if (!stage.judged) {
@@ -224,20 +227,22 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
   for (StageCheck& s : report.stages) {
     if (!s.judged) continue;
     const Shift& c = s.cpu_per_element;
-    std::string interval =
-        c.has_interval ? fmt::format(" ({:.0f}% interval {:+.1f}%..{:+.1f}%)", c.confidence * 100, c.low * 100, c.high * 100)
-                       : " (too few runs for an interval)";
+    std::string interval = c.has_interval ? fmt::format(" ({:.0f}% interval {:+.1f}%..{:+.1f}%)",
+                                                        c.confidence * 100, c.low * 100, c.high * 100)
+                                          : " (too few runs for an interval)";
     if (report.machine_drift) {
       s.regressed = false;
-      s.why = fmt::format("CPU per element {:+.1f}%{}, as every stage's: the machine", c.change * 100, interval);
+      s.why =
+          fmt::format("CPU per element {:+.1f}%{}, as every stage's: the machine", c.change * 100, interval);
     } else if (s.regressed) {
-      s.why = fmt::format("CPU per element {:+.1f}%{}, beyond the {:.0f}% tolerance", c.change * 100, interval,
-                          options.tolerance * 100);
+      s.why = fmt::format("CPU per element {:+.1f}%{}, beyond the {:.0f}% tolerance", c.change * 100,
+                          interval, options.tolerance * 100);
     } else {
       s.why = fmt::format("CPU per element {:+.1f}%{}: within tolerance or noise", c.change * 100, interval);
     }
   }
-  report.throughput_regressed = !report.machine_drift && DecreasedBeyond(report.throughput, options.tolerance);
+  report.throughput_regressed =
+      !report.machine_drift && DecreasedBeyond(report.throughput, options.tolerance);
 
   // A busier machine: throughput fell, no stage costs more, and the CPU-bound
   // stages' wall time per element grew against their CPU time (their threads
@@ -248,11 +253,12 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
   if (report.throughput_regressed && !any_stage) {
     std::vector<std::string> cpu_bound;
     for (size_t i = 0; i < first.size(); ++i) {
-      if (report.stages[i].judged && first[i].wall_seconds_per_element <= kLatencyBoundRatio * first[i].cpu_seconds_per_element)
+      if (report.stages[i].judged &&
+          first[i].wall_seconds_per_element <= kLatencyBoundRatio * first[i].cpu_seconds_per_element)
         cpu_bound.push_back(first[i].name);
     }
-    report.contention = EstimateShift(WaitRatios(baseline.runs, cpu_bound), WaitRatios(runs, cpu_bound),
-                                      options.confidence);
+    report.contention =
+        EstimateShift(WaitRatios(baseline.runs, cpu_bound), WaitRatios(runs, cpu_bound), options.confidence);
     if (!cpu_bound.empty() && IncreasedBeyond(report.contention, options.tolerance)) {
       report.throughput_regressed = false;
       report.machine_busy = true;
@@ -264,9 +270,12 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
 
 const char* VerdictName(Verdict verdict) {
   switch (verdict) {
-    case Verdict::kPass: return "pass";
-    case Verdict::kRegression: return "regression";
-    case Verdict::kMachine: return "machine";
+    case Verdict::kPass:
+      return "pass";
+    case Verdict::kRegression:
+      return "regression";
+    case Verdict::kMachine:
+      return "machine";
   }
   return "pass";
 }
@@ -283,16 +292,18 @@ Status SamePipeline(const Baseline& baseline, const models::PipelineConfig& conf
   std::string other = fmt::format("{}: a baseline of another pipeline ({}), not compared: ", baseline_name,
                                   baseline.pipeline);
   if (before.size() != now.size())
-    return InvalidInput(other + fmt::format("its stages are [{}], the config's [{}] (prefetch and cache aside)",
-                                            names(before), names(now)));
+    return InvalidInput(other +
+                        fmt::format("its stages are [{}], the config's [{}] (prefetch and cache aside)",
+                                    names(before), names(now)));
   for (size_t i = 0; i < before.size(); ++i) {
     if (before[i].name != now[i].name)
-      return InvalidInput(other + fmt::format("stage #{} is \"{}\" in the baseline, \"{}\" in the config", i + 1,
-                                              before[i].name, now[i].name));
+      return InvalidInput(other + fmt::format("stage #{} is \"{}\" in the baseline, \"{}\" in the config",
+                                              i + 1, before[i].name, now[i].name));
     if (before[i].op != now[i].op || before[i].fn != now[i].fn)
       return InvalidInput(other + fmt::format("stage \"{}\" runs {}{} in the baseline, {}{} in the config",
-                                              now[i].name, before[i].op, before[i].fn.empty() ? "" : " " + before[i].fn,
-                                              now[i].op, now[i].fn.empty() ? "" : " " + now[i].fn));
+                                              now[i].name, before[i].op,
+                                              before[i].fn.empty() ? "" : " " + before[i].fn, now[i].op,
+                                              now[i].fn.empty() ? "" : " " + now[i].fn));
   }
   return Status::Ok();
 }
@@ -308,7 +319,8 @@ CheckReport Judge(const Baseline& baseline, const models::PipelineConfig& config
         "the stages' args changed since the baseline (identity {} -> {}): the same pipeline, costs compared",
         baseline.identity, identity));
   JudgeConfig(baseline, KnobsOf(config), options, report);
-  if (runs != nullptr && !runs->empty() && !baseline.runs.empty()) JudgeRuns(baseline, *runs, options, report);
+  if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
+    JudgeRuns(baseline, *runs, options, report);
 
   bool stage_regressed = std::any_of(report.stages.begin(), report.stages.end(),
                                      [](const StageCheck& s) { return s.regressed; });
@@ -322,8 +334,8 @@ CheckReport Judge(const Baseline& baseline, const models::PipelineConfig& config
 
 StatusOr<CheckReport> Check(const CheckRequest& request) {
   if (request.judge.tolerance < 0 || request.judge.tolerance >= 1)
-    return InvalidInput(fmt::format("--tolerance: expected a percentage in [0, 100), got {}",
-                                    request.judge.tolerance * 100));
+    return InvalidInput(
+        fmt::format("--tolerance: expected a percentage in [0, 100), got {}", request.judge.tolerance * 100));
   PIPETUNE_ASSIGN_OR_RETURN(Baseline baseline, LoadBaseline(request.baseline_path));
   std::optional<MeasuredRuns> measured;
   models::PipelineConfig config;

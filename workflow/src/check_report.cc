@@ -13,7 +13,8 @@ using models::Json;
 Json Finite(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 
 Json ShiftJson(const Shift& s) {
-  Json j{{"baseline", Finite(s.baseline_median)}, {"now", Finite(s.new_median)}, {"change", Finite(s.change)}};
+  Json j{
+      {"baseline", Finite(s.baseline_median)}, {"now", Finite(s.new_median)}, {"change", Finite(s.change)}};
   if (s.has_interval) {
     j["interval"] = Json{{"low", Finite(s.low)}, {"high", Finite(s.high)}, {"confidence", s.confidence}};
   }
@@ -25,23 +26,30 @@ std::string Percent(double change) { return fmt::format("{:+.1f}%", change * 100
 
 std::string Headline(const CheckReport& r) {
   switch (r.verdict) {
-    case Verdict::kPass: return fmt::format("PASS: no regression beyond {:.0f}%", r.tolerance * 100);
+    case Verdict::kPass:
+      return fmt::format("PASS: no regression beyond {:.0f}%", r.tolerance * 100);
     case Verdict::kMachine:
       if (r.machine_busy)
-        return fmt::format("MACHINE: throughput {} with every stage's CPU per element steady, and the CPU-bound "
-                           "stages waited {} longer for a core: this machine is busier than the baseline's",
-                           Percent(r.throughput.change), Percent(r.contention.change));
-      return fmt::format("MACHINE: every stage's CPU per element moved by about {} : this machine is slower or "
-                         "busier than the baseline's; no stage is blamed",
-                         Percent(r.machine_factor - 1));
-    case Verdict::kRegression: break;
+        return fmt::format(
+            "MACHINE: throughput {} with every stage's CPU per element steady, and the CPU-bound "
+            "stages waited {} longer for a core: this machine is busier than the baseline's",
+            Percent(r.throughput.change), Percent(r.contention.change));
+      return fmt::format(
+          "MACHINE: every stage's CPU per element moved by about {} : this machine is slower or "
+          "busier than the baseline's; no stage is blamed",
+          Percent(r.machine_factor - 1));
+    case Verdict::kRegression:
+      break;
   }
   std::vector<std::string> what;
   for (const StageCheck& s : r.stages) {
-    if (s.regressed) what.push_back(fmt::format("stage {} costs {} CPU per element", s.name, Percent(s.cpu_per_element.change)));
+    if (s.regressed)
+      what.push_back(
+          fmt::format("stage {} costs {} CPU per element", s.name, Percent(s.cpu_per_element.change)));
   }
   if (r.throughput_regressed) what.push_back(fmt::format("throughput {}", Percent(r.throughput.change)));
-  if (r.config_regressed) what.push_back(fmt::format("config change predicts {} throughput", Percent(r.predicted_change)));
+  if (r.config_regressed)
+    what.push_back(fmt::format("config change predicts {} throughput", Percent(r.predicted_change)));
   std::string joined;
   for (const std::string& w : what) joined += (joined.empty() ? "" : "; ") + w;
   return "REGRESSION: " + joined;
@@ -73,11 +81,20 @@ std::string XmlEscape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -96,13 +113,17 @@ Json CheckReportToJson(const CheckReport& r) {
   }
   Json knobs = Json::array();
   for (const KnobChange& k : r.knobs) {
-    knobs.push_back(Json{{"stage", k.stage},
-                         {"knob", k.knob},
-                         {"baseline", k.baseline},
-                         {"now", k.now},
-                         {"predicted_change", k.predicted_change ? Finite(*k.predicted_change) : Json(nullptr)}});
+    knobs.push_back(
+        Json{{"stage", k.stage},
+             {"knob", k.knob},
+             {"baseline", k.baseline},
+             {"now", k.now},
+             {"predicted_change", k.predicted_change ? Finite(*k.predicted_change) : Json(nullptr)}});
   }
-  Json j{{"verdict", VerdictName(r.verdict)}, {"pipeline", r.pipeline}, {"tolerance", r.tolerance}, {"timed", r.timed}};
+  Json j{{"verdict", VerdictName(r.verdict)},
+         {"pipeline", r.pipeline},
+         {"tolerance", r.tolerance},
+         {"timed", r.timed}};
   j["throughput"] = r.timed ? ShiftJson(r.throughput) : Json(nullptr);
   j["throughput_regressed"] = r.throughput_regressed;
   j["bottleneck"] = r.bottleneck ? Json(*r.bottleneck) : Json(nullptr);
@@ -133,8 +154,9 @@ std::string FormatCheckText(const CheckReport& r) {
     }
   }
   if (!r.knobs.empty()) {
-    out += fmt::format("  config: model {:.1f} -> {:.1f} outputs/s ({}){}\n", r.predicted_before, r.predicted_after,
-                       Percent(r.predicted_change), r.config_regressed ? "  REGRESSED" : "");
+    out +=
+        fmt::format("  config: model {:.1f} -> {:.1f} outputs/s ({}){}\n", r.predicted_before,
+                    r.predicted_after, Percent(r.predicted_change), r.config_regressed ? "  REGRESSED" : "");
     for (const KnobChange& k : r.knobs) out += "    " + KnobLine(k) + "\n";
   } else {
     out += "  config: knobs as in the baseline\n";
@@ -158,7 +180,8 @@ std::string FormatCheckMarkdown(const CheckReport& r) {
   }
   if (!r.knobs.empty()) {
     out += fmt::format("Config: the model predicts {:.1f} → {:.1f} outputs/s ({}){}\n\n", r.predicted_before,
-                       r.predicted_after, Percent(r.predicted_change), r.config_regressed ? " — **regressed**" : "");
+                       r.predicted_after, Percent(r.predicted_change),
+                       r.config_regressed ? " — **regressed**" : "");
     out += "| stage | knob | baseline | now | predicted change |\n|---|---|---|---|---:|\n";
     for (const KnobChange& k : r.knobs) {
       out += fmt::format("| `{}` | {} | {} | {} | {} |\n", k.stage, k.knob, k.baseline, k.now,
@@ -194,10 +217,10 @@ std::string FormatCheckJunit(const CheckReport& r) {
   }
   std::string suite = XmlEscape("pipetune check " + r.pipeline);
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n", suite, cases.size(),
-                     failures, skipped);
-  out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n", suite, cases.size(),
-                     failures, skipped);
+  out += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n", suite,
+                     cases.size(), failures, skipped);
+  out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n", suite,
+                     cases.size(), failures, skipped);
   for (const Case& c : cases) {
     out += fmt::format("    <testcase classname=\"{}\" name=\"{}\">", suite, XmlEscape(c.name));
     if (c.failed) {

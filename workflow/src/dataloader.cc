@@ -1,13 +1,12 @@
 #include "pipetune/workflow/dataloader.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "pipetune/models/config.h"
 #include "pipetune/workflow/profile_program.h"
@@ -36,9 +35,10 @@ StatusOr<std::string> FindPythonBootstrap() {
     }
     looked += (looked.empty() ? "" : ", ") + c.string();
   }
-  return InvalidInput(fmt::format("the Python bootstrap (sitecustomize.py) is not in {} "
-                                  "(build the pipetune target, or set PIPETUNE_PYTHON_DIR)",
-                                  looked.empty() ? "any known place" : looked));
+  return InvalidInput(
+      fmt::format("the Python bootstrap (sitecustomize.py) is not in {} "
+                  "(build the pipetune target, or set PIPETUNE_PYTHON_DIR)",
+                  looked.empty() ? "any known place" : looked));
 }
 
 StatusOr<nlohmann::json> ReadDataLoaderKwargs(const std::string& path) {
@@ -60,12 +60,14 @@ StatusOr<nlohmann::json> ReadDataLoaderKwargs(const std::string& path) {
       }
     } else if (key == "persistent_workers" || key == "pin_memory") {
       if (!value.is_boolean()) {
-        return InvalidInput(fmt::format("{}: key \"{}\": expected true or false, got {}", path, key, value.dump()));
+        return InvalidInput(
+            fmt::format("{}: key \"{}\": expected true or false, got {}", path, key, value.dump()));
       }
     } else {
-      return InvalidInput(fmt::format("{}: key \"{}\": not a DataLoader setting pipetune applies (num_workers, "
-                                      "prefetch_factor, persistent_workers, pin_memory)",
-                                      path, key));
+      return InvalidInput(
+          fmt::format("{}: key \"{}\": not a DataLoader setting pipetune applies (num_workers, "
+                      "prefetch_factor, persistent_workers, pin_memory)",
+                      path, key));
     }
   }
   return kwargs;
@@ -109,7 +111,8 @@ tuner::DataLoaderBudgets ResolveDataLoaderBudgets(const analyzer::DataLoaderProf
   if (flags.memory_bytes) {
     budgets.memory_bytes = *flags.memory_bytes;
   } else if (profile.host.UsableMemoryBytes() > 0) {
-    budgets.memory_bytes = static_cast<uint64_t>(profile.host.UsableMemoryBytes() * tuner::kDefaultMemoryShare);
+    budgets.memory_bytes =
+        static_cast<uint64_t>(profile.host.UsableMemoryBytes() * tuner::kDefaultMemoryShare);
   }
   if (flags.max_threads) budgets.max_workers = *flags.max_threads;
   return budgets;
@@ -122,7 +125,8 @@ StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& 
   if (!profile.ok()) return profile.status();
   DataLoaderTuneResult result;
   result.profile = std::move(*profile);
-  result.plan = tuner::TuneDataLoader(result.profile, ResolveDataLoaderBudgets(result.profile, request.budgets));
+  result.plan =
+      tuner::TuneDataLoader(result.profile, ResolveDataLoaderBudgets(result.profile, request.budgets));
   result.output = DataLoaderKwargsPath(request.output, request.trace);
   result.code_change = tuner::DataLoaderCodeChange(result.plan.knobs);
   PIPETUNE_RETURN_IF_ERROR(
@@ -133,11 +137,13 @@ StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& 
 std::string DataLoaderRoundTrace(const std::string& trace, int round) {
   if (round == 0) return trace;
   fs::path p(trace);
-  return (p.parent_path() / fmt::format("{}-round-{}{}", p.stem().string(), round, p.extension().string())).string();
+  return (p.parent_path() / fmt::format("{}-round-{}{}", p.stem().string(), round, p.extension().string()))
+      .string();
 }
 
 StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions& options) {
-  if (options.command.empty()) return InvalidInput("--verify: no program: pipetune tune --verify -- COMMAND ...");
+  if (options.command.empty())
+    return InvalidInput("--verify: no program: pipetune tune --verify -- COMMAND ...");
   DataLoaderVerifyResult result;
   std::string kwargs_path;
   nlohmann::json applied;  // null: the script's own settings
@@ -160,7 +166,8 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     if (!ran.ok()) return ran.status();
     r.exit_code = ran->exit_code;
     if (ran->exit_code != 0) {
-      return Failed(fmt::format("round {}: {} exited with status {}", round, options.command[0], ran->exit_code));
+      return Failed(
+          fmt::format("round {}: {} exited with status {}", round, options.command[0], ran->exit_code));
     }
     DataLoaderTuneRequest request;
     request.trace = r.trace;
@@ -175,7 +182,8 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     predicted = tuned->plan.predicted.batches_per_second;
   }
   for (size_t i = 1; i < result.rounds.size(); ++i) {
-    if (result.rounds[i].measured_batches_per_second > result.rounds[result.best].measured_batches_per_second) {
+    if (result.rounds[i].measured_batches_per_second >
+        result.rounds[result.best].measured_batches_per_second) {
       result.best = i;
     }
   }
@@ -192,7 +200,8 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
   PIPETUNE_RETURN_IF_ERROR(models::WriteFileAtomically(result.output, best_kwargs.dump(2) + "\n"));
   analyzer::DataLoaderKnobs knobs;
   knobs.num_workers = best_kwargs.value("num_workers", 0);
-  knobs.prefetch_factor = best_kwargs["prefetch_factor"].is_number() ? best_kwargs["prefetch_factor"].get<int>() : 2;
+  knobs.prefetch_factor =
+      best_kwargs["prefetch_factor"].is_number() ? best_kwargs["prefetch_factor"].get<int>() : 2;
   knobs.persistent_workers = best_kwargs.value("persistent_workers", false);
   knobs.pin_memory = best_kwargs.value("pin_memory", false);
   result.code_change = tuner::DataLoaderCodeChange(knobs);
@@ -200,12 +209,14 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
 }
 
 std::string FormatDataLoaderRounds(const DataLoaderVerifyResult& result) {
-  std::string out = fmt::format("{:<6} {:<60} {:>12} {:>12}\n", "round", "settings", "measured b/s", "predicted");
+  std::string out =
+      fmt::format("{:<6} {:<60} {:>12} {:>12}\n", "round", "settings", "measured b/s", "predicted");
   for (const DataLoaderRound& r : result.rounds) {
     std::string settings = r.applied.is_null() ? "the script's own" : r.applied.dump();
-    out += fmt::format("{:<6} {:<60} {:>12.2f} {:>12}{}\n", r.index, settings, r.measured_batches_per_second,
-                       r.index == 0 ? std::string("-") : fmt::format("{:.2f}", r.predicted_batches_per_second),
-                       &r == &result.rounds[result.best] ? "  <- best" : "");
+    out +=
+        fmt::format("{:<6} {:<60} {:>12.2f} {:>12}{}\n", r.index, settings, r.measured_batches_per_second,
+                    r.index == 0 ? std::string("-") : fmt::format("{:.2f}", r.predicted_batches_per_second),
+                    &r == &result.rounds[result.best] ? "  <- best" : "");
   }
   return out;
 }

@@ -41,8 +41,7 @@ double MannWhitneyCdf(size_t m, size_t n, size_t u) {
   // ways[i][j][k]: arrangements of i values of one sample and j of the other
   // with U = k; ways(i, j, k) = ways(i-1, j, k-j) + ways(i, j-1, k). Kept as
   // doubles (counts up to C(80, 40) fit with enough precision for a CDF).
-  std::vector<std::vector<std::vector<double>>> ways(
-      m + 1, std::vector<std::vector<double>>(n + 1));
+  std::vector<std::vector<std::vector<double>>> ways(m + 1, std::vector<std::vector<double>>(n + 1));
   for (size_t i = 0; i <= m; ++i) {
     for (size_t j = 0; j <= n; ++j) {
       std::vector<double>& cell = ways[i][j];
@@ -67,8 +66,7 @@ double MannWhitneyCdf(size_t m, size_t n, size_t u) {
   return below / total;
 }
 
-Shift EstimateShift(const std::vector<double>& baseline, const std::vector<double>& now,
-                    double confidence) {
+Shift EstimateShift(const std::vector<double>& baseline, const std::vector<double>& now, double confidence) {
   std::vector<double> base_logs = PositiveLogs(baseline);
   std::vector<double> now_logs = PositiveLogs(now);
   Shift shift;

@@ -1,5 +1,6 @@
 #include "pipetune/workflow/profile_program.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/tracer/gpu_profile.h"
@@ -31,7 +30,8 @@ using Environment = std::vector<std::pair<std::string, std::string>>;
   for (const std::string& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   ::execvp(argv[0], argv.data());
-  std::fprintf(stderr, "pipetune: error: cannot run %s: %s\n", options.command[0].c_str(), std::strerror(errno));
+  std::fprintf(stderr, "pipetune: error: cannot run %s: %s\n", options.command[0].c_str(),
+               std::strerror(errno));
   ::_exit(kCannotExec);
 }
 
@@ -44,7 +44,7 @@ StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
       tracer::FindInjectionLibrary(), std::getenv("CUDA_INJECTION64_PATH"), &result.gpu_note);
   // A stale trace (or a stale worker process's TRACE.<pid>) must not pass for this run's.
   for (const std::string& stale : analyzer::DataLoaderTracePaths(options.trace_path)) ::unlink(stale.c_str());
-  std::fflush(nullptr);                  // buffered output must not be written twice
+  std::fflush(nullptr);  // buffered output must not be written twice
   pid_t child = ::fork();
   if (child < 0) return IoError(fmt::format("cannot fork: {}", std::strerror(errno)));
   if (child == 0) ExecInChild(options, gpu_environment);
@@ -60,8 +60,8 @@ StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
   if (result.exit_code == kCannotExec && result.signal_number == 0) {
     return InvalidInput(fmt::format("cannot run {} (see the message above)", options.command[0]));
   }
-  PIPETUNE_RETURN_IF_ERROR(tracer::CompleteProfileTrace(options.trace_path, options.command[0], result.gpu_note,
-                                                        &result.recorded_nothing));
+  PIPETUNE_RETURN_IF_ERROR(tracer::CompleteProfileTrace(options.trace_path, options.command[0],
+                                                        result.gpu_note, &result.recorded_nothing));
   struct stat info {};
   if (::stat(options.trace_path.c_str(), &info) != 0) {
     return IoError(fmt::format("{}: the trace is gone after the program ended", options.trace_path));

@@ -27,7 +27,7 @@ StatusOr<runtime::RunSummary> RunConfig(const models::PipelineConfig& config,
   }
   runtime::RunOptions run;
   run.max_seconds = options.seconds;
-  run.base_dir = !options.base_dir.empty()         ? options.base_dir
+  run.base_dir = !options.base_dir.empty()      ? options.base_dir
                  : !options.config_path.empty() ? DirectoryOf(options.config_path)
                                                 : std::string();
   run.registry = options.registry;

@@ -1,6 +1,7 @@
 #include "pipetune/workflow/source_rewrite.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/format.h>
 
 namespace pipetune::workflow {
 namespace {
@@ -72,7 +71,8 @@ StatusOr<int> RunCollecting(const std::vector<std::string>& argv, std::string* o
 }  // namespace
 
 std::optional<std::string> FindRewriter() {
-  if (const char* env = std::getenv("PIPETUNE_REWRITE"); env != nullptr && *env != '\0') return std::string(env);
+  if (const char* env = std::getenv("PIPETUNE_REWRITE"); env != nullptr && *env != '\0')
+    return std::string(env);
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
@@ -84,7 +84,8 @@ std::optional<std::string> FindRewriter() {
 
 StatusOr<SourceRewriteResult> RewriteSource(const SourceRewriteRequest& request) {
   SourceRewriteResult result;
-  std::optional<std::string> found = request.rewriter.empty() ? FindRewriter() : std::optional(request.rewriter);
+  std::optional<std::string> found =
+      request.rewriter.empty() ? FindRewriter() : std::optional(request.rewriter);
   result.rewriter = found.value_or(kRewriterName);
 
   std::error_code ec;
@@ -111,16 +112,18 @@ StatusOr<SourceRewriteResult> RewriteSource(const SourceRewriteRequest& request)
   fs::remove(plan_path, ec);
   if (!rc.ok()) return rc.status();
   if (*rc == kCannotExec) {
-    return InvalidInput(fmt::format(
-        "--source: cannot run {} (build it: it needs Clang 14's dev packages and PIPETUNE_WITH_CLANG=ON; or set "
-        "PIPETUNE_REWRITE)",
-        result.rewriter));
+    return InvalidInput(
+        fmt::format("--source: cannot run {} (build it: it needs Clang 14's dev packages and "
+                    "PIPETUNE_WITH_CLANG=ON; or set "
+                    "PIPETUNE_REWRITE)",
+                    result.rewriter));
   }
   if (*rc != 0) {
     std::string message = result.output;
     while (!message.empty() && message.back() == '\n') message.pop_back();
-    return InvalidInput(fmt::format("--source {}: the source rewrite failed (exit {}), nothing was changed:\n{}",
-                                    request.source, *rc, message));
+    return InvalidInput(
+        fmt::format("--source {}: the source rewrite failed (exit {}), nothing was changed:\n{}",
+                    request.source, *rc, message));
   }
   return result;
 }

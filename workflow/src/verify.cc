@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <optional>
 
-#include "pipetune/workflow/run.h"
 #include "pipetune/tuner/rewrite.h"
+#include "pipetune/workflow/run.h"
 
 namespace pipetune::workflow {
 namespace {

@@ -82,7 +82,7 @@ struct CollectedTrace {
   std::vector<std::pair<uint64_t, uint64_t>> consumer_waits;
   uint64_t gpu_intervals_not_kept = 0;
   std::optional<tracer::GpuStatus> gpu_status;  // the last one
-  uint64_t records = 0;  // every record visited
+  uint64_t records = 0;                         // every record visited
   uint64_t peak_rss_bytes = 0;
   bool has_end = false;
   uint64_t end_ns = 0;

@@ -46,9 +46,9 @@ const char* DataLoaderStageKindName(DataLoaderStageKind kind);
 struct DataLoaderStage {
   std::string name;  // "load", "transform[0]:RandomResizedCrop", "collate", "transfer", ...
   DataLoaderStageKind kind = DataLoaderStageKind::kLoad;
-  uint64_t count = 0;        // samples (load, transforms) or batches (the rest)
-  double seconds_each = 0;   // wall seconds per sample or per batch
-  double per_batch = 0;      // seconds per batch: seconds_each x batch_size for per-sample stages
+  uint64_t count = 0;       // samples (load, transforms) or batches (the rest)
+  double seconds_each = 0;  // wall seconds per sample or per batch
+  double per_batch = 0;     // seconds per batch: seconds_each x batch_size for per-sample stages
 };
 
 struct DataLoaderEpoch {
@@ -67,14 +67,14 @@ struct DataLoaderProfile {
 
   std::vector<DataLoaderStage> sample_stages;  // load and transforms: per sample
   DataLoaderStage collate, transfer, pin_memory, step;
-  uint64_t batches = 0;        // the consumer's batches
-  double wait_seconds = 0;     // the consumer's total wait in next()
-  double step_seconds = 0;     // the consumer's total time between batches
-  double batch_bytes = 0;      // a collated batch
-  double main_rss_bytes = 0;   // the main process's peak
-  double worker_rss_bytes = 0; // a worker's peak (the largest); 0 when no worker ran
-  double worker_cpu_seconds = 0; // all worker processes' CPU (user + system)
-  double worker_cpu_ratio = 1; // workers' CPU over their busy wall time
+  uint64_t batches = 0;           // the consumer's batches
+  double wait_seconds = 0;        // the consumer's total wait in next()
+  double step_seconds = 0;        // the consumer's total time between batches
+  double batch_bytes = 0;         // a collated batch
+  double main_rss_bytes = 0;      // the main process's peak
+  double worker_rss_bytes = 0;    // a worker's peak (the largest); 0 when no worker ran
+  double worker_cpu_seconds = 0;  // all worker processes' CPU (user + system)
+  double worker_cpu_ratio = 1;    // workers' CPU over their busy wall time
   // The CPU the process loading samples got while it was loading, over that
   // time (the workers' ratio, or the main process's at num_workers=0). Well
   // under 1 for CPU-bound transforms means the host was shared: other

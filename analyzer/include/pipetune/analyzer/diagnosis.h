@@ -90,12 +90,12 @@ struct Diagnosis {
   double window_end_seconds = 0;
   std::string window_reason;
 
-  double measured_throughput = 0;         // outputs/s in the window
-  double predicted_throughput = 0;        // the model, for the configuration that ran
-  double prediction_ratio = 0;            // predicted / measured (0 when nothing was measured)
+  double measured_throughput = 0;                     // outputs/s in the window
+  double predicted_throughput = 0;                    // the model, for the configuration that ran
+  double prediction_ratio = 0;                        // predicted / measured (0 when nothing was measured)
   models::BoundKind bound = models::BoundKind::kCpu;  // the bound that binds
-  std::optional<std::string> bottleneck;  // the stage to blame; none when demand binds
-  std::optional<std::string> next_limit;  // when demand binds: the stage that would limit next
+  std::optional<std::string> bottleneck;              // the stage to blame; none when demand binds
+  std::optional<std::string> next_limit;              // when demand binds: the stage that would limit next
   double next_limit_throughput = 0;
   double stall_fraction = 0;                // consumer time waiting for input / window
   std::optional<double> demand_throughput;  // 1 / step time

@@ -35,11 +35,11 @@ struct WhatIf {
 StatusOr<WhatIf> ParseWhatIf(std::string_view text);
 
 struct WhatIfOutcome {
-  std::string question;   // the text as given
-  bool allowed = true;    // false: the change is impossible (see note)
-  std::string note;       // why not; or what the model assumed
-  double throughput = 0;  // predicted outputs/s
-  double speedup = 0;     // over the prediction for the configuration that ran
+  std::string question;                               // the text as given
+  bool allowed = true;                                // false: the change is impossible (see note)
+  std::string note;                                   // why not; or what the model assumed
+  double throughput = 0;                              // predicted outputs/s
+  double speedup = 0;                                 // over the prediction for the configuration that ran
   models::BoundKind bound = models::BoundKind::kCpu;  // the bound that binds
   std::optional<std::string> bottleneck;
   double cores_used = 0;

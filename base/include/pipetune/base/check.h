@@ -5,11 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define PIPETUNE_CHECK(cond)                                                   \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::fprintf(stderr, "%s:%d: internal check failed: %s\n", __FILE__,     \
-                   __LINE__, #cond);                                           \
-      std::abort();                                                            \
-    }                                                                          \
+#define PIPETUNE_CHECK(cond)                                                                 \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "%s:%d: internal check failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                          \
+    }                                                                                        \
   } while (0)

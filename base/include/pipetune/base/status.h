@@ -50,15 +50,9 @@ class [[nodiscard]] Status {
 inline Status InvalidInput(std::string message) {
   return Status(StatusCode::kInvalidInput, std::move(message));
 }
-inline Status NotFound(std::string message) {
-  return Status(StatusCode::kNotFound, std::move(message));
-}
-inline Status IoError(std::string message) {
-  return Status(StatusCode::kIoError, std::move(message));
-}
-inline Status Failed(std::string message) {
-  return Status(StatusCode::kFailed, std::move(message));
-}
+inline Status NotFound(std::string message) { return Status(StatusCode::kNotFound, std::move(message)); }
+inline Status IoError(std::string message) { return Status(StatusCode::kIoError, std::move(message)); }
+inline Status Failed(std::string message) { return Status(StatusCode::kFailed, std::move(message)); }
 inline Status Unavailable(std::string message) {
   return Status(StatusCode::kUnavailable, std::move(message));
 }
@@ -68,7 +62,7 @@ inline Status Unavailable(std::string message) {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) {
       std::fprintf(stderr, "StatusOr constructed from an ok Status\n");
@@ -102,9 +96,9 @@ class [[nodiscard]] StatusOr {
 }  // namespace pipetune
 
 // Returns early from the enclosing function with a non-ok Status.
-#define PIPETUNE_RETURN_IF_ERROR(expr)              \
-  do {                                              \
-    ::pipetune::Status pipetune_status_ = (expr);   \
+#define PIPETUNE_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::pipetune::Status pipetune_status_ = (expr);        \
     if (!pipetune_status_.ok()) return pipetune_status_; \
   } while (0)
 
@@ -112,8 +106,8 @@ class [[nodiscard]] StatusOr {
 #define PIPETUNE_STATUS_CONCAT(a, b) PIPETUNE_STATUS_CONCAT_INNER(a, b)
 
 // PIPETUNE_ASSIGN_OR_RETURN(auto x, MaybeX()); declares x or returns the error.
-#define PIPETUNE_ASSIGN_OR_RETURN(lhs, expr)                                        \
-  auto PIPETUNE_STATUS_CONCAT(pipetune_or_, __LINE__) = (expr);                     \
-  if (!PIPETUNE_STATUS_CONCAT(pipetune_or_, __LINE__).ok())                         \
-    return PIPETUNE_STATUS_CONCAT(pipetune_or_, __LINE__).status();                 \
+#define PIPETUNE_ASSIGN_OR_RETURN(lhs, expr)                        \
+  auto PIPETUNE_STATUS_CONCAT(pipetune_or_, __LINE__) = (expr);     \
+  if (!PIPETUNE_STATUS_CONCAT(pipetune_or_, __LINE__).ok())         \
+    return PIPETUNE_STATUS_CONCAT(pipetune_or_, __LINE__).status(); \
   lhs = std::move(PIPETUNE_STATUS_CONCAT(pipetune_or_, __LINE__)).value()

@@ -40,11 +40,11 @@ struct RecorderOptions {
 
 // What the recorder has done so far (for tests and the final status line).
 struct RecorderStats {
-  uint64_t records = 0;             // converted and handed to the tracer
-  uint64_t records_skipped = 0;     // kinds we do not record, or invalid
-  uint64_t dropped_at_source = 0;   // CUPTI's own drop counts, summed
+  uint64_t records = 0;            // converted and handed to the tracer
+  uint64_t records_skipped = 0;    // kinds we do not record, or invalid
+  uint64_t dropped_at_source = 0;  // CUPTI's own drop counts, summed
   uint64_t buffers_allocated = 0;
-  uint64_t buffers_refused = 0;     // requests the capped pool could not serve
+  uint64_t buffers_refused = 0;  // requests the capped pool could not serve
   uint64_t flushes = 0;
 };
 

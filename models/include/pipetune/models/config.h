@@ -8,12 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "pipetune/base/status.h"
 
@@ -47,8 +46,7 @@ bool OpIsSource(Op op);
 
 // "stage \"decode\" (#3): key \"parallelism\": <what>": the one shape of every
 // config error, so users learn where to look.
-std::string StageKeyError(const StageConfig& stage, std::string_view key,
-                          std::string_view what);
+std::string StageKeyError(const StageConfig& stage, std::string_view key, std::string_view what);
 
 // What a failing element function does: stop the run with the error, or count
 // the element as failed, drop it and go on. Stage key "on_error".
@@ -71,14 +69,14 @@ struct CacheLocation {
 
 struct StageConfig {
   std::string name;
-  size_t index = 0;    // position in the pipeline, 0-based (errors show it 1-based)
+  size_t index = 0;  // position in the pipeline, 0-based (errors show it 1-based)
   Op op = Op::kMap;
-  std::string fn;      // map / filter: the registered element function
-  Json args = Json::object();  // everything the op or fn needs; never changed by the tuner
-  int parallelism = 1;         // knob: worker threads (map, read_file); absent = 1
-  std::optional<int64_t> buffer;        // knob: prefetch depth in elements
+  std::string fn;                         // map / filter: the registered element function
+  Json args = Json::object();             // everything the op or fn needs; never changed by the tuner
+  int parallelism = 1;                    // knob: worker threads (map, read_file); absent = 1
+  std::optional<int64_t> buffer;          // knob: prefetch depth in elements
   std::optional<CacheLocation> location;  // knob: cache stages; absent = memory
-  bool random = false;         // output differs between epochs: nothing may be cached at or after it
+  bool random = false;  // output differs between epochs: nothing may be cached at or after it
   OnError on_error = OnError::kStop;
 
   // The stage object as read (or as created for an inserted stage); Save()
@@ -87,8 +85,8 @@ struct StageConfig {
 };
 
 struct Resources {
-  std::optional<double> cores;                  // CPU cores the pipeline may use
-  std::optional<uint64_t> memory_bytes;         // memory budget for buffers and caches
+  std::optional<double> cores;                     // CPU cores the pipeline may use
+  std::optional<uint64_t> memory_bytes;            // memory budget for buffers and caches
   std::optional<double> storage_bytes_per_second;  // storage bandwidth, when known
 };
 
@@ -143,10 +141,8 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
 // Typed access to a stage's args with errors that name stage and key.
 // Absent key: the default (nullopt when none given).
-StatusOr<std::optional<int64_t>> ArgInt(const StageConfig& stage, std::string_view key,
-                                        int64_t min_value);
-StatusOr<std::optional<double>> ArgNumber(const StageConfig& stage, std::string_view key,
-                                          double min_value);
+StatusOr<std::optional<int64_t>> ArgInt(const StageConfig& stage, std::string_view key, int64_t min_value);
+StatusOr<std::optional<double>> ArgNumber(const StageConfig& stage, std::string_view key, double min_value);
 StatusOr<std::optional<std::string>> ArgString(const StageConfig& stage, std::string_view key);
 StatusOr<std::optional<bool>> ArgBool(const StageConfig& stage, std::string_view key);
 // A size: a non-negative integer of bytes or a string like "4GiB" (see ParseSize).

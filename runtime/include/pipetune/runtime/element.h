@@ -25,8 +25,8 @@ struct Element {
   // the file in the listing). Element functions keep it; it is what the tests
   // use to check that every element arrives exactly once.
   uint64_t id = 0;
-  uint32_t epoch = 0;     // which pass over the source (repeat)
-  std::string path;       // list_files output; read_file input
+  uint32_t epoch = 0;  // which pass over the source (repeat)
+  std::string path;    // list_files output; read_file input
   DType dtype = DType::kNone;
   std::array<int32_t, 3> shape{0, 0, 0};  // height, width, channels for images
   std::shared_ptr<const Bytes> data;      // payload; never mutated once shared

@@ -42,8 +42,7 @@ class FilterFunction {
   virtual StatusOr<bool> Keep(const Element& element, const FnContext& context) const = 0;
 };
 
-using MapFactory =
-    std::function<StatusOr<std::unique_ptr<MapFunction>>(const models::StageConfig& stage)>;
+using MapFactory = std::function<StatusOr<std::unique_ptr<MapFunction>>(const models::StageConfig& stage)>;
 using FilterFactory =
     std::function<StatusOr<std::unique_ptr<FilterFunction>>(const models::StageConfig& stage)>;
 
@@ -69,6 +68,6 @@ class FunctionRegistry {
 
 // Built-in families, each in its own source file.
 void RegisterSyntheticFunctions(FunctionRegistry& registry);  // cpu_work, io_wait, keep_every
-void RegisterImageFunctions(FunctionRegistry& registry);      // jpeg_decode, resize, random_crop_flip, normalize
+void RegisterImageFunctions(FunctionRegistry& registry);  // jpeg_decode, resize, random_crop_flip, normalize
 
 }  // namespace pipetune::runtime

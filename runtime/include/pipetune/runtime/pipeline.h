@@ -23,10 +23,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
@@ -52,13 +51,13 @@ struct BuildOptions {
 
 // What RunPipeline reports while it runs.
 struct Progress {
-  double seconds = 0;               // since the consumer started
-  uint64_t outputs = 0;             // delivered to the consumer so far
-  uint64_t source_elements = 0;     // examples inside those outputs
-  double throughput = 0;            // outputs/s over the last interval
-  double stall_fraction = 0;        // consumer wait / wall, since the start
-  uint64_t buffer_bytes = 0;        // bytes held in buffers right now
-  uint64_t cache_bytes = 0;         // bytes held by memory caches right now
+  double seconds = 0;            // since the consumer started
+  uint64_t outputs = 0;          // delivered to the consumer so far
+  uint64_t source_elements = 0;  // examples inside those outputs
+  double throughput = 0;         // outputs/s over the last interval
+  double stall_fraction = 0;     // consumer wait / wall, since the start
+  uint64_t buffer_bytes = 0;     // bytes held in buffers right now
+  uint64_t cache_bytes = 0;      // bytes held by memory caches right now
 };
 
 struct RunOptions {
@@ -82,11 +81,11 @@ struct StageSummary {
   std::string name;
   std::string op;
   int parallelism = 1;
-  uint64_t elements = 0;      // produced (passed downstream)
-  uint64_t consumed = 0;      // taken from the stage before
-  uint64_t failed = 0;        // elements whose function failed (on_error skip)
-  uint64_t bytes = 0;         // bytes of the elements produced
-  double busy_seconds = 0;    // wall time in the stage's own work, all workers
+  uint64_t elements = 0;           // produced (passed downstream)
+  uint64_t consumed = 0;           // taken from the stage before
+  uint64_t failed = 0;             // elements whose function failed (on_error skip)
+  uint64_t bytes = 0;              // bytes of the elements produced
+  double busy_seconds = 0;         // wall time in the stage's own work, all workers
   double wait_input_seconds = 0;   // workers blocked on an empty input
   double wait_output_seconds = 0;  // workers blocked on a full output buffer
   uint64_t peak_buffer_bytes = 0;  // its output buffer (and shuffle/batch/reorder state)
@@ -94,19 +93,19 @@ struct StageSummary {
 };
 
 struct RunSummary {
-  double seconds = 0;            // wall time of the consumer loop
-  uint64_t outputs = 0;          // pipeline outputs delivered to the consumer
-  uint64_t source_elements = 0;  // examples inside them (a batch of 64 counts 64)
-  double throughput = 0;         // outputs / seconds
+  double seconds = 0;              // wall time of the consumer loop
+  uint64_t outputs = 0;            // pipeline outputs delivered to the consumer
+  uint64_t source_elements = 0;    // examples inside them (a batch of 64 counts 64)
+  double throughput = 0;           // outputs / seconds
   double examples_per_second = 0;  // source_elements / seconds
-  double stall_fraction = 0;     // consumer time waiting for an output / seconds
+  double stall_fraction = 0;       // consumer time waiting for an output / seconds
   uint64_t peak_buffer_bytes = 0;  // peak bytes held by all buffers together
   uint64_t cache_bytes = 0;        // bytes held by memory caches at the end
   uint64_t disk_cache_bytes = 0;   // bytes written to or replayed from disk caches
   bool stopped_early = false;      // max_seconds reached (or interrupted) before the end of the data
   bool interrupted = false;        // RunOptions::interrupt stopped the run
   std::vector<StageSummary> stages;
-  uint64_t failed_elements = 0;    // sum over stages (on_error skip)
+  uint64_t failed_elements = 0;  // sum over stages (on_error skip)
   // The first few failure messages, each naming the stage and the element.
   std::vector<std::string> errors;
 };
@@ -125,8 +124,7 @@ nlohmann::ordered_json SummaryToJson(const RunSummary& summary);
 // kFailed naming the stage, the element (id and path) and the function's
 // message; with on_error "skip" the element is counted in `failed` and the
 // run goes on.
-StatusOr<RunSummary> RunPipeline(const models::PipelineConfig& config,
-                                 const RunOptions& options = {});
+StatusOr<RunSummary> RunPipeline(const models::PipelineConfig& config, const RunOptions& options = {});
 
 class PipelineImpl;
 

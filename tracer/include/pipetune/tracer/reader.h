@@ -102,7 +102,7 @@ struct Trace {
   std::vector<GpuActivity> gpu_activity;
   bool has_gpu_status = false;  // a GPU activity source was asked for
   GpuStatus gpu_status;         // the last one
-  DropCounts drops;  // the last (cumulative) drop counts
+  DropCounts drops;             // the last (cumulative) drop counts
   bool has_end = false;
   TraceEnd end;
   ReadReport report;

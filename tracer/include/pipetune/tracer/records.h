@@ -97,9 +97,12 @@ struct StageCounts {
   // a reading taken mid-update may).
   StageCounts Since(const StageCounts& earlier) const {
     auto minus = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
-    return StageCounts{minus(produced, earlier.produced),          minus(consumed, earlier.consumed),
-                       minus(bytes_produced, earlier.bytes_produced), minus(work_ns, earlier.work_ns),
-                       minus(wait_input_ns, earlier.wait_input_ns), minus(wait_output_ns, earlier.wait_output_ns)};
+    return StageCounts{minus(produced, earlier.produced),
+                       minus(consumed, earlier.consumed),
+                       minus(bytes_produced, earlier.bytes_produced),
+                       minus(work_ns, earlier.work_ns),
+                       minus(wait_input_ns, earlier.wait_input_ns),
+                       minus(wait_output_ns, earlier.wait_output_ns)};
   }
 };
 
@@ -200,12 +203,12 @@ struct GpuActivity {
 // one when a GPU activity source (pipetune_cupti) was asked for; the last
 // one read is the one that holds.
 enum class GpuState : uint32_t {
-  kRecording = 1,    // activity is being recorded
-  kNoGpu = 2,        // no CUDA driver or no device: nothing to record
-  kNoCupti = 3,      // the driver is there but libcupti could not be loaded or is too old
-  kConflict = 4,     // another CUPTI subscriber holds the process (Nsight, a framework profiler)
-  kFailed = 5,       // a CUPTI call failed; message says which
-  kStopped = 6,      // recorded, then stopped cleanly
+  kRecording = 1,  // activity is being recorded
+  kNoGpu = 2,      // no CUDA driver or no device: nothing to record
+  kNoCupti = 3,    // the driver is there but libcupti could not be loaded or is too old
+  kConflict = 4,   // another CUPTI subscriber holds the process (Nsight, a framework profiler)
+  kFailed = 5,     // a CUPTI call failed; message says which
+  kStopped = 6,    // recorded, then stopped cleanly
 };
 
 // How GPU timestamps were put on the trace's host clock.

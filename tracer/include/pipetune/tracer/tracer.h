@@ -165,9 +165,10 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> wait_output_ns{0};
 
   StageCounts Load() const noexcept {
-    return StageCounts{produced.load(std::memory_order_relaxed),      consumed.load(std::memory_order_relaxed),
-                       bytes_produced.load(std::memory_order_relaxed), work_ns.load(std::memory_order_relaxed),
-                       wait_input_ns.load(std::memory_order_relaxed), wait_output_ns.load(std::memory_order_relaxed)};
+    return StageCounts{
+        produced.load(std::memory_order_relaxed),       consumed.load(std::memory_order_relaxed),
+        bytes_produced.load(std::memory_order_relaxed), work_ns.load(std::memory_order_relaxed),
+        wait_input_ns.load(std::memory_order_relaxed),  wait_output_ns.load(std::memory_order_relaxed)};
   }
   static void Add(std::atomic<uint64_t>& counter, uint64_t delta) noexcept {
     counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
@@ -215,7 +216,6 @@ class Worker {
         state_(state),
         stage_(stage),
         index_(index) {}
-
 
   // Single-producer (this thread), single-consumer (the sampler) ring.
   void PushSpan(uint64_t begin_ns, uint64_t end_ns, uint64_t element_id) noexcept {

@@ -17,7 +17,7 @@ namespace pipetune::tuner {
 
 struct TracedRun {
   TuneInput input;
-  tracer::HostFacts host;  // from the first trace's header
+  tracer::HostFacts host;   // from the first trace's header
   std::string config_path;  // absolute path of the config the run read; empty when unknown
 };
 

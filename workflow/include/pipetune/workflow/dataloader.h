@@ -5,12 +5,11 @@
 // The CLI parses flags and prints; everything else is here.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/base/status.h"
@@ -69,8 +68,8 @@ struct DataLoaderVerifyOptions {
   std::vector<std::string> command;
   tuner::BudgetFlags budgets;
   std::string trace = "pipetune.trace";  // round 0's; round N's: STEM-round-N.EXT (DataLoaderRoundTrace)
-  std::string output;  // the best round's kwargs; empty: DataLoaderKwargsPath("", trace)
-  int rounds = 1;               // applied runs after the first
+  std::string output;                    // the best round's kwargs; empty: DataLoaderKwargsPath("", trace)
+  int rounds = 1;                        // applied runs after the first
   int interval_ms = 100;
 };
 struct DataLoaderRound {

@@ -29,7 +29,7 @@ struct RunConfigOptions {
   // trace records its absolute path so that `tune` can write the tuned
   // config beside it and keep its relative paths naming the same files.
   std::string config_path;
-  std::string base_dir;  // overrides the config file's directory
+  std::string base_dir;                                 // overrides the config file's directory
   const runtime::FunctionRegistry* registry = nullptr;  // null: the built-ins
   bool deterministic = false;
   std::function<void(const runtime::Progress&)> on_progress;
