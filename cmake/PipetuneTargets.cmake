@@ -70,6 +70,12 @@ function(pipetune_test)
   target_compile_options(${ARG_NAME} PRIVATE ${PIPETUNE_WARNINGS})
   target_compile_definitions(${ARG_NAME} PRIVATE
     PIPETUNE_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PIPETUNE_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  # One translation unit per test binary: its files share the heavy headers
+  # (GoogleTest, nlohmann/json, fmt), which then parse once. Helpers in the
+  # files' anonymous namespaces must have distinct names.
+  if(PIPETUNE_UNITY_TESTS)
+    set_target_properties(${ARG_NAME} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0)
+  endif()
   if(PIPETUNE_PCH)
     target_precompile_headers(${ARG_NAME} PRIVATE ${PIPETUNE_TEST_PCH_HEADERS})
     foreach(source ${ARG_SOURCES})  # C sources (tracer_test's C API test) take no C++ header

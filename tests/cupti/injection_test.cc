@@ -69,12 +69,12 @@ int Profile(const std::string& trace, const std::string& extra_env = "") {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string TracePath(const std::string& name) {
+std::string InjectionTracePath(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("pipetune_injection_" + name + ".trace")).string();
 }
 
 TEST(Injection, ProfileRecordsTheGpuActivityOfAnUnchangedCudaProgram) {
-  const std::string trace_path = TracePath("ok");
+  const std::string trace_path = InjectionTracePath("ok");
   ASSERT_EQ(Profile(trace_path), 0);
   StatusOr<tracer::Trace> trace = tracer::LoadTrace(trace_path);
   ASSERT_TRUE(trace.ok()) << trace.status().message();
@@ -92,7 +92,7 @@ TEST(Injection, ProfileRecordsTheGpuActivityOfAnUnchangedCudaProgram) {
 }
 
 TEST(Injection, AnotherSubscriberLeavesTheProgramRunningAndTheTraceSaysSo) {
-  const std::string trace_path = TracePath("conflict");
+  const std::string trace_path = InjectionTracePath("conflict");
   ASSERT_EQ(Profile(trace_path, "FAKE_CUPTI_MODE=conflict"), 0);
   StatusOr<tracer::Trace> trace = tracer::LoadTrace(trace_path);
   ASSERT_TRUE(trace.ok()) << trace.status().message();
@@ -102,7 +102,7 @@ TEST(Injection, AnotherSubscriberLeavesTheProgramRunningAndTheTraceSaysSo) {
 }
 
 TEST(Injection, NoneMeansUnsetAndTheUsersOwnInjectionIsLeftAlone) {
-  const std::string trace_path = TracePath("none");
+  const std::string trace_path = InjectionTracePath("none");
   // "none" is replaced by ours: GPU activity is recorded.
   ASSERT_EQ(Profile(trace_path, "CUDA_INJECTION64_PATH=none"), 0);
   StatusOr<tracer::Trace> trace = tracer::LoadTrace(trace_path);

@@ -16,7 +16,7 @@ namespace {
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-BuildOptions Options() {
+BuildOptions ErrorsOptions() {
   BuildOptions options;
   options.registry = &TestRegistry();
   return options;
@@ -29,7 +29,7 @@ TEST_P(OnErrorTest, SkipCountsFailuresAndDeliversTheRest) {
       {{"name": "flaky", "op": "map", "fn": "fail", "args": {{"every": 10, "at": 3}},
         "parallelism": {}, "on_error": "skip"}},
       {{"name": "batch", "op": "batch", "args": {{"size": 9}}}})", GetParam()));
-  Outputs out = Drain(config, Options());
+  Outputs out = Drain(config, ErrorsOptions());
   ASSERT_TRUE(out.status.ok()) << out.status.message();
   auto histogram = Histogram(out.elements);
   EXPECT_EQ(histogram.size(), 900u);
@@ -46,7 +46,7 @@ TEST_P(OnErrorTest, StopReturnsFailedNamingStageAndElement) {
   auto config = RangeThen(1000, fmt::format(R"(
       {{"name": "flaky", "op": "map", "fn": "fail", "args": {{"every": 1000, "at": 417}},
         "parallelism": {}}})", GetParam()));
-  Outputs out = Drain(config, Options());
+  Outputs out = Drain(config, ErrorsOptions());
   ASSERT_FALSE(out.status.ok());
   EXPECT_EQ(out.status.code(), StatusCode::kFailed);
   EXPECT_THAT(out.status.message(), HasSubstr("stage \"flaky\""));
@@ -79,14 +79,14 @@ INSTANTIATE_TEST_SUITE_P(Parallelism, OnErrorTest, ::testing::Values(1, 2, 8, 32
 TEST(OnErrorTest, FilterFailuresFollowOnError) {
   auto skip = RangeThen(100, R"({"name": "f", "op": "filter", "fn": "fail_filter",
                                  "args": {"every": 4, "at": 0}, "on_error": "skip"})");
-  Outputs out = Drain(skip, Options());
+  Outputs out = Drain(skip, ErrorsOptions());
   ASSERT_TRUE(out.status.ok());
   EXPECT_EQ(out.elements.size(), 75u);
   EXPECT_EQ(out.stages[1].failed, 25u);
 
   auto stop = RangeThen(100, R"({"name": "f", "op": "filter", "fn": "fail_filter",
                                  "args": {"every": 100, "at": 50}})");
-  Outputs stopped = Drain(stop, Options());
+  Outputs stopped = Drain(stop, ErrorsOptions());
   EXPECT_EQ(stopped.status.code(), StatusCode::kFailed);
   EXPECT_THAT(stopped.status.message(), HasSubstr("element 50"));
 }
@@ -94,13 +94,13 @@ TEST(OnErrorTest, FilterFailuresFollowOnError) {
 TEST(OnErrorTest, AFunctionThatThrowsFailsItsElementNotTheProcess) {
   auto config = RangeThen(100, R"({"name": "thrower", "op": "map", "fn": "throw",
                                    "args": {"every": 10, "at": 1}, "parallelism": 4, "on_error": "skip"})");
-  Outputs out = Drain(config, Options());
+  Outputs out = Drain(config, ErrorsOptions());
   ASSERT_TRUE(out.status.ok()) << out.status.message();
   EXPECT_EQ(out.elements.size(), 90u);
   EXPECT_EQ(out.stages[1].failed, 10u);
 
   config.stages[1].on_error = models::OnError::kStop;
-  Outputs stopped = Drain(config, Options());
+  Outputs stopped = Drain(config, ErrorsOptions());
   EXPECT_EQ(stopped.status.code(), StatusCode::kFailed);
   EXPECT_THAT(stopped.status.message(), HasSubstr("thrown on purpose"));
 }
