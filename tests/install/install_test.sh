@@ -43,7 +43,10 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 # shellcheck disable=SC2046
 "$cc" -std=c99 -Wall -Werror -o "$tmp/c_program" "$here/c_program/main.c" $(pkg-config --cflags --libs pipetune-tracer) \
   -Wl,-rpath,"$(cd "$libdir" && pwd)"
-ldd "$tmp/c_program" | grep -q "libpipetune_tracer.so.[0-9]" || { echo "FAIL: c_program does not load the shared tracer"; exit 1; }
+# ldd's output is read whole: `ldd | grep -q` under pipefail fails when grep
+# exits at its match before ldd has finished writing (SIGPIPE).
+libs="$(ldd "$tmp/c_program")"
+grep -q "libpipetune_tracer.so.[0-9]" <<<"$libs" || { echo "FAIL: c_program does not load the shared tracer:"; echo "$libs"; exit 1; }
 (cd "$tmp" && "$pipetune" profile --trace "$tmp/c.trace" -- ./c_program)
 check_trace "$tmp/c.trace" c c_stage 20000
 
