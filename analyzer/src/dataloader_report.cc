@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "svg.h"
 
 namespace pipetune::analyzer {
 namespace {
@@ -112,28 +113,7 @@ std::string Markdown(const DataLoaderDiagnosis& d) {
   return out;
 }
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+using internal::Escape;  // svg.h: the report writers' one HTML escape
 
 std::string Html(const DataLoaderDiagnosis& d) {
   const DataLoaderProfile& p = d.profile;
