@@ -156,9 +156,12 @@ bool IsDataLoaderTraceFile(const std::string& path) {
 std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace) {
   std::vector<std::string> paths{main_trace};
   size_t slash = main_trace.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : main_trace.substr(0, slash);
+  // Built in one expression: assigning a literal afterwards trips GCC 12's
+  // false -Wrestrict at -O3.
+  const std::string dir = slash == std::string::npos ? std::string(".")
+                          : slash == 0               ? std::string("/")
+                                                     : main_trace.substr(0, slash);
   std::string base = slash == std::string::npos ? main_trace : main_trace.substr(slash + 1);
-  if (dir.empty()) dir = "/";
   std::vector<std::string> found;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* entry = ::readdir(d)) {
