@@ -1,7 +1,5 @@
-// A PyTorch DataLoader, as the Python bootstrap records it (docs/pytorch.md):
-// the traces of one run (the main process's, TRACE, and one per worker
-// process, TRACE.<pid>) read into one profile; the rate model of a DataLoader;
-// its diagnosis (the limiting stage) and report.
+// A PyTorch DataLoader's rate model, diagnosis and report, over the
+// profile that dataloader_trace.h reads.
 //
 // The model. Workers are a parallel stage: one batch costs a worker
 // batch_size x (load + every transform) + collate, so N workers deliver at
@@ -15,99 +13,13 @@
 // the batches in flight.
 #pragma once
 
-#include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/analyzer/report.h"
-#include "pipetune/base/status.h"
-#include "pipetune/tracer/reader.h"
 
 namespace pipetune::analyzer {
-
-struct DataLoaderSettings {
-  int batch_size = 1;
-  int num_workers = 0;
-  int prefetch_factor = 2;
-  bool persistent_workers = false;
-  bool pin_memory = false;
-  std::string sampler;
-  std::string start_method;  // "fork", "spawn", "forkserver"; empty at num_workers = 0
-  std::string dataset;       // the dataset's class
-  std::optional<int64_t> dataset_length;
-  std::optional<int64_t> batches_per_epoch;
-};
-
-// What limits a DataLoader's throughput, as a type; words only at the edges.
-enum class DataLoaderStageKind { kLoad, kTransform, kCollate, kTransfer, kPinMemory, kStep, kStartup };
-const char* DataLoaderStageKindName(DataLoaderStageKind kind);
-
-struct DataLoaderStage {
-  std::string name;  // "load", "transform[0]:RandomResizedCrop", "collate", "transfer", ...
-  DataLoaderStageKind kind = DataLoaderStageKind::kLoad;
-  uint64_t count = 0;       // samples (load, transforms) or batches (the rest)
-  double seconds_each = 0;  // wall seconds per sample or per batch
-  double per_batch = 0;     // seconds per batch: seconds_each x batch_size for per-sample stages
-};
-
-struct DataLoaderEpoch {
-  uint64_t batches = 0;
-  double startup_seconds = 0;  // iterator creation until every worker is ready; 0 when none started
-  int workers_started = 0;
-};
-
-struct DataLoaderProfile {
-  std::string trace_path;
-  int worker_traces = 0;  // TRACE.<pid> files read
-  std::vector<std::string> warnings;
-  DataLoaderSettings settings;
-  bool cuda_available = false;
-  tracer::HostFacts host;
-
-  std::vector<DataLoaderStage> sample_stages;  // load and transforms: per sample
-  DataLoaderStage collate, transfer, pin_memory, step;
-  uint64_t batches = 0;           // the consumer's batches
-  double wait_seconds = 0;        // the consumer's total wait in next()
-  double step_seconds = 0;        // the consumer's total time between batches
-  double batch_bytes = 0;         // a collated batch
-  double main_rss_bytes = 0;      // the main process's peak
-  double worker_rss_bytes = 0;    // a worker's peak (the largest); 0 when no worker ran
-  double worker_cpu_seconds = 0;  // all worker processes' CPU (user + system)
-  double worker_cpu_ratio = 1;    // workers' CPU over their busy wall time
-  // The CPU the process loading samples got while it was loading, over that
-  // time (the workers' ratio, or the main process's at num_workers=0). Well
-  // under 1 for CPU-bound transforms means the host was shared: other
-  // processes took the cores the budget counts on.
-  double loading_cpu_share = 1;
-  // The share above was under 0.75 while samples came from the page cache:
-  // other processes had the CPU. The model then counts the workers as busy
-  // on a core for all their wall time (worker_cpu_ratio = 1).
-  bool shared_host = false;
-  double main_other_cpu_per_batch = 0;  // main-process CPU per batch besides loading samples
-  std::vector<DataLoaderEpoch> epochs;
-
-  // Seconds a worker spends on one batch: samples and collate.
-  double WorkerSecondsPerBatch() const;
-  // Measured batches per second (batches over the consumer's wait + step time).
-  double MeasuredBatchesPerSecond() const;
-};
-
-// A trace the Python bootstrap wrote (its config is the DataLoader's record).
-bool IsDataLoaderTrace(const tracer::Trace& trace);
-// Reads only the header and the latest pipeline info; false on any error.
-bool IsDataLoaderTraceFile(const std::string& path);
-
-// TRACE and the TRACE.<pid> files beside it, the main trace first.
-std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace);
-
-// Reads the run's traces into one profile. The DataLoader that delivered
-// the most batches is the one profiled. kInvalidInput for a trace that is
-// not a DataLoader's or holds no batch (naming the file).
-StatusOr<DataLoaderProfile> ReadDataLoaderProfile(const std::string& main_trace);
-// The same over traces already loaded: the main process's, then the workers'.
-StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
-                                                  const std::vector<tracer::Trace>& workers);
 
 struct DataLoaderKnobs {
   int num_workers = 0;
