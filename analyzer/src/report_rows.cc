@@ -80,6 +80,19 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
       lines.emplace_back("gpu verdict", d.gpu->verdict);
     }
   }
+  if (d.dataloader) {
+    const DataLoaderSection& dl = *d.dataloader;
+    std::vector<std::string> settings;
+    for (const auto& [key, value] : dl.settings) settings.push_back(key + "=" + value);
+    lines.emplace_back("DataLoader", fmt::format("{}", fmt::join(settings, " ")));
+    lines.emplace_back(
+        "batches",
+        fmt::format("{} over {} epoch{}, {} worker trace{}; worker start-up {:.3f} s "
+                    "per epoch",
+                    dl.batches, dl.epochs.size(), dl.epochs.size() == 1 ? "" : "s", dl.worker_traces,
+                    dl.worker_traces == 1 ? "" : "s", dl.startup_seconds_per_epoch));
+    for (const std::string& note : dl.notes) lines.emplace_back("note", note);
+  }
   lines.emplace_back("drops", DropsText(d));
   lines.emplace_back("window", d.window_reason);
   if (!d.truncation_warning.empty())

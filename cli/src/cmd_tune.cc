@@ -59,15 +59,18 @@ int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
   request.trace = flags.inputs[0];
   request.budgets = budgets;
   request.output = flags.output;
+  request.objective = ObjectiveFrom(flags);
   StatusOr<workflow::DataLoaderTuneResult> result = workflow::TuneDataLoaderTrace(request);
   if (!result.ok()) return ReportError(result.status());
   if (flags.format == "json") {
-    nlohmann::json j = tuner::DataLoaderPlanToJson(result->plan);
+    models::Json j = tuner::PlanToJson(result->plan);
     j["output"] = result->output;
+    j["dataloader_kwargs"] = workflow::DataLoaderKwargs(result->knobs);
+    j["code_change"] = result->code_change;
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("{}", tuner::FormatDataLoaderPlanText(result->plan));
+  fmt::print("{}", tuner::FormatPlanText(result->plan));
   fmt::print("DataLoader keyword arguments: {}\n", result->output);
   fmt::print("code change: {}\n", result->code_change);
   return kExitOk;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "pipetune/models/config.h"
+#include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/profile_program.h"
 
 namespace pipetune::workflow {
@@ -101,36 +102,39 @@ std::string DataLoaderKwargsPath(const std::string& requested, const std::string
   return (p.parent_path() / (p.stem().string() + ".dataloader.json")).string();
 }
 
-namespace {
-
-tuner::DataLoaderBudgets ResolveDataLoaderBudgets(const analyzer::DataLoaderProfile& profile,
-                                                  const tuner::BudgetFlags& flags) {
-  tuner::DataLoaderBudgets budgets;
-  double host_cores = profile.host.UsableCores();
-  budgets.cores = flags.cores ? *flags.cores : (host_cores > 0 ? host_cores : 1.0);
-  if (flags.memory_bytes) {
-    budgets.memory_bytes = *flags.memory_bytes;
-  } else if (profile.host.UsableMemoryBytes() > 0) {
-    budgets.memory_bytes =
-        static_cast<uint64_t>(profile.host.UsableMemoryBytes() * tuner::kDefaultMemoryShare);
-  }
-  if (flags.max_threads) budgets.max_workers = *flags.max_threads;
-  return budgets;
+nlohmann::json DataLoaderKwargs(const analyzer::DataLoaderKnobs& k) {
+  nlohmann::json j;
+  j["num_workers"] = k.num_workers;
+  j["prefetch_factor"] = k.num_workers > 0 ? nlohmann::json(k.prefetch_factor) : nlohmann::json();
+  j["persistent_workers"] = k.num_workers > 0 && k.persistent_workers;
+  j["pin_memory"] = k.pin_memory;
+  return j;
 }
 
-}  // namespace
+std::string DataLoaderCodeChange(const analyzer::DataLoaderKnobs& k) {
+  auto flag = [](bool b) { return b ? "True" : "False"; };
+  if (k.num_workers == 0)
+    return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})", flag(k.pin_memory));
+  return fmt::format(
+      "DataLoader(dataset, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, pin_memory={})",
+      k.num_workers, k.prefetch_factor, flag(k.persistent_workers), flag(k.pin_memory));
+}
 
 StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {
-  StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(request.trace);
-  if (!profile.ok()) return profile.status();
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadDataLoaderProfile(request.trace));
+  tuner::TuneInput input;
+  input.profile = analyzer::DataLoaderModelProfile(run);
+  PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
+                            tuner::ResolveResources(input, run.host, request.budgets));
+  PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(input, resources, request.objective));
   DataLoaderTuneResult result;
-  result.profile = std::move(*profile);
-  result.plan =
-      tuner::TuneDataLoader(result.profile, ResolveDataLoaderBudgets(result.profile, request.budgets));
+  result.knobs = analyzer::KnobsOf(input.profile, *plan.configuration);
+  result.plan = std::move(plan);
+  result.run = std::move(run);
   result.output = DataLoaderKwargsPath(request.output, request.trace);
-  result.code_change = tuner::DataLoaderCodeChange(result.plan.knobs);
+  result.code_change = DataLoaderCodeChange(result.knobs);
   PIPETUNE_RETURN_IF_ERROR(
-      models::WriteFileAtomically(result.output, tuner::DataLoaderKwargs(result.plan.knobs).dump(2) + "\n"));
+      models::WriteFileAtomically(result.output, DataLoaderKwargs(result.knobs).dump(2) + "\n"));
   return result;
 }
 
@@ -175,11 +179,11 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     request.output = DataLoaderKwargsPath("", r.trace);
     StatusOr<DataLoaderTuneResult> tuned = TuneDataLoaderTrace(request);
     if (!tuned.ok()) return tuned.status().WithContext(fmt::format("round {}", round));
-    r.measured_batches_per_second = tuned->profile.MeasuredBatchesPerSecond();
+    r.measured_batches_per_second = tuned->plan.measured_throughput;
     result.rounds.push_back(r);
     kwargs_path = tuned->output;
-    applied = tuner::DataLoaderKwargs(tuned->plan.knobs);
-    predicted = tuned->plan.predicted.batches_per_second;
+    applied = DataLoaderKwargs(tuned->knobs);
+    predicted = tuned->plan.predicted_throughput;
   }
   for (size_t i = 1; i < result.rounds.size(); ++i) {
     if (result.rounds[i].measured_batches_per_second >
@@ -194,7 +198,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     // the file changes nothing.
     StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(best.trace);
     if (!profile.ok()) return profile.status();
-    best_kwargs = tuner::DataLoaderKwargs(analyzer::CurrentKnobs(profile->settings));
+    best_kwargs = DataLoaderKwargs(analyzer::CurrentKnobs(profile->settings));
   }
   result.output = DataLoaderKwargsPath(options.output, options.trace);
   PIPETUNE_RETURN_IF_ERROR(models::WriteFileAtomically(result.output, best_kwargs.dump(2) + "\n"));
@@ -204,7 +208,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
       best_kwargs["prefetch_factor"].is_number() ? best_kwargs["prefetch_factor"].get<int>() : 2;
   knobs.persistent_workers = best_kwargs.value("persistent_workers", false);
   knobs.pin_memory = best_kwargs.value("pin_memory", false);
-  result.code_change = tuner::DataLoaderCodeChange(knobs);
+  result.code_change = DataLoaderCodeChange(knobs);
   return result;
 }
 
