@@ -145,7 +145,7 @@ StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose
   }
   MeasuredRuns measured;
   for (size_t i = 0; i < traces.size(); ++i) {
-    StatusOr<tuner::TracedRun> traced = CollectProfile({traces[i]});
+    StatusOr<TracedRun> traced = CollectProfile({traces[i]});
     if (!traced.ok()) return traced.status();
     if (!traced->input.config)
       return InvalidInput(

@@ -124,8 +124,10 @@ StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& 
   PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadDataLoaderProfile(request.trace));
   tuner::TuneInput input;
   input.profile = analyzer::DataLoaderModelProfile(run);
-  PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
-                            tuner::ResolveResources(input, run.host, request.budgets));
+  PIPETUNE_ASSIGN_OR_RETURN(
+      tuner::Resources resources,
+      tuner::ResolveResources(input, {run.host.UsableCores(), run.host.UsableMemoryBytes()},
+                              request.budgets));
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(input, resources, request.objective));
   DataLoaderTuneResult result;
   result.knobs = analyzer::KnobsOf(input.profile, *plan.configuration);

@@ -152,7 +152,7 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     traces.insert(traces.begin(), round.trace_path);
 
     Announce(options, r, "tuning");
-    PIPETUNE_ASSIGN_OR_RETURN(tuner::TracedRun traced, CollectProfile(traces));
+    PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(traces));
     round.measured_throughput = traced.input.profile.measured_throughput;
     if (r > 0) round.predicted_throughput = result.rounds.back().plan.predicted_throughput;
     if (r == options.rounds) {
@@ -162,7 +162,7 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
       break;
     }
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
-                              tuner::ResolveResources(traced.input, traced.host, options.budgets));
+                              tuner::ResolveResources(traced.input, traced.Limits(), options.budgets));
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan,
                               tuner::Solve(traced.input, resources, options.objective, options.solver));
     if (r == 0) round.predicted_throughput = plan.predicted_throughput_before;
