@@ -8,8 +8,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "pipetune/analyzer/dataloader_trace.h"
 
@@ -318,9 +318,10 @@ void ReadEpochs(const tracer::Trace& main, const std::string& prefix, uint64_t e
     p.epochs.push_back(epoch);
   }
   if (epoch_count > spans.size()) {
-    p.warnings.push_back(fmt::format("{} of {} epochs' starts were not recorded (sampled away): their batches "
-                                     "count in the epoch before them",
-                                     epoch_count - spans.size(), epoch_count));
+    p.warnings.push_back(
+        fmt::format("{} of {} epochs' starts were not recorded (sampled away): their batches "
+                    "count in the epoch before them",
+                    epoch_count - spans.size(), epoch_count));
     p.epochs.resize(epoch_count);
   }
 }

@@ -38,9 +38,9 @@ const char* DataLoaderStageKindName(DataLoaderStageKind kind);
 struct DataLoaderStage {
   std::string name;  // "load", "transform[0]:RandomResizedCrop", "collate", "transfer", ...
   DataLoaderStageKind kind = DataLoaderStageKind::kLoad;
-  uint64_t count = 0;       // samples (load, transforms) or batches (the rest)
-  double seconds_each = 0;  // wall seconds per sample or per batch
-  double per_batch = 0;     // seconds per batch: seconds_each x batch_size for per-sample stages
+  uint64_t count = 0;            // samples (load, transforms) or batches (the rest)
+  double seconds_each = 0;       // wall seconds per sample or per batch
+  double per_batch = 0;          // seconds per batch: seconds_each x batch_size for per-sample stages
   double cpu_seconds_each = -1;  // thread CPU per call, where recorded; < 0: not recorded
 };
 
