@@ -47,6 +47,7 @@ int pipetune_test_c_api(const char* path, char* error, size_t error_size) {
     pipetune_wait_input(worker, 1);
     pipetune_consumed(worker, 1);
     pipetune_work(worker, t, end, i);
+    pipetune_work_cpu(worker, 3);
     pipetune_produced(worker, 1, 16);
     pipetune_wait_output(worker, 2);
     t = end;
