@@ -126,12 +126,11 @@ class _Recorder:
         this thread's CPU in it."""
         if not self.running:
             return
-        w = self.worker(name, op)
-        t = self.tracer
-        t.consumed(w, 1)
-        t.work(w, begin, end, element_id)
-        t.work_cpu(w, max(0, cpu_ns))
-        t.produced(w, 1, nbytes)
+        table = getattr(self.local, "workers", None)
+        w = table.get(name) if table is not None else None
+        if w is None:
+            w = self.worker(name, op)
+        self.tracer.element(w, begin, end, element_id, max(0, cpu_ns), nbytes)
 
     def update_info(self):
         if self.running:
