@@ -39,6 +39,7 @@ import threading
 import time
 
 from pipetune import _samples
+from pipetune._recorder import Recorder as _Recorder, warn as _warn, warn_once as _warn_once
 
 TRACE_ENV = "PIPETUNE_PYTHON_TRACE"  # the main trace; workers write TRACE.<pid>
 OWNER_ENV = "PIPETUNE_PYTHON_TRACE_OWNER"  # pid of the process that records the consumer
@@ -55,96 +56,11 @@ _worker_rec = None  # in a DataLoader worker process, its _Recorder
 _applied = None  # the kwargs read from APPLY_ENV
 _lock = threading.Lock()
 _where = threading.local()  # .prefix: the DataLoader whose batches this thread handles
-_warned = set()
-
-
-def _warn(message):
-    sys.stderr.write("pipetune: %s\n" % message)
-
-
-def _warn_once(what, error):
-    if what not in _warned:
-        _warned.add(what)
-        _warn("%s is not recorded: %r" % (what, error))
-
-
-def _interval_ms():
-    try:
-        return max(1, int(os.environ.get("PIPETUNE_TRACE_INTERVAL_MS", "100")))
-    except ValueError:
-        return 100
-
-
 def _env_int(name):
     try:
         return int(os.environ[name])
     except (KeyError, ValueError):
         return None
-
-
-class _Recorder:
-    """One process's session and its stages. Recorders (the C API's workers)
-    are per stage and per thread."""
-
-    def __init__(self, path, name, info):
-        from pipetune._tracer import Tracer
-
-        self.tracer = Tracer()
-        self.pid = os.getpid()
-        self.name = name
-        self.info = info
-        self.stages = {}
-        self.local = threading.local()
-        self.tracer.start(path, name, json.dumps(info), _interval_ms())
-        self.running = True
-
-    def stage(self, name, op):
-        sid = self.stages.get(name)
-        if sid is None:
-            sid = self.tracer.register_stage(name.encode(), op.encode(), 1)
-            self.stages[name] = sid
-        return sid
-
-    def worker(self, name, op="map"):
-        """This thread's recorder of stage `name`."""
-        table = getattr(self.local, "workers", None)
-        if table is None:
-            table = self.local.workers = {}
-        w = table.get(name)
-        if w is None:
-            w = table[name] = self.tracer.attach_worker(self.stage(name, op))
-        return w
-
-    def detach_thread(self):
-        table = getattr(self.local, "workers", None) or {}
-        for w in table.values():
-            self.tracer.detach_worker(w)
-        self.local.workers = {}
-
-    def element(self, name, begin, end, element_id, nbytes=0, op="map", cpu_ns=0):
-        """One element of stage `name`: its work from begin to end, cpu_ns of
-        this thread's CPU in it."""
-        if not self.running:
-            return
-        table = getattr(self.local, "workers", None)
-        w = table.get(name) if table is not None else None
-        if w is None:
-            w = self.worker(name, op)
-        self.tracer.element(w, begin, end, element_id, max(0, cpu_ns), nbytes)
-
-    def update_info(self):
-        if self.running:
-            self.tracer.set_info(self.name, json.dumps(self.info))
-
-    def stop(self):
-        if not self.running:
-            return
-        self.detach_thread()
-        self.running = False
-        try:
-            self.tracer.stop()
-        except OSError as error:
-            _warn(str(error))
 
 
 def _main_record():
