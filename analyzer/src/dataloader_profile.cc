@@ -331,7 +331,8 @@ void ReadEpochs(const tracer::Trace& main, const std::string& prefix, uint64_t e
 // are not waiting on storage: the share is contention, and the cores the
 // model counts are busy for the whole of the samples' wall time.
 void ReadCpuShares(const tracer::Trace& main, const std::vector<const tracer::Trace*>& workers,
-                   uint64_t main_data_ns, uint64_t worker_data_ns, DataLoaderProfile& p) {
+                   const StageSum& main_data, uint64_t worker_data_ns, DataLoaderProfile& p) {
+  const uint64_t main_data_ns = main_data.work_ns;
   double worker_cpu = 0;
   for (const tracer::Trace* w : workers) worker_cpu += CpuSeconds(*w);
   p.worker_cpu_seconds = worker_cpu;
@@ -362,7 +363,7 @@ void ReadCpuShares(const tracer::Trace& main, const std::vector<const tracer::Tr
   if (p.shared_host) p.worker_cpu_ratio = 1.0;
   if (p.batches > 0) {
     p.main_other_cpu_per_batch =
-        std::max(0.0, (main_cpu - main_data_ns / 1e9) / static_cast<double>(p.batches));
+        std::max(0.0, (main_cpu - main_data.cpu_ns / 1e9) / static_cast<double>(p.batches));
   }
 }
 
@@ -435,10 +436,13 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   std::map<std::string, StageSum> main_stages = StagesOf(main, prefix);
   ReadConsumer(main_stages, p);
   std::map<std::string, StageSum> sums;
-  uint64_t main_data_ns = 0;
+  StageSum main_data;  // the samples' stages and collate at num_workers=0
   for (const auto& [name, sum] : main_stages) {
     if (!IsDataStage(name) || sum.count == 0) continue;
-    if (name != "transfer" && name != "pin_memory") main_data_ns += sum.work_ns;
+    if (name != "transfer" && name != "pin_memory") {
+      main_data.work_ns += sum.work_ns;
+      main_data.cpu_ns += sum.cpu_ns;
+    }
     sums[name] = sum;
   }
   uint64_t worker_data_ns = 0;
@@ -468,7 +472,7 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   p.sharded_by_worker_info = p.worker_traces > 0 && p.sharded_workers == p.worker_traces;
   PlaceStages(sums, p);
   p.main_rss_bytes = PeakRss(main);
-  ReadCpuShares(main, used, main_data_ns, worker_data_ns, p);
+  ReadCpuShares(main, used, main_data, worker_data_ns, p);
   ReadEpochs(main, prefix, Find(main_stages, "epoch").count, starts, p);
   return p;
 }

@@ -97,6 +97,11 @@ TEST(DataLoaderTraceTest, MapStyleAtZeroWorkersOverThreeEpochs) {
   EXPECT_NEAR(p.step_seconds, p.step.seconds_each * 12, 1e-9);
   EXPECT_GT(p.wait_seconds, 12 * 4 * 0.0045);  // the samples load inside next()
   EXPECT_GT(p.batch_bytes, 4 * 3 * 8 * 8 * 4 - 1);
+  // The main process's CPU besides the samples' own: the step's 1 ms a batch
+  // and the loop's overhead (the samples' stages' CPU, not their wall time,
+  // is what is left out).
+  EXPECT_GT(p.main_other_cpu_per_batch, 0.0009);
+  EXPECT_LT(p.main_other_cpu_per_batch, 0.02);
   EXPECT_FALSE(p.hostname.empty());
   EXPECT_FALSE(p.rank.has_value());  // not a distributed run
   EXPECT_FALSE(p.world_size.has_value());
