@@ -435,11 +435,18 @@ def _patch_iterators(module):
     def pin_memory(data, *args, **kwargs):
         rec = _state
         prefix = getattr(_where, "prefix", None)
-        if prefix is None or rec is None or not rec.running or rec.pid != os.getpid():
+        # pin_memory calls itself (by its module's name) for each part of a
+        # batch: only the outermost call is the batch's.
+        if prefix is None or getattr(_where, "pinning", False) or rec is None or not rec.running \
+                or rec.pid != os.getpid():
             return pin(data, *args, **kwargs)
         begin = _now()
         cpu = _cpu()
-        out = pin(data, *args, **kwargs)
+        _where.pinning = True
+        try:
+            out = pin(data, *args, **kwargs)
+        finally:
+            _where.pinning = False
         cpu_ns = _cpu() - cpu
         rec.element(prefix + "pin_memory", begin, _now(), 0, _samples.batch_bytes(out), cpu_ns=cpu_ns)
         return out

@@ -63,15 +63,25 @@ SCRIPT = textwrap.dedent("""
             for i in range(first, self.n, step):
                 yield self.transform(torch.full((3, 8, 8), float(i))), i
 
+    def fake_cuda():
+        # No GPU here: pin_memory=True with pinning a copy, so that the pin
+        # thread (with workers) or the main thread (without) runs as with one.
+        torch.cuda.is_available = lambda: True
+        torch.cuda.current_device = lambda: 0
+        torch.cuda.set_device = lambda device: None
+        torch.Tensor.pin_memory = lambda self, *a, **k: self.clone()
+
     if __name__ == "__main__":
         o = {args}
+        if o.get("pin"):
+            fake_cuda()
         compose = transforms.Compose([Scale(), Shift(o.get("nap", 0))])
         if o.get("iterable"):
             ds = Stream({samples}, compose, o.get("shard", False))
         else:
             ds = Squares({samples}, compose, o.get("fail_at", -1))
         workers = o.get("workers", 0)
-        kwargs = dict(batch_size={batch}, num_workers=workers)
+        kwargs = dict(batch_size={batch}, num_workers=workers, pin_memory=o.get("pin", False))
         if workers > 0:
             kwargs.update(multiprocessing_context=o.get("method", "fork"), persistent_workers=o.get("persistent", False))
         loader = DataLoader(ds, **kwargs)
@@ -261,6 +271,14 @@ def case_iterable(pipetune, tmp, workers, shard):
     expect(worker_traces(rep) == workers, "one trace per worker", rep)
 
 
+def case_pin_memory(pipetune, tmp, workers):
+    trace, _ = profile(pipetune, tmp, dict(workers=workers, pin=True, epochs=2))
+    rep = report(pipetune, trace)
+    check_counts(rep, workers, epochs_run=2)
+    expect(settings(rep)["pin_memory"], "settings.pin_memory", rep)
+    expect(stage_counts(rep)["pin_memory"] == 2 * SAMPLES // BATCH, "pin_memory: once per batch", rep)
+
+
 def case_killed(pipetune, tmp):
     # SIGKILL (as the OOM killer sends) after 3 batches: no exit handler runs.
     trace, r = profile(pipetune, tmp, dict(workers=2, kill_after=3), expect_exit=128 + 9)
@@ -284,6 +302,8 @@ def main():
             case_workers(pipetune, tmp, int(case[7]), case.split("_")[1])
         elif case in ("iterable0", "iterable2_sharded", "iterable2_unsharded"):
             case_iterable(pipetune, tmp, int(case[8]), case.endswith("_sharded"))
+        elif case in ("pin_memory0", "pin_memory2"):
+            case_pin_memory(pipetune, tmp, int(case[10]))
         elif case == "killed":
             case_killed(pipetune, tmp)
         elif case == "persistent_epochs":
