@@ -56,6 +56,8 @@ _worker_rec = None  # in a DataLoader worker process, its _Recorder
 _applied = None  # the kwargs read from APPLY_ENV
 _lock = threading.Lock()
 _where = threading.local()  # .prefix: the DataLoader whose batches this thread handles
+
+
 def _env_int(name):
     try:
         return int(os.environ[name])
@@ -86,7 +88,7 @@ def _main_recorder():
         if _state is None or _state.pid != os.getpid():
             try:
                 _state = _Recorder(path, os.path.basename(sys.argv[0] or "python"), _main_record())
-            except OSError as error:
+            except Exception as error:  # no tracer library, a file not writable: run unrecorded
                 _warn("cannot record: %s" % error)
                 os.environ.pop(TRACE_ENV, None)
                 return None
@@ -96,9 +98,12 @@ def _main_recorder():
 def _stop_main():
     # Registered once the DataLoader module is imported: a program that never
     # builds a DataLoader still leaves a trace that says so.
-    rec = _main_recorder()
-    if rec is not None:
-        rec.stop()
+    try:
+        rec = _main_recorder()
+        if rec is not None:
+            rec.stop()
+    except Exception as error:
+        _warn("cannot end the trace: %r" % (error,))
 
 
 # ---- worker processes
