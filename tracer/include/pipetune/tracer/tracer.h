@@ -201,7 +201,8 @@ class Worker {
   // reports it, its stage's cpu_ns counts what it reported instead of the
   // thread's whole CPU time: for threads that run several stages in turn
   // (a Python process's main thread), where the thread's time would be
-  // charged to each of them.
+  // charged to each of them. Report from the worker's first element on: the
+  // stage's CPU switches to the reported sum at the first call.
   void WorkCpu(uint64_t cpu_ns) noexcept {
     WorkerCounters::Add(reported_cpu_ns_, cpu_ns);
     reports_cpu_.store(true, std::memory_order_relaxed);
