@@ -142,6 +142,11 @@ TEST(DataLoaderTraceTest, IterableDatasetAtZeroWorkers) {
   EXPECT_EQ(p.collate.count, 8u);
   EXPECT_EQ(p.worker_traces, 0);
   EXPECT_FALSE(p.sharded_by_worker_info);
+  // Recorded with the environment torchrun gives rank 1 of 2.
+  EXPECT_EQ(p.rank, 1);
+  EXPECT_EQ(p.local_rank, 1);
+  EXPECT_EQ(p.world_size, 2);
+  EXPECT_FALSE(p.hostname.empty());
 }
 
 TEST(DataLoaderTraceTest, IterableDatasetShardedByWorkerInfo) {

@@ -115,8 +115,13 @@ def record_all(pipetune):
         out = os.path.join(HERE, name)
         with tempfile.TemporaryDirectory() as tmp:
             trace = os.path.join(tmp, "trace")
+            env = dict(os.environ)
+            for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+                env.pop(key, None)
+            if name == "iterable_workers0":  # as torchrun would start rank 1 of 2
+                env.update(RANK="1", LOCAL_RANK="1", WORLD_SIZE="2")
             r = subprocess.run([pipetune, "profile", "--trace", trace, "--interval-ms", str(INTERVAL_MS), "--",
-                                sys.executable, os.path.abspath(__file__), "--case", name])
+                                sys.executable, os.path.abspath(__file__), "--case", name], env=env)
             expected = 128 + signal.SIGKILL if name == "killed" else 0
             if r.returncode != expected:
                 sys.exit("%s: profile exited %d, expected %d" % (name, r.returncode, expected))
