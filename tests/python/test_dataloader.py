@@ -279,6 +279,23 @@ def case_pin_memory(pipetune, tmp, workers):
     expect(stage_counts(rep)["pin_memory"] == 2 * SAMPLES // BATCH, "pin_memory: once per batch", rep)
 
 
+def case_errors(pipetune, tmp):
+    # A worker's trace given for the run's: exit 2, naming the main trace.
+    trace, _ = profile(pipetune, tmp, dict(workers=1))
+    worker_trace = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith("run.trace.")][0]
+    r = run([pipetune, "report", worker_trace])
+    if r.returncode != 2 or "is a DataLoader worker's trace; report its main trace %s" % trace not in r.stderr:
+        fail("a worker's trace: exit 2 naming the main trace", r)
+    # A program that imports the DataLoader and builds none.
+    none = os.path.join(tmp, "none.trace")
+    r = run([pipetune, "profile", "--trace", none, "--", sys.executable, "-c", "import torch.utils.data"])
+    if r.returncode != 0:
+        fail("profile", r)
+    r = run([pipetune, "report", none])
+    if r.returncode != 2 or "%s: the program built no DataLoader" % none not in r.stderr:
+        fail("no DataLoader: exit 2 saying so", r)
+
+
 def case_killed(pipetune, tmp):
     # SIGKILL (as the OOM killer sends) after 3 batches: no exit handler runs.
     trace, r = profile(pipetune, tmp, dict(workers=2, kill_after=3), expect_exit=128 + 9)
@@ -304,6 +321,8 @@ def main():
             case_iterable(pipetune, tmp, int(case[8]), case.endswith("_sharded"))
         elif case in ("pin_memory0", "pin_memory2"):
             case_pin_memory(pipetune, tmp, int(case[10]))
+        elif case == "errors":
+            case_errors(pipetune, tmp)
         elif case == "killed":
             case_killed(pipetune, tmp)
         elif case == "persistent_epochs":
