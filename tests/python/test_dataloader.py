@@ -83,7 +83,8 @@ SCRIPT = textwrap.dedent("""
         workers = o.get("workers", 0)
         kwargs = dict(batch_size={batch}, num_workers=workers, pin_memory=o.get("pin", False))
         if workers > 0:
-            kwargs.update(multiprocessing_context=o.get("method", "fork"), persistent_workers=o.get("persistent", False))
+            kwargs.update(multiprocessing_context=o.get("method", "fork"),
+                          persistent_workers=o.get("persistent", False))
         loader = DataLoader(ds, **kwargs)
         seen = 0
         for epoch in range(o.get("epochs", 1)):
