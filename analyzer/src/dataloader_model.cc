@@ -228,43 +228,35 @@ models::Configuration ConfigurationFor(const models::Profile& profile, const Dat
   return config;
 }
 
-namespace {
-
-std::vector<std::pair<std::string, std::string>> SettingsRows(const DataLoaderSettings& s) {
-  auto flag = [](bool b) { return std::string(b ? "True" : "False"); };
-  std::vector<std::pair<std::string, std::string>> rows = {
-      {"batch_size", std::to_string(s.batch_size)},
-      {kNumWorkersKnob, std::to_string(s.num_workers)},
-      {kPrefetchFactorKnob, s.num_workers > 0 ? std::to_string(s.prefetch_factor) : "-"},
-      {kPersistentWorkersKnob, flag(s.persistent_workers)},
-      {kPinMemoryKnob, flag(s.pin_memory)},
-      {"sampler", s.sampler.empty() ? "?" : s.sampler},
-      {"dataset", s.dataset.empty() ? "?" : s.dataset},
-  };
-  if (!s.start_method.empty()) rows.emplace_back("multiprocessing_context", s.start_method);
-  return rows;
-}
-
-}  // namespace
-
 StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const DiagnoseOptions& options) {
   PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d,
                             DiagnoseProfile(DataLoaderModelProfile(run), run.trace_path, options));
   d.trace_seconds = d.profile.window_seconds;
   d.peak_rss_bytes =
       static_cast<uint64_t>(run.main_rss_bytes + run.worker_rss_bytes * run.settings.num_workers);
-  d.ended_cleanly = run.warnings.empty();
+  d.ended_cleanly = run.ended_cleanly;
+  for (const std::string& warning : run.warnings) {
+    if (warning.find("byte") != std::string::npos && d.truncation_warning.empty())
+      d.truncation_warning = warning;
+  }
   DataLoaderSection section;
-  section.settings = SettingsRows(run.settings);
+  section.settings = run.settings;
   section.worker_traces = run.worker_traces;
   section.batches = run.batches;
-  section.batch_size = run.settings.batch_size;
+  section.steps = run.step.count;
+  section.sharded_workers = run.sharded_workers;
   for (const DataLoaderEpoch& e : run.epochs)
     section.epochs.push_back({e.batches, e.workers_started, e.startup_seconds});
   section.main_rss_bytes = run.main_rss_bytes;
   section.worker_rss_bytes = run.worker_rss_bytes;
   section.startup_seconds_per_epoch = d.prediction.startup_seconds_per_epoch;
   section.notes = run.warnings;
+  if (run.settings.iterable && run.settings.num_workers > 0 && !run.sharded_by_worker_info) {
+    section.notes.push_back(fmt::format(
+        "the IterableDataset's stream is not sharded: {} of {} workers called get_worker_info(), so each "
+        "unsharded worker delivers the whole stream again (duplicate samples)",
+        run.sharded_workers, run.worker_traces));
+  }
   if (run.settings.pin_memory && !run.cuda_available) {
     section.notes.push_back("pin_memory=True but no CUDA device: pinning only costs time");
   }

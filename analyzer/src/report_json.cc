@@ -96,8 +96,19 @@ Json WhatIfJson(const WhatIfOutcome& w) {
 // A DataLoader run's settings and what the model took from it (only in its
 // reports: a config's report stays as it was).
 Json DataLoaderJson(const DataLoaderSection& dl) {
-  Json settings = Json::object();
-  for (const auto& [key, value] : dl.settings) settings[key] = value;
+  const DataLoaderSettings& s = dl.settings;
+  auto optional_int = [](const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); };
+  Json settings{{"batch_size", s.batch_size},
+                {"num_workers", s.num_workers},
+                {"prefetch_factor", s.num_workers > 0 ? Json(s.prefetch_factor) : Json(nullptr)},
+                {"persistent_workers", s.persistent_workers},
+                {"pin_memory", s.pin_memory},
+                {"sampler", s.sampler},
+                {"dataset", s.dataset},
+                {"iterable", s.iterable},
+                {"start_method", s.start_method.empty() ? Json(nullptr) : Json(s.start_method)},
+                {"dataset_length", optional_int(s.dataset_length)},
+                {"batches_per_epoch", optional_int(s.batches_per_epoch)}};
   Json epochs = Json::array();
   for (const DataLoaderSection::Epoch& e : dl.epochs) {
     epochs.push_back(Json{{"batches", e.batches},
@@ -105,8 +116,9 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
                           {"startup_seconds", Number(e.startup_seconds)}});
   }
   return Json{{"settings", settings},
-              {"batch_size", dl.batch_size},
               {"batches", dl.batches},
+              {"steps", dl.steps},
+              {"sharded_workers", dl.sharded_workers},
               {"epochs", epochs},
               {"main_rss_bytes", Number(dl.main_rss_bytes)},
               {"worker_rss_bytes", Number(dl.worker_rss_bytes)},

@@ -47,6 +47,18 @@ std::string DropsText(const Diagnosis& d) {
   return fmt::format("{} (counted in every total; only not recorded one by one)", fmt::join(parts, ", "));
 }
 
+std::string SettingsText(const DataLoaderSettings& s) {
+  auto flag = [](bool b) { return b ? "True" : "False"; };
+  std::string text = fmt::format("{}batch_size={} num_workers={}", s.iterable ? "IterableDataset, " : "",
+                                 s.batch_size, s.num_workers);
+  if (s.num_workers > 0) text += fmt::format(" prefetch_factor={}", s.prefetch_factor);
+  text += fmt::format(" persistent_workers={} pin_memory={}", flag(s.persistent_workers), flag(s.pin_memory));
+  if (!s.sampler.empty()) text += " sampler=" + s.sampler;
+  if (!s.dataset.empty()) text += " dataset=" + s.dataset;
+  if (!s.start_method.empty()) text += " start_method=" + s.start_method;
+  return text;
+}
+
 std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
   std::vector<std::pair<std::string, std::string>> lines;
   // A trace of GPU activity alone has no pipeline to rate.
@@ -82,9 +94,7 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
   }
   if (d.dataloader) {
     const DataLoaderSection& dl = *d.dataloader;
-    std::vector<std::string> settings;
-    for (const auto& [key, value] : dl.settings) settings.push_back(key + "=" + value);
-    lines.emplace_back("DataLoader", fmt::format("{}", fmt::join(settings, " ")));
+    lines.emplace_back("DataLoader", SettingsText(dl.settings));
     lines.emplace_back(
         "batches",
         fmt::format("{} over {} epoch{}, {} worker trace{}; worker start-up {:.3f} s "

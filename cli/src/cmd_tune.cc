@@ -62,6 +62,7 @@ int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
   request.objective = ObjectiveFrom(flags);
   StatusOr<workflow::DataLoaderTuneResult> result = workflow::TuneDataLoaderTrace(request);
   if (!result.ok()) return ReportError(result.status());
+  for (const std::string& warning : result->warnings) fmt::print(stderr, "pipetune: WARNING: {}\n", warning);
   if (flags.format == "json") {
     models::Json j = tuner::PlanToJson(result->plan);
     j["output"] = result->output;

@@ -169,41 +169,51 @@ def stages(rep):
     return {s["name"]: s for s in rep["stages"]}
 
 
+def dataloader(rep):
+    return rep["dataloader"]
+
+
 def stage_counts(rep):
-    return {name: s["count"] for name, s in stages(rep).items()}
+    """Elements of each stage that ran, and the training steps that ended."""
+    counts = {name: s["elements"] for name, s in stages(rep).items() if s["elements"]}
+    counts["training step"] = dataloader(rep)["steps"]
+    return counts
 
 
 def stage_where(rep, name):
-    return stages(rep)[name]["where"]
+    return stages(rep)[name]["runs_on"]
 
 
 def stage_seconds(rep, name):
-    return stages(rep)[name]["seconds_each"]
+    return stages(rep)[name]["latency_ms_per_element"] / 1e3
 
 
 def settings(rep):
-    return rep["settings"]
+    return dataloader(rep)["settings"]
 
 
 def batches(rep):
-    return rep["batches"]
+    return dataloader(rep)["batches"]
 
 
 def epochs(rep):
     """[(batches, workers_started, startup_seconds)] per epoch."""
-    return [(e["batches"], e["workers_started"], e["startup_seconds"]) for e in rep["epochs"]]
+    return [(e["batches"], e["workers_started"], e["startup_seconds"]) for e in dataloader(rep)["epochs"]]
 
 
 def worker_traces(rep):
-    return rep["worker_traces"]
+    return dataloader(rep)["worker_traces"]
 
 
 def worker_rss_bytes(rep):
-    return rep["memory"]["worker_rss_bytes"]
+    return dataloader(rep)["worker_rss_bytes"]
 
 
 def limiting_stage(rep):
-    return rep["limiting_stage"]["name"]
+    """The stage to blame; when the consumer keeps up, the one that would limit next."""
+    if rep["bottleneck"]:
+        return rep["bottleneck"]
+    return (rep["next_limit"] or {}).get("stage") or rep["bound"]
 
 
 def expect(condition, message, rep):

@@ -120,6 +120,34 @@ std::string DataLoaderCodeChange(const analyzer::DataLoaderKnobs& k) {
       k.num_workers, k.prefetch_factor, flag(k.persistent_workers), flag(k.pin_memory));
 }
 
+namespace {
+
+// An IterableDataset is one stream: with N workers each reads its own copy,
+// so the plan's workers deliver each sample N times unless the dataset
+// shards itself by get_worker_info().
+void AddStreamNotes(DataLoaderTuneResult& result) {
+  const analyzer::DataLoaderProfile& run = result.run;
+  if (!run.settings.iterable || result.knobs.num_workers == run.settings.num_workers ||
+      result.knobs.num_workers <= 1) {
+    return;
+  }
+  std::string note = fmt::format(
+      "num_workers={} with an IterableDataset: the dataset must shard its stream by "
+      "torch.utils.data.get_worker_info() (each worker reads its own part), or every worker delivers every "
+      "sample",
+      result.knobs.num_workers);
+  result.plan.notes.push_back(note);
+  if (run.settings.num_workers > 0 && run.sharded_by_worker_info) return;
+  result.warnings.push_back(
+      fmt::format("{}: {}; {}", run.trace_path, note,
+                  run.settings.num_workers == 0
+                      ? "the traced run had no workers, so whether it shards could not be seen"
+                      : fmt::format("the traced workers did not ({} of {} called get_worker_info())",
+                                    run.sharded_workers, run.worker_traces)));
+}
+
+}  // namespace
+
 StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {
   PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadDataLoaderProfile(request.trace));
   tuner::TuneInput input;
@@ -135,6 +163,7 @@ StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& 
   result.run = std::move(run);
   result.output = DataLoaderKwargsPath(request.output, request.trace);
   result.code_change = DataLoaderCodeChange(result.knobs);
+  AddStreamNotes(result);
   PIPETUNE_RETURN_IF_ERROR(
       models::WriteFileAtomically(result.output, DataLoaderKwargs(result.knobs).dump(2) + "\n"));
   return result;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipetune/analyzer/collector.h"
+#include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/analyzer/gpu.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/analyzer/window.h"
@@ -88,10 +89,13 @@ struct GpuSummary {
 // What a PyTorch DataLoader run adds to its diagnosis (dataloader.h): its
 // settings as the script passed them, and what the model was told.
 struct DataLoaderSection {
-  std::vector<std::pair<std::string, std::string>> settings;  // ("num_workers", "2"), in a fixed order
+  DataLoaderSettings settings;  // as the script passed them (or --apply set them)
   int worker_traces = 0;
-  uint64_t batches = 0;
-  int batch_size = 1;
+  uint64_t batches = 0;  // taken by the training loop
+  uint64_t steps = 0;    // training steps that ended (the last batch's may not have)
+  // An IterableDataset read by workers: how many of the worker traces'
+  // streams sharded themselves by get_worker_info().
+  int sharded_workers = 0;
   struct Epoch {
     uint64_t batches = 0;
     int workers_started = 0;

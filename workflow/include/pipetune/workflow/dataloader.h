@@ -61,6 +61,9 @@ struct DataLoaderTuneResult {
   analyzer::DataLoaderKnobs knobs;
   std::string output;  // the JSON of keyword arguments written
   std::string code_change;
+  // Said loudly (stderr) as well as in the plan's notes: an IterableDataset
+  // the plan gives workers while its traced workers did not shard it.
+  std::vector<std::string> warnings;
 };
 
 // Reads the run's traces, describes them to the model as stages, solves
