@@ -10,48 +10,12 @@
 
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/run.h"
+#include "run_directory.h"
 
 namespace pipetune::workflow {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A configured trace directory, or a temporary one that is removed with this.
-class TraceDirectory {
- public:
-  static StatusOr<TraceDirectory> Make(const std::string& configured) {
-    TraceDirectory dir;
-    std::error_code error;
-    if (configured.empty()) {
-      dir.path_ =
-          fs::temp_directory_path(error) / fmt::format("pipetune-verify-{}", static_cast<long>(getpid()));
-      dir.temporary_ = true;
-    } else {
-      dir.path_ = configured;
-    }
-    fs::create_directories(dir.path_, error);
-    if (error)
-      return IoError(
-          fmt::format("{}: cannot create the trace directory: {}", dir.path_.string(), error.message()));
-    return dir;
-  }
-  TraceDirectory() = default;
-  TraceDirectory(TraceDirectory&& other) noexcept
-      : path_(std::move(other.path_)), temporary_(other.temporary_) {
-    other.temporary_ = false;
-  }
-  TraceDirectory& operator=(TraceDirectory&&) = delete;
-  ~TraceDirectory() {
-    std::error_code ignored;
-    if (temporary_) fs::remove_all(path_, ignored);
-  }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-  bool temporary() const { return temporary_; }
-
- private:
-  fs::path path_;
-  bool temporary_ = false;
-};
 
 int ThreadsOf(const models::PipelineConfig& config) {
   int threads = 0;
@@ -134,7 +98,8 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
   if (!(options.seconds > 0)) return InvalidInput("--seconds must be > 0");
   if (options.rounds < 0) return InvalidInput("--rounds must be >= 0");
   PIPETUNE_RETURN_IF_ERROR(models::Validate(config));
-  PIPETUNE_ASSIGN_OR_RETURN(TraceDirectory dir, TraceDirectory::Make(options.trace_dir));
+  PIPETUNE_ASSIGN_OR_RETURN(internal::RunDirectory dir,
+                            internal::RunDirectory::Make(options.trace_dir, "pipetune-verify"));
 
   VerifyResult result;
   std::vector<std::string> traces;  // newest first: the newest is profiled, the rest add scaling points
