@@ -131,6 +131,7 @@ int TuneVerifyDataLoader(const TuneFlags& flags) {
   options.budgets = *budgets;
   options.output = flags.output;
   options.rounds = std::max(1, flags.rounds.value_or(1));
+  options.objective = ObjectiveFrom(flags);
   StatusOr<workflow::DataLoaderVerifyResult> result = workflow::VerifyDataLoader(options);
   if (!result.ok()) return ReportError(result.status());
   fmt::print("{}", workflow::FormatDataLoaderRounds(*result));

@@ -386,9 +386,14 @@ def main():
             round1 = os.path.join(tmp, "verify-round-1.trace")
             with open(os.path.join(tmp, "verify.dataloader.json")) as f:
                 planned = json.load(f)
-            rep = report(pipetune, round1)
-            expect(settings(rep)["num_workers"] == planned["num_workers"], "round 1 ran the plan", rep)
-            check_counts(rep, planned["num_workers"])
+            if "stopped: the plan changed nothing" in r.stdout:
+                # The script's own settings were the plan: nothing to run again.
+                if os.path.exists(round1) or planned["num_workers"] != 0:
+                    fail("a plan that changed nothing ran again or differs from the script's", r)
+            else:
+                rep = report(pipetune, round1)
+                expect(settings(rep)["num_workers"] == planned["num_workers"], "round 1 ran the plan", rep)
+                check_counts(rep, planned["num_workers"])
             if not os.path.exists(out):
                 fail("the best round's kwargs are written")
         elif case == "two_loaders":

@@ -11,6 +11,7 @@
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/profile_program.h"
+#include "pipetune/workflow/verify.h"
 
 namespace pipetune::workflow {
 namespace fs = std::filesystem;
@@ -183,7 +184,8 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
   std::string kwargs_path;
   nlohmann::json applied;  // null: the script's own settings
   double predicted = 0;
-  for (int round = 0; round <= options.rounds; ++round) {
+  std::optional<double> demand;
+  for (int round = 0;; ++round) {
     DataLoaderRound r;
     r.index = round;
     r.applied = applied;
@@ -207,21 +209,31 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     DataLoaderTuneRequest request;
     request.trace = r.trace;
     request.budgets = options.budgets;
+    request.objective = options.objective;
     request.output = DataLoaderKwargsPath("", r.trace);
     StatusOr<DataLoaderTuneResult> tuned = TuneDataLoaderTrace(request);
     if (!tuned.ok()) return tuned.status().WithContext(fmt::format("round {}", round));
     r.measured_batches_per_second = tuned->plan.measured_throughput;
+    r.workers = tuned->run.settings.num_workers;
+    demand = tuned->plan.demand_throughput;
     result.rounds.push_back(r);
+    if (round == options.rounds) {
+      result.stop_reason =
+          fmt::format("{} round{} of tuning", options.rounds, options.rounds == 1 ? "" : "s");
+      break;
+    }
+    if (tuned->knobs == analyzer::CurrentKnobs(tuned->run.settings)) {
+      result.stop_reason = "the plan changed nothing";
+      break;
+    }
     kwargs_path = tuned->output;
     applied = DataLoaderKwargs(tuned->knobs);
     predicted = tuned->plan.predicted_throughput;
   }
-  for (size_t i = 1; i < result.rounds.size(); ++i) {
-    if (result.rounds[i].measured_batches_per_second >
-        result.rounds[result.best].measured_batches_per_second) {
-      result.best = i;
-    }
-  }
+  std::vector<RoundScore> scores;
+  for (const DataLoaderRound& r : result.rounds)
+    scores.push_back({r.measured_batches_per_second, 1 + r.workers});
+  result.best = PickBestRound(scores, options.objective, demand);
   const DataLoaderRound& best = result.rounds[result.best];
   nlohmann::json best_kwargs = best.applied;
   if (best_kwargs.is_null()) {
@@ -253,7 +265,7 @@ std::string FormatDataLoaderRounds(const DataLoaderVerifyResult& result) {
                     r.index == 0 ? std::string("-") : fmt::format("{:.2f}", r.predicted_batches_per_second),
                     &r == &result.rounds[result.best] ? "  <- best" : "");
   }
-  return out;
+  return out + fmt::format("stopped: {}\n", result.stop_reason);
 }
 
 }  // namespace pipetune::workflow

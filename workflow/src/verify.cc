@@ -72,9 +72,14 @@ std::optional<double> DemandOf(const models::PipelineConfig& config) {
   return 1e3 / *config.consumer.step_time_ms;
 }
 
-// max: the highest measured. demand: among the rounds that measured at least
-// 95% of the demand, the one with the fewest threads; else the highest.
-size_t PickBest(const std::vector<Round>& rounds, tuner::Objective objective, std::optional<double> demand) {
+void Announce(const VerifyOptions& options, int round, const char* what) {
+  if (options.on_phase) options.on_phase(Phase{round, options.rounds, what});
+}
+
+}  // namespace
+
+size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective objective,
+                     std::optional<double> demand) {
   size_t best = 0;
   for (size_t i = 1; i < rounds.size(); ++i) {
     if (rounds[i].measured_throughput > rounds[best].measured_throughput) best = i;
@@ -87,12 +92,6 @@ size_t PickBest(const std::vector<Round>& rounds, tuner::Objective objective, st
   }
   return cheapest.value_or(best);
 }
-
-void Announce(const VerifyOptions& options, int round, const char* what) {
-  if (options.on_phase) options.on_phase(Phase{round, options.rounds, what});
-}
-
-}  // namespace
 
 StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const VerifyOptions& options) {
   if (!(options.seconds > 0)) return InvalidInput("--seconds must be > 0");
@@ -141,7 +140,9 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     }
     current = std::move(next);
   }
-  result.best = PickBest(result.rounds, options.objective, DemandOf(config));
+  std::vector<RoundScore> scores;
+  for (const Round& round : result.rounds) scores.push_back({round.measured_throughput, round.threads});
+  result.best = PickBestRound(scores, options.objective, DemandOf(config));
   if (dir.temporary()) {
     for (Round& round : result.rounds) round.trace_path.clear();
   }

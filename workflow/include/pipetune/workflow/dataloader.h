@@ -83,6 +83,7 @@ struct DataLoaderVerifyOptions {
   std::string trace = "pipetune.trace";  // round 0's; round N's: STEM-round-N.EXT (DataLoaderRoundTrace)
   std::string output;                    // the best round's kwargs; empty: DataLoaderKwargsPath("", trace)
   int rounds = 1;                        // applied runs after the first
+  tuner::Objective objective = tuner::Objective::kMax;
   int interval_ms = 100;
 };
 struct DataLoaderRound {
@@ -92,10 +93,12 @@ struct DataLoaderRound {
   double measured_batches_per_second = 0;
   double predicted_batches_per_second = 0;  // by the plan that chose these settings; 0 in round 0
   int exit_code = 0;
+  int workers = 0;  // num_workers that ran
 };
 struct DataLoaderVerifyResult {
   std::vector<DataLoaderRound> rounds;
-  size_t best = 0;
+  size_t best = 0;          // PickBestRound's (verify.h): the one rule for configs and DataLoaders
+  std::string stop_reason;  // "1 round of tuning", "the plan changed nothing"
   std::string output;
   std::string code_change;
 };
