@@ -179,6 +179,13 @@ StatusOr<models::Configuration> ApplyWhatIf(const models::Profile& profile, cons
       return InvalidInput(fmt::format("what-if \"{}\": the pipeline has no stage \"{}\" (stages: {})",
                                       what_if.text, name, StageList(profile)));
     }
+    if (const std::optional<size_t>& group = profile.stages[*index].group; group) {
+      const models::WorkerGroup& g = profile.groups[*group];
+      return InvalidInput(
+          fmt::format("what-if \"{}\": stage \"{}\" runs in the {} with the group's other stages: "
+                      "ask for {}=N",
+                      what_if.text, name, g.name, g.workers_knob.empty() ? "workers" : g.workers_knob));
+    }
     if (!profile.stages[*index].parallel) {
       return InvalidInput(
           fmt::format("what-if \"{}\": stage \"{}\" ({}) has no workers to add; only map and "
