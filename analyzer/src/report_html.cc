@@ -107,9 +107,12 @@ std::string PredictionChart(const Diagnosis& d) {
     return a.throughput < b.throughput;
   });
   for (const models::Bound& bound : bounds) {
-    std::string label = bound.kind == models::BoundKind::kConcurrency
-                            ? "stage " + d.profile.stages[*bound.stage].name
-                            : std::string(models::BoundKindName(bound.kind)) + " bound";
+    std::string label = std::string(models::BoundKindName(bound.kind)) + " bound";
+    if (bound.kind == models::BoundKind::kConcurrency && bound.group) {
+      label = d.profile.groups[*bound.group].name + " (all their stages)";
+    } else if (bound.kind == models::BoundKind::kConcurrency && bound.stage) {
+      label = "stage " + d.profile.stages[*bound.stage].name;
+    }
     bool binding = bound.kind == p.binding.kind && bound.stage == p.binding.stage;
     chart.bars.push_back({label, bound.throughput, binding ? kOrange : kGrey, binding ? "(binds)" : ""});
   }
