@@ -63,7 +63,22 @@ def _original(wrapper):
     return (operator.getitem, ([wrapper.__dict__["_pt_original"]], 0))
 
 
-class TimedTransform:
+class _Stand:
+    """Stands for the object in _pt_original: its attributes, repr and pickling are the original's."""
+
+    def __getattr__(self, name):
+        if name == "_pt_original":
+            raise AttributeError(name)
+        return getattr(self._pt_original, name)
+
+    def __repr__(self):
+        return repr(self._pt_original)
+
+    def __reduce_ex__(self, protocol):
+        return _original(self)
+
+
+class TimedTransform(_Stand):
     """One transform of a Compose (or of a list) recorded as its own stage."""
 
     def __init__(self, transform, name, ctx):
@@ -85,19 +100,8 @@ class TimedTransform:
         ctx.rec.element(ctx.prefix + self.name, begin, end, ctx.index, cpu_ns=cpu_ns)
         return out
 
-    def __getattr__(self, name):
-        if name == "_pt_original":
-            raise AttributeError(name)
-        return getattr(self._pt_original, name)
 
-    def __repr__(self):
-        return repr(self._pt_original)
-
-    def __reduce_ex__(self, protocol):
-        return _original(self)
-
-
-class TimedCompose:
+class TimedCompose(_Stand):
     """Stands for a Compose: calls its transforms' recording wrappers in turn."""
 
     def __init__(self, compose, timed, ctx):
@@ -109,17 +113,6 @@ class TimedCompose:
         for t in self.transforms:
             x = t(x)
         return x
-
-    def __getattr__(self, name):
-        if name == "_pt_original":
-            raise AttributeError(name)
-        return getattr(self._pt_original, name)
-
-    def __repr__(self):
-        return repr(self._pt_original)
-
-    def __reduce_ex__(self, protocol):
-        return _original(self)
 
 
 def _transform_name(k, t):
