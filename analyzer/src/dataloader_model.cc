@@ -245,6 +245,10 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   section.batches = run.batches;
   section.steps = run.step.count;
   section.sharded_workers = run.sharded_workers;
+  section.rank = run.rank;
+  section.local_rank = run.local_rank;
+  section.world_size = run.world_size;
+  section.host = run.hostname;
   for (const DataLoaderEpoch& e : run.epochs)
     section.epochs.push_back({e.batches, e.workers_started, e.startup_seconds});
   section.main_rss_bytes = run.main_rss_bytes;

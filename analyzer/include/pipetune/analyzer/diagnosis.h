@@ -96,6 +96,10 @@ struct DataLoaderSection {
   // An IterableDataset read by workers: how many of the worker traces'
   // streams sharded themselves by get_worker_info().
   int sharded_workers = 0;
+  // Which process of a distributed job recorded it (RANK, LOCAL_RANK,
+  // WORLD_SIZE as torchrun sets them) and on which host; unset outside one.
+  std::optional<int> rank, local_rank, world_size;
+  std::string host;
   struct Epoch {
     uint64_t batches = 0;
     int workers_started = 0;
