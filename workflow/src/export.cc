@@ -1,3 +1,5 @@
+// What `pipetune export` puts on the timeline (export.h): a DataLoader run's
+// traces gathered and labelled from their records, or one trace alone.
 #include "pipetune/workflow/export.h"
 
 #include <fmt/format.h>
