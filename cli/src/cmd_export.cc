@@ -1,5 +1,6 @@
 // `pipetune export TRACE --format chrome -o FILE`: a timeline for
-// ui.perfetto.dev. The JSON goes to a temporary file beside FILE and is
+// ui.perfetto.dev (workflow/export.h: a DataLoader's main trace brings its
+// workers' traces). The JSON goes to a temporary file beside FILE and is
 // renamed into place, so FILE is never left half written.
 #include <fmt/format.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "pipetune/tracer/chrome_export.h"
+#include "pipetune/workflow/export.h"
 
 namespace pipetune::cli {
 namespace {
@@ -27,14 +29,15 @@ int Export(const ExportFlags& flags) {
   tracer::ChromeExportOptions options;
   options.max_events = flags.max_events;
   const std::string temp_path = flags.output_path + ".tmp." + std::to_string(getpid());
-  tracer::ChromeExportStats stats;
+  StatusOr<workflow::ExportResult> result = workflow::ExportResult{};
   Status status;
   {
     std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
     if (!out) {
       return ReportError(IoError(flags.output_path + ": cannot create the output file"));
     }
-    status = tracer::ExportChrome(flags.trace_path, out, options, &stats);
+    result = workflow::ExportTimeline(flags.trace_path, out, options);
+    status = result.status();
     out.close();
     if (status.ok() && !out) status = IoError(flags.output_path + ": cannot write the output file");
   }
@@ -46,11 +49,11 @@ int Export(const ExportFlags& flags) {
     std::remove(temp_path.c_str());
     return ReportError(IoError(flags.output_path + ": cannot rename the finished output into place"));
   }
-  if (!stats.read_report.warning.empty())
-    fmt::print(stderr, "pipetune: warning: {}\n", stats.read_report.warning);
-  fmt::print("wrote {} events to {}", stats.events_written, flags.output_path);
-  if (stats.events_dropped > 0) {
-    fmt::print(" ({} more left out by --max-events {})", stats.events_dropped, flags.max_events);
+  for (const std::string& warning : result->warnings) fmt::print(stderr, "pipetune: warning: {}\n", warning);
+  fmt::print("wrote {} events to {}", result->events_written, flags.output_path);
+  if (result->traces.size() > 1) fmt::print(" from {} traces (one process each)", result->traces.size());
+  if (result->events_dropped > 0) {
+    fmt::print(" ({} more left out by --max-events {})", result->events_dropped, flags.max_events);
   }
   fmt::print("; open it in https://ui.perfetto.dev\n");
   return kExitOk;

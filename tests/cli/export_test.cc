@@ -1,0 +1,187 @@
+// `pipetune export` of the golden DataLoader runs
+// (tests/analyzer/dataloader_golden/): the main trace brings its workers'
+// traces onto one timeline that Perfetto opens, a process per trace, time
+// aligned, with the batches in flight as a counter; a worker's trace alone
+// and any other trace export as they always did.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "cli_test_util.h"
+#include "pipetune/tracer/chrome_export.h"
+#include "pipetune/workflow/export.h"
+
+namespace pipetune::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string ExportGolden(const std::string& name) {
+  return SourcePath("tests/analyzer/dataloader_golden/" + name + "/trace");
+}
+
+json ExportDataLoaderOrFail(const std::string& trace, workflow::ExportResult* result) {
+  std::ostringstream out;
+  StatusOr<workflow::ExportResult> r = workflow::ExportTimeline(trace, out);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (r.ok() && result != nullptr) *result = *r;
+  json doc = json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(doc.is_discarded()) << out.str().substr(0, 2000);
+  return doc;
+}
+
+// Every event as the Chrome trace event format has it, in the subset
+// Perfetto imports: a known phase, numeric pid and ts, "X" with dur >= 0,
+// names on metadata.
+void ExpectWellFormed(const json& doc) {
+  ASSERT_TRUE(doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array());
+  const std::set<std::string> phases{"X", "M", "C", "i"};
+  for (const json& e : doc["traceEvents"]) {
+    ASSERT_TRUE(e.is_object()) << e.dump();
+    ASSERT_TRUE(e.contains("ph") && e["ph"].is_string()) << e.dump();
+    const std::string ph = e["ph"];
+    EXPECT_TRUE(phases.count(ph)) << e.dump();
+    EXPECT_TRUE(e.contains("name") && e["name"].is_string()) << e.dump();
+    EXPECT_TRUE(e.contains("pid") && e["pid"].is_number_integer()) << e.dump();
+    if (ph == "M") {
+      if (e["name"] == "process_name" || e["name"] == "thread_name") {
+        EXPECT_TRUE(e["args"]["name"].is_string()) << e.dump();
+      }
+      continue;
+    }
+    EXPECT_TRUE(e.contains("ts") && e["ts"].is_number()) << e.dump();
+    if (ph == "X") {
+      EXPECT_TRUE(e["tid"].is_number_integer()) << e.dump();
+      ASSERT_TRUE(e.contains("dur") && e["dur"].is_number()) << e.dump();
+      EXPECT_GE(e["dur"].get<double>(), 0.0) << e.dump();
+    }
+    if (ph == "C") {
+      ASSERT_TRUE(e["args"].is_object() && !e["args"].empty()) << e.dump();
+      for (const auto& [series, value] : e["args"].items()) EXPECT_TRUE(value.is_number()) << e.dump();
+    }
+  }
+}
+
+struct ExportedTimeline {
+  std::map<int64_t, std::string> process_names;
+  std::map<int64_t, std::set<std::string>> slice_names;  // "X" events by pid
+  std::map<int64_t, std::pair<double, double>> span;     // first start, last end of slices by pid
+  std::map<int64_t, size_t> events;
+  std::vector<double> in_flight;  // the queue counter's values
+  int64_t in_flight_pid = -1;
+};
+
+ExportedTimeline ReadExportedTimeline(const json& doc) {
+  ExportedTimeline t;
+  for (const json& e : doc["traceEvents"]) {
+    const int64_t pid = e["pid"];
+    ++t.events[pid];
+    if (e["ph"] == "M" && e["name"] == "process_name") t.process_names[pid] = e["args"]["name"];
+    if (e["ph"] == "X") {
+      t.slice_names[pid].insert(e["name"].get<std::string>());
+      double begin = e["ts"], end = begin + e["dur"].get<double>();
+      auto [it, first] = t.span.emplace(pid, std::make_pair(begin, end));
+      if (!first) it->second = {std::min(it->second.first, begin), std::max(it->second.second, end)};
+    }
+    if (e["ph"] == "C" && e["name"] == "loader1 batches in flight") {
+      t.in_flight.push_back(e["args"]["batches"]);
+      t.in_flight_pid = pid;
+    }
+  }
+  return t;
+}
+
+TEST(ExportDataLoader, TheMainTraceAndEachWorkerAreOneTimeline) {
+  for (const std::string name : {"map_workers2_fork", "iterable_workers2"}) {
+    SCOPED_TRACE(name);
+    workflow::ExportResult result;
+    json doc = ExportDataLoaderOrFail(ExportGolden(name), &result);
+    ExpectWellFormed(doc);
+    EXPECT_TRUE(result.warnings.empty());
+    ASSERT_EQ(result.traces.size(), 3u);  // the main trace and two workers'
+    EXPECT_EQ(doc["otherData"]["clock"], "CLOCK_MONOTONIC");
+
+    ExportedTimeline t = ReadExportedTimeline(doc);
+    ASSERT_EQ(t.process_names.size(), 3u);
+    int64_t main_pid = -1;
+    std::set<std::string> workers;
+    for (const auto& [pid, process] : t.process_names) {
+      EXPECT_EQ(process.substr(process.find(" (pid ")), " (pid " + std::to_string(pid) + ")");
+      if (process.rfind("main (pid ", 0) == 0) main_pid = pid;
+      if (process.rfind("DataLoader worker ", 0) == 0) workers.insert(process.substr(0, 19));
+    }
+    ASSERT_NE(main_pid, -1);
+    EXPECT_EQ(workers, (std::set<std::string>{"DataLoader worker 0", "DataLoader worker 1"}));
+
+    // Each worker's samples and batches, on its own process, within the
+    // main process's time: the clocks were put together.
+    const auto [main_begin, main_end] = t.span.at(main_pid);
+    EXPECT_TRUE(t.slice_names[main_pid].count("loader1/next"));
+    for (const auto& [pid, process] : t.process_names) {
+      if (pid == main_pid) continue;
+      EXPECT_TRUE(t.slice_names[pid].count("load")) << process;
+      EXPECT_TRUE(t.slice_names[pid].count("collate")) << process;
+      EXPECT_FALSE(t.slice_names[pid].count("loader1/next")) << process;
+      EXPECT_GE(t.span[pid].first, main_begin) << process;
+      EXPECT_LE(t.span[pid].second, main_end) << process;
+    }
+
+    // Batches collated and not yet taken: on the main process, never
+    // negative, and some in flight at some point (two workers prefetch).
+    EXPECT_EQ(t.in_flight_pid, main_pid);
+    ASSERT_FALSE(t.in_flight.empty());
+    EXPECT_GE(*std::min_element(t.in_flight.begin(), t.in_flight.end()), 0.0);
+    EXPECT_GT(*std::max_element(t.in_flight.begin(), t.in_flight.end()), 0.0);
+    uint64_t total = 0;
+    for (uint64_t n : result.events_per_trace) total += n;
+    EXPECT_LE(total, result.events_written);
+  }
+}
+
+TEST(ExportDataLoader, AWorkersTraceAloneAndOtherTracesExportAsBefore) {
+  for (const std::string& trace :
+       {SourcePath("tests/analyzer/dataloader_golden/map_workers2_fork/trace.21236"),
+        SourcePath("tests/cli/golden/two_stage_cpu.trace"), SourcePath("tests/cli/golden/slow_consumer.trace")}) {
+    SCOPED_TRACE(trace);
+    std::ostringstream timeline, alone;
+    ASSERT_TRUE(workflow::ExportTimeline(trace, timeline).ok());
+    ASSERT_TRUE(tracer::ExportChrome(trace, alone).ok());
+    EXPECT_EQ(timeline.str(), alone.str());
+  }
+}
+
+TEST(ExportDataLoader, AnUnreadableWorkerTraceIsLeftOutAndATruncatedOneReadToItsLastChunk) {
+  TempDir dir("export_dataloader");
+  const fs::path golden = SourcePath("tests/analyzer/dataloader_golden/map_workers2_fork");
+  for (const auto& entry : fs::directory_iterator(golden)) fs::copy_file(entry.path(), dir.path() / entry.path().filename());
+  WriteFile(dir / "trace.1", "not a trace");
+  const std::string worker = ReadFile(golden / "trace.21239");
+  WriteFile(dir / "trace.21239", worker.substr(0, worker.size() - 7));  // killed mid-chunk
+  CommandResult r = RunPipetune("export " + (dir / "trace") + " --format chrome -o " + (dir / "t.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: left out " + (dir / "trace.1")), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: " + (dir / "trace.21239") + ": trace truncated"), std::string::npos) << r.err;
+  ExportedTimeline t = ReadExportedTimeline(json::parse(ReadFile(dir / "t.json")));
+  EXPECT_EQ(t.process_names.size(), 3u);
+}
+
+TEST(ExportDataLoader, TheBinaryExportsEveryProcess) {
+  TempDir dir("export_binary");
+  CommandResult r = RunPipetuneBinary("export " + ExportGolden("map_workers2_fork") + " --format chrome -o " +
+                                      (dir / "timeline.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("from 3 traces"), std::string::npos) << r.out;
+  json doc = json::parse(ReadFile(dir / "timeline.json"), nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(doc.is_discarded());
+  EXPECT_GT(ReadExportedTimeline(doc).events.size(), 1u);
+  EXPECT_FALSE(fs::exists(dir / "timeline.json.tmp"));
+}
+
+}  // namespace
+}  // namespace pipetune::testing

@@ -1,0 +1,104 @@
+// What `pipetune export` puts on the timeline (export.h): a DataLoader run's
+// traces gathered and labelled from their records, or one trace alone.
+#include "pipetune/workflow/export.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <type_traits>
+
+#include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/tracer/reader.h"
+
+namespace pipetune::workflow {
+namespace {
+
+using nlohmann::json;
+
+// The bootstrap's record in a trace's header (what the session started
+// with: a process's role, a worker's id and DataLoader); null when none.
+json RecordInHeader(const std::string& path) {
+  StatusOr<tracer::TraceHeader> header = tracer::ReadTraceHeader(path);
+  if (!header.ok()) return nullptr;
+  json parsed = json::parse(header->pipeline.config_json, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object() || !parsed.contains("pipetune_dataloader")) return nullptr;
+  const json& record = parsed["pipetune_dataloader"];
+  return record.is_object() ? record : json(nullptr);
+}
+
+template <typename T>
+T Get(const json& object, const char* key, T fallback) {
+  auto it = object.find(key);
+  if (it == object.end()) return fallback;
+  if constexpr (std::is_same_v<T, std::string>) {
+    return it->is_string() ? it->get<std::string>() : fallback;
+  } else {
+    return it->is_number_integer() ? it->get<T>() : fallback;
+  }
+}
+
+StatusOr<ExportResult> ExportOne(const std::string& trace_path, std::ostream& out,
+                                 const tracer::ChromeExportOptions& options) {
+  tracer::ChromeExportStats stats;
+  PIPETUNE_RETURN_IF_ERROR(tracer::ExportChrome(trace_path, out, options, &stats));
+  ExportResult result{stats.events_written, stats.events_dropped, {}, {trace_path}, {stats.events_written}};
+  if (!stats.read_report.warning.empty()) result.warnings.push_back(stats.read_report.warning);
+  return result;
+}
+
+}  // namespace
+
+StatusOr<ExportResult> ExportTimeline(const std::string& trace_path, std::ostream& out,
+                                      const tracer::ChromeExportOptions& options) {
+  json main_record = RecordInHeader(trace_path);
+  if (main_record.is_null() || Get<std::string>(main_record, "role", "") != "main")
+    return ExportOne(trace_path, out, options);
+
+  // The run's processes: the main one, then each worker, labelled from its
+  // record; a worker serves the DataLoader its record names.
+  std::vector<std::string> paths = analyzer::DataLoaderTracePaths(trace_path);
+  std::vector<tracer::ChromeTimelineTrace> traces{{paths[0], "main"}};
+  std::vector<int> loader_of{0};
+  std::set<int> loaders;
+  for (size_t i = 1; i < paths.size(); ++i) {
+    json record = RecordInHeader(paths[i]);
+    std::string label;
+    int loader = 0;
+    if (record.is_object() && Get<std::string>(record, "role", "") == "worker") {
+      label = fmt::format("DataLoader worker {}", Get<int>(record, "worker_id", 0));
+      loader = Get<int>(record, "loader", 0);
+      if (loader > 0) loaders.insert(loader);
+    }
+    traces.push_back({paths[i], label});
+    loader_of.push_back(loader);
+  }
+  if (loaders.size() > 1) {  // say which DataLoader each worker served
+    for (size_t i = 1; i < traces.size(); ++i) {
+      if (loader_of[i] > 0) traces[i].label += fmt::format(" of loader{}", loader_of[i]);
+    }
+  }
+
+  // Per DataLoader with workers: batches collated by its workers and not yet
+  // taken by the main process's next() (the loader's stages are
+  // "loaderN/next" in the main trace; "collate" in a worker's).
+  std::vector<tracer::ChromeTimelineQueue> queues;
+  for (int loader : loaders) {
+    tracer::ChromeTimelineQueue queue;
+    queue.name = fmt::format("loader{} batches in flight", loader);
+    queue.unit = "batches";
+    queue.consumer = {0, fmt::format("loader{}/next", loader)};
+    for (size_t i = 1; i < traces.size(); ++i) {
+      if (loader_of[i] == loader) queue.producers.push_back({i, "collate"});
+    }
+    queues.push_back(std::move(queue));
+  }
+
+  tracer::ChromeTimelineStats stats;
+  PIPETUNE_RETURN_IF_ERROR(tracer::ExportChromeTimeline(traces, queues, out, options, &stats));
+  ExportResult result{stats.events_written, stats.events_dropped, stats.warnings, paths,
+                      stats.events_per_trace};
+  return result;
+}
+
+}  // namespace pipetune::workflow
