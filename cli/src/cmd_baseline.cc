@@ -61,8 +61,10 @@ void RegisterBaselineCommand(CLI::App& app, int& exit_code) {
       ->required();
   sub->add_option("-o,--output", flags->output, "Baseline file to write (JSON, written atomically)")
       ->required();
-  sub->add_option("--runs", flags->runs, "Runs of the config or program (default 5)")->check(CLI::PositiveNumber);
-  sub->add_option("--seconds", flags->seconds, "Seconds per run of a config (default 2)")->check(CLI::PositiveNumber);
+  sub->add_option("--runs", flags->runs, "Runs of the config or program (default 5)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--seconds", flags->seconds, "Seconds per run of a config (default 2)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--trace-dir", flags->trace_dir, "Keep the runs' traces in this directory");
   sub->callback([flags, &exit_code] { exit_code = RunBaseline(*flags); });
 }

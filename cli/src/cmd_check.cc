@@ -70,10 +70,12 @@ int RunCheck(const CheckFlags& flags) {
 
 void RegisterCheckCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<CheckFlags>();
-  CLI::App* sub = app.add_subcommand("check",
-                                     "CI gate: compare a pipeline (a config or -- python3 train.py run now, or traces) with its baseline; "
-                                     "exit 1 on a regression, naming the stage");
-  sub->add_option("input", flags->inputs, "A pipeline config (*.json) to run, traces of its runs, or after -- a program")
+  CLI::App* sub = app.add_subcommand(
+      "check",
+      "CI gate: compare a pipeline (a config or -- python3 train.py run now, or traces) with its baseline; "
+      "exit 1 on a regression, naming the stage");
+  sub->add_option("input", flags->inputs,
+                  "A pipeline config (*.json) to run, traces of its runs, or after -- a program")
       ->required();
   sub->add_option("--baseline", flags->baseline, "Baseline written by `pipetune baseline`")->required();
   sub->add_option("--runs", flags->runs,

@@ -173,15 +173,16 @@ StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baselin
         "baseline -o FILE -- python3 SCRIPT`",
         request.baseline_path, baseline.pipeline));
   if (!request.config_path.empty())
-    return InvalidInput(fmt::format("{}: a DataLoader's baseline: check it with `-- python3 SCRIPT` or its "
-                                    "traces, not the config {}",
-                                    request.baseline_path, request.config_path));
+    return InvalidInput(
+        fmt::format("{}: a DataLoader's baseline: check it with `-- python3 SCRIPT` or its "
+                    "traces, not the config {}",
+                    request.baseline_path, request.config_path));
   if (request.traces.empty() && request.command.empty())
     return InvalidInput("a DataLoader's baseline needs a program (-- python3 SCRIPT) or its traces");
   BaselineRequest runs{"", request.traces, request.runs, request.seconds, "", request.command};
   PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured, MeasureDataLoaderRuns(runs, /*diagnose=*/true));
-  PIPETUNE_RETURN_IF_ERROR(SameDataLoader(baseline, *measured.dataloader, measured.stages,
-                                          request.baseline_path));
+  PIPETUNE_RETURN_IF_ERROR(
+      SameDataLoader(baseline, *measured.dataloader, measured.stages, request.baseline_path));
   CheckReport report =
       JudgeDataLoader(baseline, *measured.dataloader, &measured.first_profile, &measured.runs, request.judge);
   report.bottleneck = measured.bottleneck;
@@ -215,8 +216,8 @@ Status SameDataLoader(const Baseline& baseline, const DataLoaderGateSettings& no
     return joined;
   };
   if (names(baseline.stages) != names(stages))
-    return InvalidInput(other + fmt::format("its stages are [{}], this run's [{}]", names(baseline.stages),
-                                            names(stages)));
+    return InvalidInput(
+        other + fmt::format("its stages are [{}], this run's [{}]", names(baseline.stages), names(stages)));
   return Status::Ok();
 }
 
@@ -249,7 +250,8 @@ CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettin
   };
   analyzer::DataLoaderKnobs k = before;
   k.num_workers = now.knobs.num_workers;
-  add(analyzer::kNumWorkersKnob, std::to_string(before.num_workers), std::to_string(now.knobs.num_workers), k);
+  add(analyzer::kNumWorkersKnob, std::to_string(before.num_workers), std::to_string(now.knobs.num_workers),
+      k);
   k = before;
   k.prefetch_factor = now.knobs.prefetch_factor;
   add(analyzer::kPrefetchFactorKnob, std::to_string(before.prefetch_factor),

@@ -65,9 +65,9 @@ struct StageKnobs {
 
 // A DataLoader's settings as the gate keeps them.
 struct DataLoaderGateSettings {
-  int batch_size = 1;                // identity
-  std::string dataset;               // identity: the dataset's class
-  analyzer::DataLoaderKnobs knobs;   // what the tuner turns
+  int batch_size = 1;               // identity
+  std::string dataset;              // identity: the dataset's class
+  analyzer::DataLoaderKnobs knobs;  // what the tuner turns
 };
 
 inline constexpr const char* kConfigBaseline = "config";
@@ -131,11 +131,11 @@ GateInputKind ClassifyGateInputs(const std::vector<std::string>& inputs);
 // Errors: a run that exits non-zero (kFailed: its status, the batches it
 // took), a trace set missing a worker's trace, runs of different loaders.
 struct BaselineRequest {
-  std::string config_path;           // a config to run, or
-  std::vector<std::string> traces;   // traces already recorded, or
+  std::string config_path;          // a config to run, or
+  std::vector<std::string> traces;  // traces already recorded, or
   int runs = 5;
   double seconds = 2;
-  std::string trace_dir;  // keep the traces here; empty: discard them
+  std::string trace_dir;             // keep the traces here; empty: discard them
   std::vector<std::string> command;  // a program whose DataLoader is profiled
 };
 StatusOr<Baseline> RecordBaseline(const BaselineRequest& request);

@@ -129,7 +129,7 @@ struct CheckRequest {
   std::string config_path;           // run this config, or
   std::vector<std::string> traces;   // judge these runs, or
   std::vector<std::string> command;  // run this program (a DataLoader's baseline)
-  int runs = 5;                     // 0: the config alone, no timing
+  int runs = 5;                      // 0: the config alone, no timing
   double seconds = 2;
   JudgeOptions judge;
   bool strict_machine = false;
