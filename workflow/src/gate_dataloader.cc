@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -58,6 +59,21 @@ StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request,
     traces.push_back(options.trace_path);
   }
   return traces;
+}
+
+// The main traces of a list that may hold whole trace sets (`run*.trace*`
+// as a shell expands it): a worker's T.<pid> is read with its T, so it is
+// dropped when T is in the list (and left, to be refused by name, when not).
+std::vector<std::string> MainTracesOf(const std::vector<std::string>& traces) {
+  std::vector<std::string> mains;
+  for (const std::string& t : traces) {
+    size_t dot = t.rfind('.');
+    bool numbered = dot != std::string::npos && dot + 1 < t.size() &&
+                    t.find_first_not_of("0123456789", dot + 1) == std::string::npos;
+    if (numbered && std::find(traces.begin(), traces.end(), t.substr(0, dot)) != traces.end()) continue;
+    mains.push_back(t);
+  }
+  return mains;
 }
 
 }  // namespace
@@ -119,6 +135,7 @@ StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, boo
     dir.emplace(std::move(made));
     PIPETUNE_ASSIGN_OR_RETURN(traces, RunProgram(request, *dir));
   }
+  traces = MainTracesOf(traces);
   MeasuredRuns measured;
   std::optional<analyzer::DataLoaderProfile> last;
   for (size_t i = 0; i < traces.size(); ++i) {
