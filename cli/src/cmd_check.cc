@@ -1,6 +1,7 @@
 // `pipetune check CONFIG --baseline BASE.json` (or `--baseline BASE.json
-// TRACE...`): the CI gate (pipetune/workflow/check.h). Exit 0 pass (or
-// machine drift), 1 regression, 2 bad input.
+// TRACE...`, or `--baseline BASE.json -- python3 train.py ARGS`): the CI gate
+// (pipetune/workflow/check.h). Exit 0 pass (or machine drift), 1 regression,
+// 2 bad input or a program that failed.
 #include <fmt/format.h>
 
 #include <memory>
@@ -27,18 +28,19 @@ struct CheckFlags {
   bool strict_machine = false;
 };
 
-// Configs are JSON files; anything else given is a trace (`run.trace`).
-bool IsConfig(const std::string& path) {
-  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-}
-
 int RunCheck(const CheckFlags& flags) {
   workflow::CheckRequest request;
   request.baseline_path = flags.baseline;
-  if (flags.inputs.size() == 1 && IsConfig(flags.inputs[0])) {
-    request.config_path = flags.inputs[0];
-  } else {
-    request.traces = flags.inputs;
+  switch (workflow::ClassifyGateInputs(flags.inputs)) {
+    case workflow::GateInputKind::kConfig:
+      request.config_path = flags.inputs[0];
+      break;
+    case workflow::GateInputKind::kTraces:
+      request.traces = flags.inputs;
+      break;
+    case workflow::GateInputKind::kCommand:
+      request.command = flags.inputs;
+      break;
   }
   request.runs = flags.runs;
   request.seconds = flags.seconds;
@@ -68,14 +70,16 @@ int RunCheck(const CheckFlags& flags) {
 
 void RegisterCheckCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<CheckFlags>();
-  CLI::App* sub = app.add_subcommand("check",
-                                     "CI gate: compare a pipeline (run now, or traces) with its baseline; "
-                                     "exit 1 on a regression, naming the stage");
-  sub->add_option("input", flags->inputs, "A pipeline config (*.json) to run, or traces of its runs")
+  CLI::App* sub = app.add_subcommand(
+      "check",
+      "CI gate: compare a pipeline (a config or -- python3 train.py run now, or traces) with its baseline; "
+      "exit 1 on a regression, naming the stage");
+  sub->add_option("input", flags->inputs,
+                  "A pipeline config (*.json) to run, traces of its runs, or after -- a program")
       ->required();
   sub->add_option("--baseline", flags->baseline, "Baseline written by `pipetune baseline`")->required();
   sub->add_option("--runs", flags->runs,
-                  "Runs of the config (default 5; 0: judge the config's knobs alone, no runs)")
+                  "Runs of the config or program (default 5; 0: judge a config's knobs alone, no runs)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seconds", flags->seconds, "Seconds per run (default 2)")->check(CLI::PositiveNumber);
   sub->add_option("--tolerance", flags->tolerance_percent,

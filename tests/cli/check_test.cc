@@ -81,5 +81,19 @@ TEST(CheckCommandTest, BaselineOfAnotherPipelineIsRefusedNotCompared) {
   EXPECT_EQ(other.out, "");
 }
 
+TEST(CheckCommandTest, AProgramThatFailsIsReportedNotJudgedAndNothingIsWritten) {
+  TempDir dir("pipetune_check");
+  CommandResult failed = RunPipetuneBinary("baseline --runs 2 -o " + (dir / "base.json") + " -- /bin/sh -c 'exit 3'");
+  EXPECT_EQ(failed.exit_code, 2);
+  EXPECT_NE(failed.err.find("run 1 of 2: `/bin/sh -c exit 3` exited with status 3; no verdict"), std::string::npos)
+      << failed.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "base.json"));
+
+  CommandResult check = RunPipetuneBinary("check --baseline " + SourcePath("examples/ci/baselines/two_stage_cpu.baseline.json") +
+                                    " --runs 1 -- /bin/sh -c 'exit 0'");
+  EXPECT_EQ(check.exit_code, 2);
+  EXPECT_NE(check.err.find("not of a DataLoader"), std::string::npos) << check.err;
+}
+
 }  // namespace
 }  // namespace pipetune::testing

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gate_judge.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
@@ -56,6 +57,28 @@ struct Reader {
   }
 };
 
+// The "dataloader" object of a DataLoader's baseline.
+StatusOr<DataLoaderGateSettings> ParseDataLoaderSettings(const Json& doc, const Reader& r) {
+  PIPETUNE_ASSIGN_OR_RETURN(const Json* d, r.Field(doc, "dataloader", "dataloader", Json::value_t::object));
+  DataLoaderGateSettings s;
+  auto integer = [&](const char* key) -> StatusOr<int> {
+    PIPETUNE_ASSIGN_OR_RETURN(double v, r.Number(*d, key, std::string("dataloader.") + key));
+    return static_cast<int>(v);
+  };
+  auto flag = [&](const char* key) -> StatusOr<bool> {
+    PIPETUNE_ASSIGN_OR_RETURN(const Json* v,
+                              r.Field(*d, key, std::string("dataloader.") + key, Json::value_t::boolean));
+    return v->get<bool>();
+  };
+  PIPETUNE_ASSIGN_OR_RETURN(s.batch_size, integer("batch_size"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.dataset, r.String(*d, "dataset", "dataloader.dataset"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.num_workers, integer("num_workers"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.prefetch_factor, integer("prefetch_factor"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.persistent_workers, flag("persistent_workers"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.pin_memory, flag("pin_memory"));
+  return s;
+}
+
 }  // namespace
 
 std::string IdentityHash(const models::PipelineConfig& config) {
@@ -89,13 +112,19 @@ RunRecord RecordOf(const models::Profile& profile) {
   RunRecord record;
   record.throughput = profile.measured_throughput;
   for (const models::StageProfile& stage : profile.stages) {
-    record.stages.push_back({stage.name, stage.cpu_seconds_per_element, stage.measured_latency_seconds,
-                             stage.elements, stage.visit_ratio});
+    // A stage the run did not have (a DataLoader's transfer without workers)
+    // has an estimated cost, not a measured one: 0, not judged.
+    double cpu = stage.estimated ? 0.0 : stage.cpu_seconds_per_element;
+    double wall = stage.estimated ? 0.0 : stage.measured_latency_seconds;
+    record.stages.push_back({stage.name, cpu, wall, stage.elements, stage.visit_ratio});
   }
   return record;
 }
 
 StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
+  if (!request.command.empty() ||
+      (!request.traces.empty() && analyzer::IsDataLoaderTraceFile(request.traces.front())))
+    return internal::MeasureDataLoaderRuns(request, diagnose);
   std::vector<std::string> traces = request.traces;
   std::optional<internal::RunDirectory> dir;  // lives until the traces are read
   if (traces.empty()) {
@@ -144,6 +173,7 @@ StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose
 
 StatusOr<Baseline> RecordBaseline(const BaselineRequest& request) {
   PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured, MeasureRuns(request, false));
+  if (measured.dataloader) return internal::DataLoaderBaseline(std::move(measured), request.command);
   Baseline baseline;
   baseline.pipeline = measured.config.name;
   baseline.identity = IdentityHash(measured.config);
@@ -205,13 +235,24 @@ Json BaselineToJson(const Baseline& baseline) {
     }
     runs.push_back(Json{{"throughput", NumberOrNull(run.throughput)}, {"stages", run_stages}});
   }
-  return Json{{"pipetune_baseline", kBaselineVersion},
-              {"pipeline", baseline.pipeline},
-              {"identity", baseline.identity},
-              {"stages", stages},
-              {"model", model},
-              {"host", host},
-              {"runs", runs}};
+  Json doc{{"pipetune_baseline", kBaselineVersion},
+           {"kind", baseline.kind},
+           {"pipeline", baseline.pipeline},
+           {"identity", baseline.identity}};
+  if (const std::optional<DataLoaderGateSettings>& d = baseline.dataloader) {
+    doc["dataloader"] = Json{{"batch_size", d->batch_size},
+                             {"dataset", d->dataset},
+                             {"num_workers", d->knobs.num_workers},
+                             {"prefetch_factor", d->knobs.prefetch_factor},
+                             {"persistent_workers", d->knobs.persistent_workers},
+                             {"pin_memory", d->knobs.pin_memory}};
+  }
+  if (!baseline.command.empty()) doc["command"] = baseline.command;
+  doc["stages"] = stages;
+  doc["model"] = model;
+  doc["host"] = host;
+  doc["runs"] = runs;
+  return doc;
 }
 
 StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& source_name) {
@@ -238,7 +279,21 @@ StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& sourc
     return r.Error("pipetune_baseline", fmt::format("version {} is newer than this pipetune reads ({})",
                                                     version, kBaselineVersion));
   Baseline b;
+  if (doc.contains("kind")) {
+    PIPETUNE_ASSIGN_OR_RETURN(b.kind, r.String(doc, "kind", "kind"));
+    if (b.kind != kConfigBaseline && b.kind != kDataLoaderBaseline)
+      return r.Error("kind", fmt::format("expected \"{}\" or \"{}\", got \"{}\"", kConfigBaseline,
+                                         kDataLoaderBaseline, b.kind));
+  }
   PIPETUNE_ASSIGN_OR_RETURN(b.pipeline, r.String(doc, "pipeline", "pipeline"));
+  if (b.kind == kDataLoaderBaseline) {
+    PIPETUNE_ASSIGN_OR_RETURN(b.dataloader, ParseDataLoaderSettings(doc, r));
+  }
+  if (doc.contains("command") && doc["command"].is_array()) {
+    for (const Json& word : doc["command"]) {
+      if (word.is_string()) b.command.push_back(word.get<std::string>());
+    }
+  }
   PIPETUNE_ASSIGN_OR_RETURN(b.identity, r.String(doc, "identity", "identity"));
   PIPETUNE_ASSIGN_OR_RETURN(const Json* stages, r.Array(doc, "stages", "stages"));
   for (size_t i = 0; i < stages->size(); ++i) {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 
+#include "gate_judge.h"
+#include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/models/rate_model.h"
 
 namespace pipetune::workflow {
@@ -178,6 +180,10 @@ void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, c
   report.config_regressed = priced && report.predicted_change < -options.tolerance;
 }
 
+}  // namespace
+
+namespace internal {
+
 void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, const JudgeOptions& options,
                CheckReport& report) {
   report.timed = true;
@@ -266,7 +272,17 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
   }
 }
 
-}  // namespace
+void Conclude(CheckReport& report) {
+  bool stage_regressed = std::any_of(report.stages.begin(), report.stages.end(),
+                                     [](const StageCheck& s) { return s.regressed; });
+  if (report.config_regressed || stage_regressed || report.throughput_regressed) {
+    report.verdict = Verdict::kRegression;
+  } else if (report.machine_drift || report.machine_busy) {
+    report.verdict = Verdict::kMachine;
+  }
+}
+
+}  // namespace internal
 
 const char* VerdictName(Verdict verdict) {
   switch (verdict) {
@@ -320,15 +336,8 @@ CheckReport Judge(const Baseline& baseline, const models::PipelineConfig& config
         baseline.identity, identity));
   JudgeConfig(baseline, KnobsOf(config), options, report);
   if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
-    JudgeRuns(baseline, *runs, options, report);
-
-  bool stage_regressed = std::any_of(report.stages.begin(), report.stages.end(),
-                                     [](const StageCheck& s) { return s.regressed; });
-  if (report.config_regressed || stage_regressed || report.throughput_regressed) {
-    report.verdict = Verdict::kRegression;
-  } else if (report.machine_drift || report.machine_busy) {
-    report.verdict = Verdict::kMachine;
-  }
+    internal::JudgeRuns(baseline, *runs, options, report);
+  internal::Conclude(report);
   return report;
 }
 
@@ -337,6 +346,9 @@ StatusOr<CheckReport> Check(const CheckRequest& request) {
     return InvalidInput(
         fmt::format("--tolerance: expected a percentage in [0, 100), got {}", request.judge.tolerance * 100));
   PIPETUNE_ASSIGN_OR_RETURN(Baseline baseline, LoadBaseline(request.baseline_path));
+  if (baseline.kind == kDataLoaderBaseline || !request.command.empty() ||
+      (!request.traces.empty() && analyzer::IsDataLoaderTraceFile(request.traces.front())))
+    return internal::CheckDataLoader(request, baseline);
   std::optional<MeasuredRuns> measured;
   models::PipelineConfig config;
   bool timed = !request.traces.empty() || request.runs > 0;

@@ -12,6 +12,14 @@
 //   runs       per run: throughput, and per stage CPU seconds per element,
 //              wall seconds of own work per element, elements, visit ratio
 //
+// A PyTorch DataLoader's baseline (`kind` "dataloader", docs/ci-gate.md) is
+// the same file: its stages are the one model's (load, transform[k]:Name,
+// collate, transfer, pin_memory, DataLoaderModelProfile), `runs` come from
+// that profile exactly as a config's do, `dataloader` holds its settings (the
+// knobs num_workers, prefetch_factor, persistent_workers, pin_memory; batch
+// size and dataset class, which with the stage names make its identity), and
+// `command` the program that was run, when one was.
+//
 // Written atomically with a fixed key order and one run per line group, so
 // that re-recording a baseline shows as a small diff.
 #pragma once
@@ -20,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
 #include "pipetune/models/profile.h"
@@ -54,13 +63,26 @@ struct StageKnobs {
   std::optional<std::string> location;  // cache
 };
 
+// A DataLoader's settings as the gate keeps them.
+struct DataLoaderGateSettings {
+  int batch_size = 1;               // identity
+  std::string dataset;              // identity: the dataset's class
+  analyzer::DataLoaderKnobs knobs;  // what the tuner turns
+};
+
+inline constexpr const char* kConfigBaseline = "config";
+inline constexpr const char* kDataLoaderBaseline = "dataloader";
+
 struct Baseline {
+  std::string kind = kConfigBaseline;  // kConfigBaseline or kDataLoaderBaseline
   std::string pipeline;
   std::string identity;  // see IdentityHash
   std::vector<StageKnobs> stages;
   models::Profile model;  // only the parameters the rate model reads
   tracer::HostFacts host;
   std::vector<RunRecord> runs;
+  std::optional<DataLoaderGateSettings> dataloader;  // kind "dataloader" only
+  std::vector<std::string> command;                  // the program run, when one was
 };
 
 // The hash (16 hex digits, FNV-1a 64) of the config with its knobs left out:
@@ -75,17 +97,46 @@ std::vector<StageKnobs> KnobsOf(const models::PipelineConfig& config);
 // One run's record from its profile.
 RunRecord RecordOf(const models::Profile& profile);
 
+// A DataLoader's identity and knobs: its settings as the gate keeps them,
+// its stages as the baseline lists them (the model profile's, in order, op
+// the stage's kind), and the hash of batch size, dataset class and stage
+// names (16 hex digits, as IdentityHash).
+DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings);
+std::vector<StageKnobs> DataLoaderStagesOf(const models::Profile& profile);
+std::string DataLoaderIdentityHash(const DataLoaderGateSettings& settings,
+                                   const std::vector<StageKnobs>& stages);
+
+// Ok when every worker of the run left its trace: num_workers per iterator
+// (one iterator when persistent, else one per epoch). Else kInvalidInput
+// naming the main trace and how many are missing: a partial trace set would
+// judge the workers' stages on part of their samples.
+Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run);
+
+// How `baseline` and `check` read their arguments: one *.json file is a
+// config; a first argument that is an existing file a user cannot run is a
+// trace (the rest with it); anything else is a program and its arguments
+// (`-- python3 train.py ...`).
+enum class GateInputKind { kConfig, kTraces, kCommand };
+GateInputKind ClassifyGateInputs(const std::vector<std::string>& inputs);
+
 // Runs `config` `runs` times traced for `seconds` each (traces in `trace_dir`,
 // a temporary directory removed afterwards when empty) and builds the
 // baseline; or, given traces, reads them (each trace one run; every trace must
 // hold the same pipeline). Errors: the run's or the reader's, runs of
 // different pipelines, a trace with no config.
+//
+// A DataLoader: `command` (a Python program) is run `runs` times under
+// `pipetune profile`'s bootstrap, whole (`seconds` is not used); or the
+// traces are DataLoader main traces, each read with its TRACE.<pid> files.
+// Errors: a run that exits non-zero (kFailed: its status, the batches it
+// took), a trace set missing a worker's trace, runs of different loaders.
 struct BaselineRequest {
   std::string config_path;          // a config to run, or
-  std::vector<std::string> traces;  // traces already recorded
+  std::vector<std::string> traces;  // traces already recorded, or
   int runs = 5;
   double seconds = 2;
-  std::string trace_dir;  // keep the traces here; empty: discard them
+  std::string trace_dir;             // keep the traces here; empty: discard them
+  std::vector<std::string> command;  // a program whose DataLoader is profiled
 };
 StatusOr<Baseline> RecordBaseline(const BaselineRequest& request);
 
@@ -99,6 +150,11 @@ struct MeasuredRuns {
   tracer::HostFacts host;
   std::optional<std::string> bottleneck;  // the last run's stage to blame
   std::string why;                        // the last run's one-sentence summary
+  // DataLoader runs: their settings, and the stages as the baseline names
+  // them (`config` is then empty; first_profile is the whole model profile).
+  std::optional<DataLoaderGateSettings> dataloader;
+  std::vector<StageKnobs> stages;
+  std::string pipeline;
 };
 StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose);
 

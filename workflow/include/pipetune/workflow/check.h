@@ -110,11 +110,26 @@ CheckReport Judge(const Baseline& baseline, const models::PipelineConfig& config
 Status SamePipeline(const Baseline& baseline, const models::PipelineConfig& config,
                     const std::string& baseline_name);
 
+// A DataLoader's baseline (baseline.h): the same judgements, with its
+// settings as the knobs. A settings change is priced by the model on the new
+// run's profile (`now_profile`; null: listed, not priced). The runs are
+// judged as a config's (the same statistics and rules).
+CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,
+                            const models::Profile* now_profile, const std::vector<RunRecord>* runs,
+                            const JudgeOptions& options);
+
+// Ok when the runs are of the DataLoader `baseline` was recorded from: the
+// same dataset class, batch size and stages (a transform added, removed or
+// renamed is another loader). Else kInvalidInput saying what differs.
+Status SameDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,
+                      const std::vector<StageKnobs>& stages, const std::string& baseline_name);
+
 struct CheckRequest {
   std::string baseline_path;
-  std::string config_path;          // run this config, or
-  std::vector<std::string> traces;  // judge these runs
-  int runs = 5;                     // 0: the config alone, no timing
+  std::string config_path;           // run this config, or
+  std::vector<std::string> traces;   // judge these runs, or
+  std::vector<std::string> command;  // run this program (a DataLoader's baseline)
+  int runs = 5;                      // 0: the config alone, no timing
   double seconds = 2;
   JudgeOptions judge;
   bool strict_machine = false;
@@ -122,7 +137,8 @@ struct CheckRequest {
 
 // Loads, compares, measures and judges. Errors (exit 2): the baseline or
 // config unreadable or malformed, a baseline of another pipeline, a run or
-// trace that fails.
+// trace that fails (a program that exits non-zero: kFailed with its status,
+// no verdict), a DataLoader trace set missing a worker's trace.
 StatusOr<CheckReport> Check(const CheckRequest& request);
 
 // kFailed for `regression`, and for `machine` when strict.

@@ -1,0 +1,290 @@
+// The CI gate for a PyTorch DataLoader (baseline.h, check.h): its runs are
+// the one model's profile of each run (analyzer::DataLoaderModelProfile), so
+// that a DataLoader's baseline and check are a config's, with its settings
+// as the knobs and its batch size, dataset and stage names as its identity.
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "gate_judge.h"
+#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/what_if.h"
+#include "pipetune/models/rate_model.h"
+#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/profile_program.h"
+#include "run_directory.h"
+
+namespace pipetune::workflow {
+namespace {
+
+std::string Joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+std::string Bool(bool b) { return b ? "true" : "false"; }
+
+// Runs the program `runs` times under the bootstrap; the main traces.
+StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request,
+                                              const internal::RunDirectory& dir) {
+  if (request.runs < 1) return InvalidInput("--runs: at least one run is needed to measure");
+  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, PythonBootstrapEnvironment(""));
+  if (!env.warning.empty()) return InvalidInput(env.warning);
+  std::vector<std::string> traces;
+  for (int run = 0; run < request.runs; ++run) {
+    ProfileOptions options;
+    options.trace_path = dir.File(fmt::format("run-{}.trace", run));
+    options.command = request.command;
+    options.environment = env.variables;
+    PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileProgram(options));
+    if (ran.exit_code != 0) {
+      // What the trace saw before the end, when it can be read.
+      std::string seen;
+      StatusOr<analyzer::DataLoaderProfile> partial = analyzer::ReadDataLoaderProfile(options.trace_path);
+      if (partial.ok())
+        seen = fmt::format(" after {} batches ({} training steps ended, so it stopped {})", partial->batches,
+                           partial->step.count,
+                           partial->step.count < partial->batches ? "in a training step"
+                                                                  : "in the DataLoader or after the loop");
+      std::string how = ran.signal_number > 0 ? fmt::format("was killed by signal {}", ran.signal_number)
+                                              : fmt::format("exited with status {}", ran.exit_code);
+      return Failed(fmt::format("run {} of {}: `{}` {}{}; no verdict (its output is above)", run + 1,
+                                request.runs, Joined(request.command), how, seen));
+    }
+    traces.push_back(options.trace_path);
+  }
+  return traces;
+}
+
+// The main traces of a list that may hold whole trace sets (`run*.trace*`
+// as a shell expands it): a worker's T.<pid> is read with its T, so it is
+// dropped when T is in the list (and left, to be refused by name, when not).
+std::vector<std::string> MainTracesOf(const std::vector<std::string>& traces) {
+  std::vector<std::string> mains;
+  for (const std::string& t : traces) {
+    size_t dot = t.rfind('.');
+    bool numbered = dot != std::string::npos && dot + 1 < t.size() &&
+                    t.find_first_not_of("0123456789", dot + 1) == std::string::npos;
+    if (numbered && std::find(traces.begin(), traces.end(), t.substr(0, dot)) != traces.end()) continue;
+    mains.push_back(t);
+  }
+  return mains;
+}
+
+}  // namespace
+
+GateInputKind ClassifyGateInputs(const std::vector<std::string>& inputs) {
+  if (inputs.empty()) return GateInputKind::kTraces;
+  const std::string& first = inputs.front();
+  if (inputs.size() == 1 && first.size() >= 5 && first.compare(first.size() - 5, 5, ".json") == 0)
+    return GateInputKind::kConfig;
+  struct stat info {};
+  bool file = ::stat(first.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+  if (file && ::access(first.c_str(), X_OK) != 0) return GateInputKind::kTraces;
+  return GateInputKind::kCommand;
+}
+
+DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings) {
+  return {settings.batch_size, settings.dataset, analyzer::CurrentKnobs(settings)};
+}
+
+std::vector<StageKnobs> DataLoaderStagesOf(const models::Profile& profile) {
+  std::vector<StageKnobs> stages;
+  for (const models::StageProfile& s : profile.stages) stages.push_back({s.name, s.op_name, "", 1, {}, {}});
+  return stages;
+}
+
+std::string DataLoaderIdentityHash(const DataLoaderGateSettings& settings,
+                                   const std::vector<StageKnobs>& stages) {
+  models::Json identity{{"batch_size", settings.batch_size}, {"dataset", settings.dataset}};
+  for (const StageKnobs& s : stages) identity["stages"].push_back(s.name);
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64, as IdentityHash
+  for (unsigned char c : identity.dump()) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", hash);
+}
+
+Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run) {
+  const analyzer::DataLoaderSettings& s = run.settings;
+  if (s.num_workers <= 0) return Status::Ok();
+  size_t iterators = s.persistent_workers ? 1 : std::max<size_t>(1, run.epochs.size());
+  int expected = s.num_workers * static_cast<int>(iterators);
+  if (run.worker_traces >= expected) return Status::Ok();
+  return InvalidInput(fmt::format(
+      "{}: {} of the {} worker traces expected ({}.<pid>: num_workers={} over {} iterator{}) are missing "
+      "or unreadable; copy the whole trace set, the main trace with its workers'",
+      run.trace_path, expected - run.worker_traces, expected, run.trace_path, s.num_workers, iterators,
+      iterators == 1 ? "" : "s"));
+}
+
+namespace internal {
+
+StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, bool diagnose) {
+  std::vector<std::string> traces = request.traces;
+  std::optional<internal::RunDirectory> dir;  // lives until the traces are read
+  if (traces.empty()) {
+    PIPETUNE_ASSIGN_OR_RETURN(internal::RunDirectory made,
+                              internal::RunDirectory::Make(request.trace_dir, "pipetune-gate"));
+    dir.emplace(std::move(made));
+    PIPETUNE_ASSIGN_OR_RETURN(traces, RunProgram(request, *dir));
+  }
+  traces = MainTracesOf(traces);
+  MeasuredRuns measured;
+  std::optional<analyzer::DataLoaderProfile> last;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadDataLoaderProfile(traces[i]));
+    PIPETUNE_RETURN_IF_ERROR(CheckWorkerTraces(run));
+    models::Profile profile = analyzer::DataLoaderModelProfile(run);
+    DataLoaderGateSettings settings = DataLoaderGateSettingsOf(run.settings);
+    std::vector<StageKnobs> stages = DataLoaderStagesOf(profile);
+    if (i == 0) {
+      measured.dataloader = settings;
+      measured.stages = stages;
+      measured.pipeline = profile.pipeline_name;
+      measured.host = run.host;
+    } else if (DataLoaderIdentityHash(settings, stages) !=
+                   DataLoaderIdentityHash(*measured.dataloader, measured.stages) ||
+               !(settings.knobs == measured.dataloader->knobs)) {
+      return InvalidInput(
+          fmt::format("{}: a run of another DataLoader, or other settings, than {}", traces[i], traces[0]));
+    }
+    RunRecord record = RecordOf(profile);
+    record.trace = traces[i];
+    measured.runs.push_back(std::move(record));
+    if (i == 0) measured.first_profile = std::move(profile);
+    last = std::move(run);
+  }
+  if (diagnose && last) {
+    PIPETUNE_ASSIGN_OR_RETURN(analyzer::Diagnosis diagnosis, analyzer::DiagnoseDataLoader(*last));
+    measured.bottleneck = diagnosis.bottleneck;
+    measured.why = diagnosis.summary;
+  }
+  return measured;
+}
+
+Baseline DataLoaderBaseline(MeasuredRuns measured, const std::vector<std::string>& command) {
+  Baseline baseline;
+  baseline.kind = kDataLoaderBaseline;
+  baseline.pipeline = measured.pipeline;
+  baseline.identity = DataLoaderIdentityHash(*measured.dataloader, measured.stages);
+  baseline.stages = std::move(measured.stages);
+  baseline.model = std::move(measured.first_profile);
+  baseline.host = measured.host;
+  baseline.runs = std::move(measured.runs);
+  baseline.dataloader = measured.dataloader;
+  baseline.command = command;
+  return baseline;
+}
+
+StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baseline& baseline) {
+  if (baseline.kind != kDataLoaderBaseline)
+    return InvalidInput(fmt::format(
+        "{}: a baseline of the pipeline config {}, not of a DataLoader: record one with `pipetune "
+        "baseline -o FILE -- python3 SCRIPT`",
+        request.baseline_path, baseline.pipeline));
+  if (!request.config_path.empty())
+    return InvalidInput(
+        fmt::format("{}: a DataLoader's baseline: check it with `-- python3 SCRIPT` or its "
+                    "traces, not the config {}",
+                    request.baseline_path, request.config_path));
+  if (request.traces.empty() && request.command.empty())
+    return InvalidInput("a DataLoader's baseline needs a program (-- python3 SCRIPT) or its traces");
+  BaselineRequest runs{"", request.traces, request.runs, request.seconds, "", request.command};
+  PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured, MeasureDataLoaderRuns(runs, /*diagnose=*/true));
+  PIPETUNE_RETURN_IF_ERROR(
+      SameDataLoader(baseline, *measured.dataloader, measured.stages, request.baseline_path));
+  CheckReport report =
+      JudgeDataLoader(baseline, *measured.dataloader, &measured.first_profile, &measured.runs, request.judge);
+  report.bottleneck = measured.bottleneck;
+  report.why = measured.why;
+  if (measured.host.UsableCores() > 0 && baseline.host.cores_allowed > 0 &&
+      measured.host.cores_allowed != baseline.host.cores_allowed)
+    report.notes.push_back(fmt::format("the baseline was recorded with {} cores allowed, these runs had {}",
+                                       baseline.host.cores_allowed, measured.host.cores_allowed));
+  if (!baseline.host.hostname.empty() && baseline.host.hostname != measured.host.hostname)
+    report.notes.push_back(fmt::format("the baseline was recorded on {}, these runs on {}",
+                                       baseline.host.hostname, measured.host.hostname));
+  return report;
+}
+
+}  // namespace internal
+
+Status SameDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,
+                      const std::vector<StageKnobs>& stages, const std::string& baseline_name) {
+  if (!baseline.dataloader) return InvalidInput(baseline_name + ": not a DataLoader's baseline");
+  const DataLoaderGateSettings& before = *baseline.dataloader;
+  std::string other = fmt::format("{}: a baseline of another DataLoader ({}), not compared: ", baseline_name,
+                                  baseline.pipeline);
+  if (before.dataset != now.dataset)
+    return InvalidInput(other + fmt::format("its dataset is {}, this run's {}", before.dataset, now.dataset));
+  if (before.batch_size != now.batch_size)
+    return InvalidInput(
+        other + fmt::format("its batch_size is {}, this run's {}", before.batch_size, now.batch_size));
+  auto names = [](const std::vector<StageKnobs>& s) {
+    std::string joined;
+    for (const StageKnobs& k : s) joined += (joined.empty() ? "" : ", ") + k.name;
+    return joined;
+  };
+  if (names(baseline.stages) != names(stages))
+    return InvalidInput(
+        other + fmt::format("its stages are [{}], this run's [{}]", names(baseline.stages), names(stages)));
+  return Status::Ok();
+}
+
+CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,
+                            const models::Profile* now_profile, const std::vector<RunRecord>* runs,
+                            const JudgeOptions& options) {
+  CheckReport report;
+  report.pipeline = baseline.pipeline;
+  report.tolerance = options.tolerance;
+  const analyzer::DataLoaderKnobs before =
+      baseline.dataloader ? baseline.dataloader->knobs : analyzer::DataLoaderKnobs{};
+  // Priced on the new run's profile: the baseline keeps only the stages'
+  // parameters, not the worker group the settings act on.
+  bool priced = now_profile != nullptr && !now_profile->groups.empty();
+  auto predict = [&](const analyzer::DataLoaderKnobs& knobs) {
+    return models::Predict(*now_profile, analyzer::ConfigurationFor(*now_profile, knobs)).throughput;
+  };
+  if (priced) {
+    report.predicted_before = predict(before);
+    report.predicted_after = predict(now.knobs);
+    report.predicted_change =
+        report.predicted_before > 0 ? report.predicted_after / report.predicted_before - 1 : 0;
+  }
+  auto add = [&](const char* knob, const std::string& was, const std::string& is,
+                 analyzer::DataLoaderKnobs one_change) {
+    if (was == is) return;
+    std::optional<double> change;
+    if (priced && report.predicted_before > 0) change = predict(one_change) / report.predicted_before - 1;
+    report.knobs.push_back({"workers", knob, was, is, change});
+  };
+  analyzer::DataLoaderKnobs k = before;
+  k.num_workers = now.knobs.num_workers;
+  add(analyzer::kNumWorkersKnob, std::to_string(before.num_workers), std::to_string(now.knobs.num_workers),
+      k);
+  k = before;
+  k.prefetch_factor = now.knobs.prefetch_factor;
+  add(analyzer::kPrefetchFactorKnob, std::to_string(before.prefetch_factor),
+      std::to_string(now.knobs.prefetch_factor), k);
+  k = before;
+  k.persistent_workers = now.knobs.persistent_workers;
+  add(analyzer::kPersistentWorkersKnob, Bool(before.persistent_workers), Bool(now.knobs.persistent_workers),
+      k);
+  k = before;
+  k.pin_memory = now.knobs.pin_memory;
+  add(analyzer::kPinMemoryKnob, Bool(before.pin_memory), Bool(now.knobs.pin_memory), k);
+  report.config_regressed = priced && !report.knobs.empty() && report.predicted_change < -options.tolerance;
+  if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
+    internal::JudgeRuns(baseline, *runs, options, report);
+  internal::Conclude(report);
+  return report;
+}
+
+}  // namespace pipetune::workflow
