@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "pipetune/analyzer/collector.h"
+#include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/run.h"
@@ -89,8 +90,8 @@ StatusOr<TuneResult> Tune(const TuneRequest& request) {
   PIPETUNE_ASSIGN_OR_RETURN(tuner::TracedRun traced, CollectProfile(request.traces));
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                             tuner::ResolveResources(traced.input, traced.host, request.budgets));
-  PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan,
-                            tuner::Solve(traced.input, resources, request.objective, request.solver));
+  PIPETUNE_ASSIGN_OR_RETURN(
+      tuner::Plan plan, tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver));
   TuneResult result;
   result.plan = std::move(plan);
   const std::optional<models::PipelineConfig>& config = traced.input.config;
