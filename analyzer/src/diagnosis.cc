@@ -9,6 +9,7 @@
 
 #include "explain.h"
 #include "gpu_diagnosis.h"
+#include "pipetune/models/decode_crop.h"
 
 namespace pipetune::analyzer {
 const char* StageLimitName(StageLimit limit) {
@@ -276,6 +277,10 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
     d.assumptions.push_back("the trace has no pipeline config: every ratio is measured");
   }
   d.summary = internal::Explain(profile, d.prediction);
+  if (run.config) {  // a graph change the tuner would propose (models/decode_crop.h)
+    if (std::optional<models::DecodeCropPrice> price = models::PriceDecodeCropFusion(*run.config, profile))
+      d.summary += " " + models::DescribeDecodeCropFusion(*run.config, *price);
+  }
   for (const WhatIf& what_if : what_ifs) {
     PIPETUNE_ASSIGN_OR_RETURN(WhatIfOutcome outcome, EvaluateWhatIf(profile, what_if));
     d.what_ifs.push_back(std::move(outcome));

@@ -3,18 +3,12 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "pipetune/models/decode_crop.h"
 
 namespace pipetune::tuner {
 namespace {
 
 constexpr const char* kFuseDecodeCrop = "fuse_decode_crop";
-
-// Decoded images are assumed 4:3 (the profile knows their mean size, not
-// their shape); the share a crop needs hardly depends on it.
-constexpr double kAssumedAspect = 4.0 / 3.0;
 
 // Index shift for a profile index when the stage at `removed` goes.
 void Shift(std::optional<size_t>& index, size_t removed) {
@@ -75,47 +69,36 @@ void AddStageChanges(const GraphRewrite& rewrite, const std::string& decode_size
 
 std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input) {
   if (!input.config) return std::nullopt;
-  std::optional<models::DecodeCropPair> pair = models::FindDecodeCropPair(*input.config);
-  if (!pair) return std::nullopt;
-  const models::StageConfig& decode_config = input.config->stages[pair->decode];
-  const models::StageConfig& crop_config = input.config->stages[pair->crop];
   const models::Profile& profile = input.profile;
-  std::optional<size_t> decode = profile.FindStage(decode_config.name);
-  std::optional<size_t> crop = profile.FindStage(crop_config.name);
-  if (!decode || !crop || *crop != *decode + 1) return std::nullopt;
-  const models::StageProfile& decoded = profile.stages[*decode];
-  if (!(decoded.bytes_per_element > 0) || !(decoded.cpu_seconds_per_element > 0)) return std::nullopt;
-
-  StatusOr<models::PipelineConfig> fused_config = models::FuseDecodeCrop(*input.config, *pair);
+  std::optional<models::DecodeCropPrice> price = models::PriceDecodeCropFusion(*input.config, profile);
+  if (!price) return std::nullopt;
+  StatusOr<models::PipelineConfig> fused_config = models::FuseDecodeCrop(*input.config, price->pair);
   if (!fused_config.ok()) return std::nullopt;
-  const double pixels = decoded.bytes_per_element / 3;  // RGB
-  const double width = std::sqrt(pixels * kAssumedAspect);
-  const models::DecodeCropShare share =
-      models::EstimateDecodeCropShare(width, pixels / width, pair->sampling);
+  const models::StageConfig& decode_config = input.config->stages[price->pair.decode];
+  const models::StageConfig& crop_config = input.config->stages[price->pair.crop];
 
   RewrittenInput rewritten{input, {}};
   rewritten.input.config = std::move(fused_config).value();
   models::Profile& fused = rewritten.input.profile;
-  fused.stages[*decode] = FusedStage(decoded, profile.stages[*crop], share.cost);
-  fused.stages.erase(fused.stages.begin() + static_cast<std::ptrdiff_t>(*crop));
-  Shift(fused.storage_stage, *crop);
-  Shift(fused.cache_stage, *crop);
+  fused.stages[price->decode_stage] =
+      FusedStage(profile.stages[price->decode_stage], profile.stages[price->crop_stage], price->share.cost);
+  fused.stages.erase(fused.stages.begin() + static_cast<std::ptrdiff_t>(price->crop_stage));
+  Shift(fused.storage_stage, price->crop_stage);
+  Shift(fused.cache_stage, price->crop_stage);
   fused.assumptions.push_back(fmt::format(
       "\"{}\" fused with \"{}\" is priced at {:.2f} of the measured decode (a crop needs {:.0f}% of the rows "
-      "entropy-decoded and {:.0f}% of the pixels transformed, {:.0f}% of decode CPU is entropy decoding) "
+      "entropy-decoded and {:.0f}% of the pixels transformed; {:.0f}% of a decode's CPU is entropy decoding) "
       "plus the measured crop",
-      decode_config.name, crop_config.name, share.cost, 100 * share.rows, 100 * share.pixels,
-      100 * models::kEntropyShare));
+      decode_config.name, crop_config.name, price->share.cost, 100 * price->share.rows,
+      100 * price->share.pixels, 100 * models::kEntropyShare));
 
   GraphRewrite& rewrite = rewritten.rewrite;
   rewrite.kind = kFuseDecodeCrop;
   rewrite.stages = {decode_config.name, crop_config.name};
   rewrite.description = Describe(decode_config, crop_config);
-  const double before_us =
-      (decoded.cpu_seconds_per_element + profile.stages[*crop].cpu_seconds_per_element) * 1e6;
   rewrite.reason = fmt::format(
       "a random crop needs {:.0f}% of the decode's work on average; CPU per image {:.0f} -> {:.0f} us",
-      100 * share.cost, before_us, fused.stages[*decode].cpu_seconds_per_element * 1e6);
+      100 * price->share.cost, price->separate_cpu_seconds * 1e6, price->fused_cpu_seconds * 1e6);
   return rewritten;
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "pipetune/models/config.h"
+#include "pipetune/models/profile.h"
 
 namespace pipetune::models {
 
@@ -56,6 +57,24 @@ struct DecodeCropPair {
   CropSampling sampling;  // the crop stage's args (defaults where absent)
 };
 std::optional<DecodeCropPair> FindDecodeCropPair(const PipelineConfig& config);
+
+// The fused stage's price for a traced run: the pair in `config`, their
+// stages in `profile` (adjacent), and the CPU per element before and after.
+// nullopt when the config has no pair or the profile does not show both
+// stages working.
+struct DecodeCropPrice {
+  DecodeCropPair pair;
+  size_t decode_stage = 0;  // indices into profile.stages
+  size_t crop_stage = 0;
+  DecodeCropShare share;            // for the decoded images' mean size, assumed 4:3
+  double separate_cpu_seconds = 0;  // per element: decode + crop, as measured
+  double fused_cpu_seconds = 0;     // decode x share.cost + crop
+};
+std::optional<DecodeCropPrice> PriceDecodeCropFusion(const PipelineConfig& config, const Profile& profile);
+
+// The sentence the report adds about it: what fusing would save and that
+// `pipetune tune` proposes it.
+std::string DescribeDecodeCropFusion(const PipelineConfig& config, const DecodeCropPrice& price);
 
 // The config with the pair fused: the decode stage keeps its name, knobs and
 // decoder args and takes the crop's (size as crop_size; scale, ratio,
