@@ -22,8 +22,9 @@ start=$SECONDS
 bash scripts/setup.sh --minimal
 configure=()
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
-  # -O2 without debug info: the quickest build of fast code.
-  configure=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"
+  # -O2 without debug info, and a unity build (each library's sources
+  # compiled as a few files): the quickest build of fast code.
+  configure=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON
              -DPIPETUNE_BUILD_TESTS=OFF -DPIPETUNE_BUILD_BENCH=OFF -DPIPETUNE_WITH_CLANG=OFF)
 fi
 echo "== building pipetune and pipetune_make_images in $build/"
