@@ -1,38 +1,30 @@
-// The DataLoader's rate model and its diagnosis (pipetune/analyzer/dataloader.h).
+// A DataLoader run as stages of the one rate model (pipetune/analyzer/dataloader.h).
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
+#include <utility>
 
 #include "pipetune/analyzer/dataloader.h"
 
 namespace pipetune::analyzer {
-
-const char* DataLoaderBoundName(DataLoaderBound bound) {
-  switch (bound) {
-    case DataLoaderBound::kSerial:
-      return "main process (num_workers=0: everything serial)";
-    case DataLoaderBound::kWorkers:
-      return "workers";
-    case DataLoaderBound::kCores:
-      return "cores";
-    case DataLoaderBound::kMainProcess:
-      return "main process";
-    case DataLoaderBound::kPinMemory:
-      return "pin_memory thread";
-  }
-  return "?";
-}
-
-DataLoaderKnobs CurrentKnobs(const DataLoaderSettings& s) {
-  return {s.num_workers, s.num_workers > 0 ? s.prefetch_factor : 2, s.persistent_workers, s.pin_memory};
-}
-
 namespace {
 
-// Seconds to start one worker: measured where workers started, else a
-// default by start method (fork copies a page table; spawn starts Python and
-// imports torch).
+// Costs of stages the traced run did not have, so that what-ifs and plans
+// can price them. Unpickling a batch from a worker: a fixed cost and
+// shared-memory rebuilding per byte; pinning copies every byte once.
+constexpr double kTransferFixedSeconds = 2e-4;
+constexpr double kTransferBytesPerSecond = 20e9;
+constexpr double kPinBytesPerSecond = 5e9;
+// Start-up of one worker where no worker started in the trace: fork copies a
+// page table, spawn and forkserver start Python and import torch.
+constexpr double kForkStartupSeconds = 0.02;
+constexpr double kSpawnStartupSeconds = 0.5;
+// Share of the cores the loading processes must use for their off-CPU time
+// to count as waiting for a core rather than for I/O.
+constexpr double kSaturatedShare = 0.85;
+
+double SafeDiv(double num, double den) { return den > 0 ? num / den : 0.0; }
+
 double StartupPerWorker(const DataLoaderProfile& p) {
   double total = 0;
   int workers = 0;
@@ -42,155 +34,233 @@ double StartupPerWorker(const DataLoaderProfile& p) {
     workers += e.workers_started;
   }
   if (workers > 0) return total / workers;
-  return p.settings.start_method == "spawn" || p.settings.start_method == "forkserver" ? 0.5 : 0.02;
+  return p.settings.start_method == "spawn" || p.settings.start_method == "forkserver" ? kSpawnStartupSeconds
+                                                                                       : kForkStartupSeconds;
 }
 
-// Transfer (unpickling) per batch: measured, else estimated from the batch's
-// bytes (shared-memory tensors: a fixed cost and a small per-byte one).
-double TransferSeconds(const DataLoaderProfile& p) {
-  if (p.transfer.count > 0) return p.transfer.seconds_each;
-  return 2e-4 + p.batch_bytes / 20e9;
+// CPU seconds per call: recorded per call where the recorder measured it,
+// else the wall time scaled by the loading processes' CPU over their busy time.
+double CpuEach(const DataLoaderStage& stage, double cpu_ratio) {
+  if (stage.cpu_seconds_each >= 0) return stage.cpu_seconds_each;
+  return stage.seconds_each * cpu_ratio;
 }
 
-double PinSeconds(const DataLoaderProfile& p) {
-  if (p.pin_memory.count > 0) return p.pin_memory.seconds_each;
-  return p.batch_bytes / 5e9;
+struct StageInput {
+  const DataLoaderStage* measured = nullptr;
+  std::string op_name;
+  models::Op op = models::Op::kMap;
+  double local_ratio = 1;
+  double visit_ratio = 1;
+  double estimate_seconds = 0;  // used when the run did not have the stage
+};
+
+models::StageProfile MakeStage(const StageInput& in, double window_seconds, double contention,
+                               double cpu_ratio) {
+  models::StageProfile stage;
+  const DataLoaderStage& m = *in.measured;
+  stage.name = m.name;
+  stage.op = in.op;
+  stage.op_name = in.op_name;
+  stage.parallel = false;
+  stage.local_ratio = in.local_ratio;
+  stage.local_ratio_measured = false;
+  stage.visit_ratio = in.visit_ratio;
+  stage.elements = static_cast<double>(m.count);
+  stage.consumed = stage.elements * in.local_ratio;
+  double cpu = m.count > 0 ? CpuEach(m, cpu_ratio) : in.estimate_seconds;
+  double wall = m.count > 0 ? m.seconds_each : in.estimate_seconds;
+  stage.estimated = m.count == 0;
+  stage.cpu_seconds_per_element = std::min(cpu, std::max(wall, cpu));
+  stage.measured_latency_seconds = wall;
+  // Wall = CPU x contention (waiting for a core) + real off-CPU time.
+  double off_cpu = std::max(0.0, wall - stage.cpu_seconds_per_element * contention);
+  stage.latency_seconds = std::max(stage.cpu_seconds_per_element + off_cpu, 1e-12);
+  stage.latency_bound = stage.latency_seconds > 2 * stage.cpu_seconds_per_element;
+  stage.cpu_seconds = stage.cpu_seconds_per_element * stage.elements;
+  stage.work_seconds = wall * stage.elements;
+  stage.cpu_seconds_per_output = stage.cpu_seconds_per_element * in.visit_ratio;
+  stage.busy_fraction = std::min(1.0, SafeDiv(stage.work_seconds, window_seconds));
+  stage.scaling.kind = models::ScalingKind::kLinear;
+  return stage;
 }
 
-const DataLoaderStage* LargestWorkerStage(const DataLoaderProfile& p) {
-  const DataLoaderStage* best = &p.collate;
+// How much longer than its CPU the loading took because the cores were all
+// busy (1: they were not). The loading processes used nearly every core:
+// their off-CPU time was spent waiting for one.
+double Contention(const DataLoaderProfile& p, double window_seconds, double cores) {
+  double loading_cpu = p.settings.num_workers > 0 ? p.worker_cpu_seconds : 0.0;
   for (const DataLoaderStage& s : p.sample_stages) {
-    if (s.per_batch > best->per_batch) best = &s;
+    if (p.settings.num_workers == 0 && s.cpu_seconds_each >= 0) loading_cpu += s.cpu_seconds_each * s.count;
   }
-  return best;
+  double consumer_cpu = std::max(0.0, p.step.cpu_seconds_each) * p.step.count;
+  bool saturated = (loading_cpu + consumer_cpu) / window_seconds >= kSaturatedShare * cores;
+  if (!saturated || p.loading_cpu_share <= 0) return 1.0;
+  return std::max(1.0, 1.0 / p.loading_cpu_share);
+}
+
+void NoteAssumptions(const DataLoaderProfile& run, models::Profile& profile) {
+  profile.assumptions.push_back(
+      "workers are taken to scale linearly: each worker process runs the group's stages one after another");
+  if (run.shared_host) {
+    profile.assumptions.push_back(fmt::format(
+        "the loading processes got {:.0f}% of a core while loading samples from the page cache: other "
+        "programs held the cores; set --cores to the free share",
+        100 * run.loading_cpu_share));
+  }
+  for (const models::StageProfile& stage : profile.stages) {
+    if (stage.estimated && stage.name == "transfer") {
+      profile.assumptions.push_back(
+          "the run had no workers: unpickling a worker's batch is estimated from the batch's bytes");
+    } else if (stage.estimated && stage.name == "pin_memory") {
+      profile.assumptions.push_back(
+          "the run did not pin memory: pinning is estimated from the batch's bytes");
+    }
+  }
 }
 
 }  // namespace
 
-DataLoaderPrediction PredictDataLoader(const DataLoaderProfile& p, const DataLoaderKnobs& k, double cores) {
-  DataLoaderPrediction out;
-  const double w = p.WorkerSecondsPerBatch();
-  const double step = p.step.seconds_each;
-  const double pin = k.pin_memory ? PinSeconds(p) : 0.0;
-  const double measured_workers = p.settings.num_workers;
-  const double epochs = std::max<size_t>(1, p.epochs.size());
-  double batches_per_epoch = p.settings.batches_per_epoch ? static_cast<double>(*p.settings.batches_per_epoch)
-                                                          : static_cast<double>(p.batches) / epochs;
-  batches_per_epoch = std::max(1.0, batches_per_epoch);
-  const DataLoaderStage* data = LargestWorkerStage(p);
-  auto name_data = [&] {
-    out.limiting_stage = data->name;
-    out.limiting_kind = data->kind;
-  };
-  double worker_rss = p.worker_rss_bytes > 0 ? p.worker_rss_bytes : p.main_rss_bytes;
-  if (k.num_workers == 0) {
-    double t = w + step + pin;
-    out.steady_batches_per_second = t > 0 ? 1.0 / t : 0.0;
-    out.bound = DataLoaderBound::kSerial;
-    if (step >= data->per_batch && step >= pin) {
-      out.limiting_stage = p.step.name;
-      out.limiting_kind = DataLoaderStageKind::kStep;
-    } else if (pin > data->per_batch) {
-      out.limiting_stage = p.pin_memory.name;
-      out.limiting_kind = DataLoaderStageKind::kPinMemory;
-    } else {
-      name_data();
-    }
-    out.cores_used = t > 0 ? (w * p.worker_cpu_ratio + p.main_other_cpu_per_batch) / t : 0.0;
-    out.memory_bytes = p.main_rss_bytes + 2 * p.batch_bytes;
-    out.batches_per_second = out.steady_batches_per_second;
-    return out;
+models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
+  const DataLoaderSettings& s = run.settings;
+  const double batch = std::max(1, s.batch_size);
+  models::Profile profile;
+  profile.pipeline_name = s.dataset.empty() ? "DataLoader" : "DataLoader(" + s.dataset + ")";
+  profile.window_seconds = std::max(run.wait_seconds + run.step_seconds, 1e-9);
+  profile.window_end_seconds = profile.window_seconds;
+  profile.window_reason = "the training loop's whole time: its waits for batches and its steps";
+  profile.outputs = static_cast<double>(run.batches);
+  profile.measured_throughput = profile.outputs / profile.window_seconds;
+  profile.consumer_stall_fraction = std::min(1.0, run.wait_seconds / profile.window_seconds);
+  profile.cores = run.host.UsableCores() > 0 ? run.host.UsableCores() : 1.0;
+  if (run.host.UsableCores() <= 0)
+    profile.assumptions.push_back("the host's core count is unknown; 1 core assumed");
+  profile.cpu_contention = Contention(run, profile.window_seconds, profile.cores);
+
+  const double worker_ratio = run.settings.num_workers > 0 ? run.worker_cpu_ratio : 1.0;
+  std::vector<StageInput> inputs;
+  for (const DataLoaderStage& stage : run.sample_stages) {
+    bool load = stage.kind == DataLoaderStageKind::kLoad;
+    inputs.push_back({&stage, load ? "dataset" : "transform", load ? models::Op::kReadFile : models::Op::kMap,
+                      1, batch, 0});
   }
-  const double n = k.num_workers;
-  const double inf = std::numeric_limits<double>::infinity();
-  double x_workers = w > 0 ? n / w : inf;
-  // The main process's serial work: the step and, when it had workers, the
-  // measured transfer; with num_workers=0 measured, a transfer estimate.
-  double main_other = p.main_other_cpu_per_batch;
-  double transfer = TransferSeconds(p);
-  double x_main = step + transfer > 0 ? 1.0 / (step + transfer) : inf;
-  double x_pin = pin > 0 ? 1.0 / pin : inf;
-  double cpu_per_batch = w * p.worker_cpu_ratio + main_other + (measured_workers == 0 ? transfer : 0.0) + pin;
-  double x_cores = cpu_per_batch > 0 && cores > 0 ? cores / cpu_per_batch : inf;
-  double x = std::min({x_workers, x_main, x_pin, x_cores});
-  if (x == x_workers) {
-    out.bound = DataLoaderBound::kWorkers;
-    name_data();
-  } else if (x == x_cores) {
-    out.bound = DataLoaderBound::kCores;
-    name_data();
-  } else if (x == x_pin) {
-    out.bound = DataLoaderBound::kPinMemory;
-    out.limiting_stage = p.pin_memory.name;
-    out.limiting_kind = DataLoaderStageKind::kPinMemory;
-  } else {
-    out.bound = DataLoaderBound::kMainProcess;
-    bool step_limits = step >= transfer;
-    out.limiting_stage = step_limits ? p.step.name : p.transfer.name;
-    out.limiting_kind = step_limits ? DataLoaderStageKind::kStep : DataLoaderStageKind::kTransfer;
+  inputs.push_back({&run.collate, "collate", models::Op::kBatch, batch, 1, 0});
+  const size_t group_last = inputs.size() - 1;
+  inputs.push_back({&run.transfer, "transfer", models::Op::kMap, 1, 1,
+                    kTransferFixedSeconds + run.batch_bytes / kTransferBytesPerSecond});
+  inputs.push_back(
+      {&run.pin_memory, "pin_memory", models::Op::kMap, 1, 1, run.batch_bytes / kPinBytesPerSecond});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    double ratio = i <= group_last ? worker_ratio : 1.0;
+    models::StageProfile stage = MakeStage(inputs[i], profile.window_seconds, profile.cpu_contention, ratio);
+    if (i <= group_last) stage.group = 0;
+    profile.stages.push_back(std::move(stage));
   }
-  // Batches in flight absorb the jitter between a worker's batch and the
-  // consumer's; with few of them a slow batch leaves the consumer waiting. A
-  // small charge, so that prefetch_factor=1 loses to 2 and deeper queues win
-  // only ties (which the tuner resolves towards less memory).
-  double in_flight = n * k.prefetch_factor;
-  double efficiency = 1.0 - 0.04 / in_flight;
-  out.steady_batches_per_second = x * efficiency;
-  out.startup_seconds = StartupPerWorker(p) * n;
-  double steady_time = epochs * batches_per_epoch / out.steady_batches_per_second;
-  double startup_time = out.startup_seconds * (k.persistent_workers ? 1.0 : epochs);
-  out.batches_per_second = epochs * batches_per_epoch / (steady_time + startup_time);
-  if (startup_time > steady_time) {
-    out.limiting_stage = "worker start-up";
-    out.limiting_kind = DataLoaderStageKind::kStartup;
+  models::StageProfile& collate = profile.stages[group_last];
+  collate.bytes_per_element = run.batch_bytes;
+  collate.bytes = run.batch_bytes * collate.elements;
+  models::StageProfile& transfer = profile.stages[group_last + 1];
+  transfer.on_consumer_thread = true;
+  transfer.needs_workers_of = 0;
+  models::StageProfile& pin = profile.stages[group_last + 2];
+  pin.switchable = true;
+  pin.enabled = s.pin_memory;
+  pin.switch_knob = kPinMemoryKnob;
+  // With a GPU, pinned memory speeds the copy to it, which the model does
+  // not see; without one pinning only costs time.
+  pin.may_switch_off = !run.cuda_available;
+
+  models::WorkerGroup group;
+  group.name = "workers";
+  group.first_stage = 0;
+  group.last_stage = group_last;
+  group.workers = s.num_workers;
+  group.may_run_on_consumer = true;
+  group.buffer_per_worker = s.num_workers > 0 ? std::max(1, s.prefetch_factor) : 2;
+  group.persistent = s.persistent_workers;
+  group.startup_seconds_per_worker = StartupPerWorker(run);
+  group.memory_bytes_per_worker = run.worker_rss_bytes > 0 ? run.worker_rss_bytes : run.main_rss_bytes;
+  group.workers_knob = kNumWorkersKnob;
+  group.buffer_knob = kPrefetchFactorKnob;
+  group.persistent_knob = kPersistentWorkersKnob;
+  profile.groups.push_back(std::move(group));
+
+  if (run.step.count > 0) profile.step_time_seconds = run.step.seconds_each;
+  profile.consumer_cpu_seconds_per_output =
+      run.step.cpu_seconds_each >= 0 ? run.step.cpu_seconds_each : run.main_other_cpu_per_batch;
+  double epochs = std::max<double>(1, static_cast<double>(run.epochs.size()));
+  profile.epochs = epochs;
+  if (s.batches_per_epoch && *s.batches_per_epoch > 0) {
+    profile.outputs_per_epoch = static_cast<double>(*s.batches_per_epoch);
+  } else if (run.batches > 0) {
+    profile.outputs_per_epoch = static_cast<double>(run.batches) / epochs;
   }
-  out.cores_used = std::min(cores > 0 ? cores : inf, out.steady_batches_per_second * cpu_per_batch);
-  out.memory_bytes = p.main_rss_bytes + n * worker_rss + (in_flight + (k.pin_memory ? 1 : 0)) * p.batch_bytes;
-  return out;
+  profile.base_memory_bytes = run.main_rss_bytes;
+  double process_cpu = run.worker_cpu_seconds + profile.consumer_cpu_seconds_per_output * profile.outputs;
+  for (const models::StageProfile& stage : profile.stages) {
+    if (!stage.group || s.num_workers == 0) process_cpu += stage.cpu_seconds;
+  }
+  profile.process_cpu_cores = process_cpu / profile.window_seconds;
+  NoteAssumptions(run, profile);
+  return profile;
 }
 
-DataLoaderDiagnosis DiagnoseDataLoader(const DataLoaderProfile& profile) {
-  DataLoaderDiagnosis d;
-  d.profile = profile;
-  d.cores = profile.host.UsableCores() > 0 ? profile.host.UsableCores() : 1.0;
-  DataLoaderKnobs current = CurrentKnobs(profile.settings);
-  d.predicted = PredictDataLoader(profile, current, d.cores);
-  d.measured_batches_per_second = profile.MeasuredBatchesPerSecond();
-  double total = profile.wait_seconds + profile.step_seconds;
-  d.wait_fraction = total > 0 ? profile.wait_seconds / total : 0.0;
-  switch (d.predicted.limiting_kind) {
-    case DataLoaderStageKind::kStep:
-      d.advice.push_back("the training step limits: more workers or prefetching will not help much");
-      break;
-    case DataLoaderStageKind::kStartup:
-      d.advice.push_back("workers start again every epoch: persistent_workers=True starts them once");
-      break;
-    case DataLoaderStageKind::kTransfer:
-      d.advice.push_back(
-          "unpickling batches in the main process limits: smaller batches of fewer objects, or "
-          "tensors instead of Python objects");
-      break;
-    case DataLoaderStageKind::kPinMemory:
-      d.advice.push_back(profile.cuda_available
-                             ? "pin_memory limits: pinning costs more than it saves here"
-                             : "pin_memory=True without a GPU only costs time: turn it off");
-      break;
-    default: {
-      DataLoaderKnobs more = current;
-      more.num_workers = std::max(1, current.num_workers + 1);
-      DataLoaderPrediction next = PredictDataLoader(profile, more, d.cores);
-      d.advice.push_back(
-          fmt::format("{} costs the most per batch; num_workers={} predicts {:.1f} batches/s "
-                      "(now {:.1f}); `pipetune tune` solves for all the settings",
-                      d.predicted.limiting_stage, more.num_workers, next.batches_per_second,
-                      d.predicted.batches_per_second));
-      break;
-    }
+DataLoaderKnobs CurrentKnobs(const DataLoaderSettings& s) {
+  return {s.num_workers, s.num_workers > 0 ? s.prefetch_factor : 2, s.persistent_workers, s.pin_memory};
+}
+
+DataLoaderKnobs KnobsOf(const models::Profile& profile, const models::Configuration& config) {
+  DataLoaderKnobs knobs;
+  knobs.num_workers = config.group_workers.at(0);
+  knobs.prefetch_factor = config.group_buffer.at(0);
+  knobs.persistent_workers = config.group_persistent.at(0);
+  std::optional<size_t> pin = profile.FindStage("pin_memory");
+  knobs.pin_memory = pin && config.stage_enabled.at(*pin);
+  return knobs;
+}
+
+models::Configuration ConfigurationFor(const models::Profile& profile, const DataLoaderKnobs& knobs) {
+  models::Configuration config = models::ObservedConfiguration(profile);
+  config.group_workers.at(0) = knobs.num_workers;
+  config.group_buffer.at(0) = knobs.prefetch_factor;
+  config.group_persistent.at(0) = knobs.persistent_workers;
+  if (std::optional<size_t> pin = profile.FindStage("pin_memory"))
+    config.stage_enabled.at(*pin) = knobs.pin_memory;
+  return config;
+}
+
+StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const DiagnoseOptions& options) {
+  PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d,
+                            DiagnoseProfile(DataLoaderModelProfile(run), run.trace_path, options));
+  d.trace_seconds = d.profile.window_seconds;
+  d.peak_rss_bytes =
+      static_cast<uint64_t>(run.main_rss_bytes + run.worker_rss_bytes * run.settings.num_workers);
+  d.ended_cleanly = run.ended_cleanly;
+  for (const std::string& warning : run.warnings) {
+    if (warning.find("byte") != std::string::npos && d.truncation_warning.empty())
+      d.truncation_warning = warning;
   }
-  if (profile.settings.pin_memory && !profile.cuda_available &&
-      d.predicted.limiting_kind != DataLoaderStageKind::kPinMemory) {
-    d.advice.push_back("pin_memory=True but no CUDA device: it only costs time");
+  DataLoaderSection section;
+  section.settings = run.settings;
+  section.worker_traces = run.worker_traces;
+  section.batches = run.batches;
+  section.steps = run.step.count;
+  section.sharded_workers = run.sharded_workers;
+  for (const DataLoaderEpoch& e : run.epochs)
+    section.epochs.push_back({e.batches, e.workers_started, e.startup_seconds});
+  section.main_rss_bytes = run.main_rss_bytes;
+  section.worker_rss_bytes = run.worker_rss_bytes;
+  section.startup_seconds_per_epoch = d.prediction.startup_seconds_per_epoch;
+  section.notes = run.warnings;
+  if (run.settings.iterable && run.settings.num_workers > 0 && !run.sharded_by_worker_info) {
+    section.notes.push_back(fmt::format(
+        "the IterableDataset's stream is not sharded: {} of {} workers called get_worker_info(), so each "
+        "unsharded worker delivers the whole stream again (duplicate samples)",
+        run.sharded_workers, run.worker_traces));
   }
+  if (run.settings.pin_memory && !run.cuda_available) {
+    section.notes.push_back("pin_memory=True but no CUDA device: pinning only costs time");
+  }
+  d.dataloader = std::move(section);
   return d;
 }
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "pipetune/analyzer/dataloader_trace.h"
 
@@ -17,6 +18,9 @@ namespace {
 
 using nlohmann::json;
 constexpr const char* kKey = "pipetune_dataloader";
+// The record version this reader reads: 2 keeps every count in the trace's
+// stages (docs/pytorch.md), so that a killed run's counts survive.
+constexpr int kRecordVersion = 2;
 
 // The bootstrap's record in a trace's latest pipeline info; null when none.
 json RecordOf(const tracer::PipelineInfo& info) {
@@ -46,7 +50,7 @@ DataLoaderStageKind KindOf(const std::string& name) {
   return DataLoaderStageKind::kPinMemory;
 }
 
-bool IsDataLoaderStage(const std::string& name) {
+bool IsDataStage(const std::string& name) {
   return name == "load" || name.rfind("transform[", 0) == 0 || name == "collate" || name == "transfer" ||
          name == "pin_memory";
 }
@@ -54,25 +58,36 @@ bool IsDataLoaderStage(const std::string& name) {
 struct StageSum {
   uint64_t count = 0;
   uint64_t work_ns = 0;
+  uint64_t cpu_ns = 0;
   uint64_t bytes = 0;
-  size_t order = 0;
 };
 
-// Adds `trace`'s DataLoader stages (their last snapshots) into `sums`.
-void AddStages(const tracer::Trace& trace, std::map<std::string, StageSum>& sums, uint64_t* work_ns) {
+// The stages of `trace` named prefix + NAME, by NAME: their last snapshots
+// (the counts up to the last snapshot a killed process wrote).
+std::map<std::string, StageSum> StagesOf(const tracer::Trace& trace, const std::string& prefix) {
+  std::map<std::string, StageSum> sums;
   for (const tracer::StageDef& stage : trace.stages) {
-    if (!IsDataLoaderStage(stage.name)) continue;
+    if (stage.name.size() <= prefix.size() || stage.name.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string name = stage.name.substr(prefix.size());
+    if (name.find('/') != std::string::npos) continue;  // another DataLoader's
     const tracer::StageSnapshot* last = trace.LastSnapshot(stage.id);
-    if (last == nullptr || last->produced == 0) continue;
-    StageSum& sum = sums[stage.name];
-    if (sum.count == 0 && sum.order == 0) sum.order = sums.size();
+    if (last == nullptr) continue;
+    StageSum& sum = sums[name];
     sum.count += last->produced;
     sum.work_ns += last->work_ns;
+    sum.cpu_ns += last->cpu_ns;
     sum.bytes += last->bytes_produced;
-    if (work_ns != nullptr && stage.name != "transfer" && stage.name != "pin_memory")
-      *work_ns += last->work_ns;
   }
+  return sums;
 }
+
+StageSum Find(const std::map<std::string, StageSum>& sums, const std::string& name) {
+  auto it = sums.find(name);
+  return it == sums.end() ? StageSum{} : it->second;
+}
+
+// The main process's stages of DataLoader `id` ("loaderID/NAME").
+std::string LoaderPrefix(int id) { return fmt::format("loader{}/", id); }
 
 double PeakRss(const tracer::Trace& trace) {
   uint64_t peak = 0;
@@ -89,10 +104,46 @@ DataLoaderStage MakeStage(const std::string& name, const StageSum& sum, int batc
   stage.name = name;
   stage.kind = KindOf(name);
   stage.count = sum.count;
-  stage.seconds_each = sum.count > 0 ? sum.work_ns / 1e9 / static_cast<double>(sum.count) : 0.0;
+  if (sum.count > 0) {
+    stage.seconds_each = sum.work_ns / 1e9 / static_cast<double>(sum.count);
+    stage.cpu_seconds_each = sum.cpu_ns / 1e9 / static_cast<double>(sum.count);
+  }
   bool per_sample = stage.kind == DataLoaderStageKind::kLoad || stage.kind == DataLoaderStageKind::kTransform;
   stage.per_batch = stage.seconds_each * (per_sample ? std::max(1, batch_size) : 1);
   return stage;
+}
+
+// "T.<pid>" -> "T": the main trace a worker's trace belongs to.
+std::string MainTraceOf(const std::string& worker_trace) {
+  size_t dot = worker_trace.rfind('.');
+  return dot == std::string::npos ? worker_trace : worker_trace.substr(0, dot);
+}
+
+// The record's checks, in the order a user's mistake would meet them: not a
+// DataLoader's main trace, an older record, no DataLoader built.
+Status CheckMainRecord(const json& record, const std::string& path) {
+  std::string role = record.is_null() ? "" : Get<std::string>(record, "role", "");
+  if (role == "worker") {
+    return InvalidInput(
+        fmt::format("{} is a DataLoader worker's trace; report its main trace {}", path, MainTraceOf(path)));
+  }
+  if (role != "main") {
+    return InvalidInput(
+        fmt::format("{}: not the trace of a PyTorch DataLoader's main process "
+                    "(record it with `pipetune profile -- python3 SCRIPT`)",
+                    path));
+  }
+  int version = Get<int>(record, "version", 1);
+  if (version < kRecordVersion) {
+    return InvalidInput(
+        fmt::format("{}: recorded by an older pipetune (DataLoader record version {}, this one reads {}); "
+                    "profile the program again",
+                    path, version, kRecordVersion));
+  }
+  if (record.value("loaders", json::array()).empty()) {
+    return InvalidInput(fmt::format("{}: the program built no DataLoader", path));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -166,39 +217,29 @@ std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace) {
   return paths;
 }
 
-StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
-                                                  const std::vector<tracer::Trace>& workers) {
-  const std::string& path = main.report.path;
-  json record = RecordOf(main.header.pipeline);
-  if (record.is_null() || Get<std::string>(record, "role", "") != "main") {
-    return InvalidInput(
-        fmt::format("{}: not the trace of a PyTorch DataLoader's main process "
-                    "(record it with `pipetune profile -- python3 SCRIPT`)",
-                    path));
-  }
-  const json loaders = record.value("loaders", json::array());
+namespace {
+
+// The DataLoader that delivered the most batches; on a tie, the one the loop
+// spent the most time with (wait + step).
+const json* ChooseLoader(const json& loaders, const tracer::Trace& main, uint64_t* batches) {
   const json* chosen = nullptr;
-  // The DataLoader that delivered the most batches; on a tie, the one the
-  // loop spent the most time with.
-  auto time_in = [](const json& loader) {
-    return Get<uint64_t>(loader, "wait_ns", 0) + Get<uint64_t>(loader, "step_ns", 0);
-  };
+  uint64_t best_batches = 0, best_ns = 0;
   for (const json& loader : loaders) {
-    int64_t batches = Get<int64_t>(loader, "batches", 0);
-    int64_t best = chosen == nullptr ? -1 : Get<int64_t>(*chosen, "batches", 0);
-    if (batches > best || (batches == best && time_in(loader) > time_in(*chosen))) chosen = &loader;
+    auto sums = StagesOf(main, LoaderPrefix(Get<int>(loader, "id", 0)));
+    uint64_t n = Find(sums, "next").count;
+    uint64_t ns = Find(sums, "next").work_ns + Find(sums, "step").work_ns;
+    if (chosen == nullptr || n > best_batches || (n == best_batches && ns > best_ns)) {
+      chosen = &loader;
+      best_batches = n;
+      best_ns = ns;
+    }
   }
-  if (chosen == nullptr || Get<int64_t>(*chosen, "batches", 0) == 0) {
-    return InvalidInput(
-        fmt::format("{}: stage \"dataloader\": the program took no batch from a DataLoader", path));
-  }
-  DataLoaderProfile p;
-  p.trace_path = path;
-  p.host = main.header.host;
-  p.cuda_available = Get<bool>(record, "cuda_available", false);
-  if (!main.report.warning.empty()) p.warnings.push_back(main.report.warning);
-  const json settings = chosen->value("settings", json::object());
-  DataLoaderSettings& s = p.settings;
+  *batches = best_batches;
+  return chosen;
+}
+
+DataLoaderSettings ReadSettings(const json& settings) {
+  DataLoaderSettings s;
   s.batch_size = std::max(1, Get<int>(settings, "batch_size", 1));
   s.num_workers = Get<int>(settings, "num_workers", 0);
   s.prefetch_factor = Get<int>(settings, "prefetch_factor", 2);
@@ -207,52 +248,130 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   s.sampler = Get<std::string>(settings, "sampler", "");
   s.start_method = Get<std::string>(settings, "multiprocessing_context", "");
   s.dataset = Get<std::string>(settings, "dataset", "");
+  s.iterable = Get<bool>(settings, "iterable", false);
   if (settings.contains("dataset_length") && settings["dataset_length"].is_number_integer()) {
     s.dataset_length = settings["dataset_length"].get<int64_t>();
   }
   if (settings.contains("batches_per_epoch") && settings["batches_per_epoch"].is_number_integer()) {
     s.batches_per_epoch = settings["batches_per_epoch"].get<int64_t>();
   }
-  const int loader_id = Get<int>(*chosen, "id", 0);
+  return s;
+}
 
-  std::map<std::string, StageSum> sums;
-  uint64_t main_data_ns = 0;
-  // The main process's stages of this DataLoader only: its samples when it
-  // has no workers, the transfer and pinning when it has (the others belong
-  // to other DataLoaders of the same script).
-  {
-    std::map<std::string, StageSum> main_sums;
-    uint64_t data_ns = 0;
-    AddStages(main, main_sums, &data_ns);
-    for (auto& [name, sum] : main_sums) {
-      bool transfer_side = name == "transfer" || name == "pin_memory";
-      if (s.num_workers > 0 && !transfer_side) continue;
-      if (s.num_workers == 0 && name == "transfer") continue;
-      if (!transfer_side) main_data_ns += sum.work_ns;
-      sums[name] = sum;
+std::optional<int> OptionalInt(const json& record, const char* key) {
+  auto it = record.find(key);
+  if (it == record.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int>();
+}
+
+// The consumer, from the DataLoader's `next` (one per batch delivered; its
+// work is the wait in next()) and `step` stages (the loop's time between
+// batches, with the main thread's CPU in it).
+void ReadConsumer(const std::map<std::string, StageSum>& sums, DataLoaderProfile& p) {
+  StageSum next = Find(sums, "next"), step = Find(sums, "step");
+  p.batches = next.count;
+  p.wait_seconds = next.work_ns / 1e9;
+  p.step_seconds = step.work_ns / 1e9;
+  p.step.name = "training step";
+  p.step.kind = DataLoaderStageKind::kStep;
+  if (step.count > 0) {
+    p.step.count = step.count;
+    p.step.seconds_each = p.step_seconds / static_cast<double>(step.count);
+    p.step.per_batch = p.step.seconds_each;
+    p.step.cpu_seconds_each = step.cpu_ns / 1e9 / static_cast<double>(step.count);
+  }
+}
+
+struct WorkerStart {
+  uint64_t start_ns, ready_ns;
+};
+
+// The epochs, from the spans of the DataLoader's `epoch` stage (one per
+// iterator made, beginning when it was asked for; its element id is the
+// batches delivered before it), and the workers each one started: a worker
+// belongs to the last epoch that began before it entered its loop.
+void ReadEpochs(const tracer::Trace& main, const std::string& prefix, uint64_t epoch_count,
+                const std::vector<WorkerStart>& starts, DataLoaderProfile& p) {
+  tracer::StageId epoch_stage = tracer::kInvalidStage;
+  for (const tracer::StageDef& stage : main.stages) {
+    if (stage.name == prefix + "epoch") epoch_stage = stage.id;
+  }
+  std::vector<tracer::SpanRecord> spans;
+  for (const tracer::SpanRecord& span : main.spans) {
+    if (span.stage == epoch_stage) spans.push_back(span);
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const tracer::SpanRecord& a, const tracer::SpanRecord& b) { return a.begin_ns < b.begin_ns; });
+  for (size_t i = 0; i < spans.size(); ++i) {
+    DataLoaderEpoch epoch;
+    uint64_t until = i + 1 < spans.size() ? spans[i + 1].element_id : p.batches;
+    epoch.batches = until > spans[i].element_id ? until - spans[i].element_id : 0;
+    uint64_t begin = spans[i].begin_ns;
+    uint64_t end = i + 1 < spans.size() ? spans[i + 1].begin_ns : std::numeric_limits<uint64_t>::max();
+    uint64_t last_ready = 0;
+    for (const WorkerStart& w : starts) {
+      if (w.start_ns < begin || w.start_ns >= end) continue;
+      ++epoch.workers_started;
+      last_ready = std::max(last_ready, w.ready_ns);
     }
+    if (last_ready > begin) epoch.startup_seconds = (last_ready - begin) / 1e9;
+    p.epochs.push_back(epoch);
   }
-  uint64_t worker_data_ns = 0;
+  if (epoch_count > spans.size()) {
+    p.warnings.push_back(
+        fmt::format("{} of {} epochs' starts were not recorded (sampled away): their batches "
+                    "count in the epoch before them",
+                    epoch_count - spans.size(), epoch_count));
+    p.epochs.resize(epoch_count);
+  }
+}
+
+// Busy but off the CPU is either storage or other processes taking the
+// cores. Samples read from the page cache (under 16 KiB from storage each)
+// are not waiting on storage: the share is contention, and the cores the
+// model counts are busy for the whole of the samples' wall time.
+void ReadCpuShares(const tracer::Trace& main, const std::vector<const tracer::Trace*>& workers,
+                   const StageSum& main_data, uint64_t worker_data_ns, DataLoaderProfile& p) {
+  const uint64_t main_data_ns = main_data.work_ns;
   double worker_cpu = 0;
-  struct WorkerStart {
-    uint64_t start_ns, ready_ns;
-  };
-  std::vector<WorkerStart> starts;
-  for (const tracer::Trace& w : workers) {
-    json wr = RecordOf(w.header.pipeline);
-    if (wr.is_null() || Get<std::string>(wr, "role", "") != "worker") continue;
-    int for_loader = Get<int>(wr, "loader", 0);
-    if (for_loader != 0 && for_loader != loader_id) continue;
-    ++p.worker_traces;
-    if (!w.report.warning.empty()) p.warnings.push_back(w.report.warning);
-    AddStages(w, sums, &worker_data_ns);
-    worker_cpu += CpuSeconds(w);
-    p.worker_rss_bytes = std::max(p.worker_rss_bytes, PeakRss(w));
-    starts.push_back({Get<uint64_t>(wr, "start_ns", 0), Get<uint64_t>(wr, "ready_ns", 0)});
+  for (const tracer::Trace* w : workers) worker_cpu += CpuSeconds(*w);
+  p.worker_cpu_seconds = worker_cpu;
+  double main_cpu = CpuSeconds(main);
+  if (worker_data_ns > 0 && worker_cpu > 0) {
+    p.worker_cpu_ratio = std::clamp(worker_cpu / (worker_data_ns / 1e9), 0.1, 2.0);
+    p.loading_cpu_share = worker_cpu / (worker_data_ns / 1e9);
+  } else if (main_data_ns > 0 && main_cpu > 0) {
+    p.loading_cpu_share = main_cpu / (main_data_ns / 1e9);
   }
-  std::vector<std::pair<size_t, std::string>> sample_order;
+  int64_t storage_bytes = 0;
+  bool storage_known = true;
+  auto add_reads = [&](const tracer::Trace& t) {
+    if (t.process_samples.empty() || t.process_samples.back().read_bytes < 0) {
+      storage_known = false;
+      return;
+    }
+    storage_bytes += t.process_samples.back().read_bytes;
+  };
+  add_reads(main);
+  for (const tracer::Trace* w : workers) add_reads(*w);
+  uint64_t samples = 0;
+  for (const DataLoaderStage& st : p.sample_stages) {
+    if (st.kind == DataLoaderStageKind::kLoad) samples = st.count;
+  }
+  p.shared_host = p.loading_cpu_share < 0.75 && storage_known && samples > 0 &&
+                  static_cast<double>(storage_bytes) / static_cast<double>(samples) < 16384.0;
+  if (p.shared_host) p.worker_cpu_ratio = 1.0;
+  if (p.batches > 0) {
+    p.main_other_cpu_per_batch =
+        std::max(0.0, (main_cpu - main_data.cpu_ns / 1e9) / static_cast<double>(p.batches));
+  }
+}
+
+// Sorts `sums` into the profile's stages: load first, then the transforms
+// in their Compose order; collate, transfer and pin_memory by name.
+void PlaceStages(const std::map<std::string, StageSum>& sums, DataLoaderProfile& p) {
   for (const auto& [name, sum] : sums) {
-    DataLoaderStage stage = MakeStage(name, sum, s.batch_size);
+    DataLoaderStage stage = MakeStage(name, sum, p.settings.batch_size);
     switch (stage.kind) {
       case DataLoaderStageKind::kLoad:
       case DataLoaderStageKind::kTransform:
@@ -269,7 +388,6 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
         break;
     }
   }
-  // load first, then the transforms in their Compose order.
   std::sort(p.sample_stages.begin(), p.sample_stages.end(),
             [](const DataLoaderStage& a, const DataLoaderStage& b) {
               if ((a.kind == DataLoaderStageKind::kLoad) != (b.kind == DataLoaderStageKind::kLoad)) {
@@ -283,85 +401,79 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   if (p.transfer.name.empty()) p.transfer.name = "transfer", p.transfer.kind = DataLoaderStageKind::kTransfer;
   if (p.pin_memory.name.empty())
     p.pin_memory.name = "pin_memory", p.pin_memory.kind = DataLoaderStageKind::kPinMemory;
-  if (p.collate.count > 0) p.batch_bytes = static_cast<double>(sums["collate"].bytes) / p.collate.count;
+  if (p.collate.count > 0) p.batch_bytes = static_cast<double>(Find(sums, "collate").bytes) / p.collate.count;
+}
 
-  // The consumer: this DataLoader's own steps where recorded, else the
-  // trace's consumer totals.
-  uint64_t steps = Get<uint64_t>(*chosen, "steps", 0);
-  if (steps > 0) {
-    p.wait_seconds = Get<uint64_t>(*chosen, "wait_ns", 0) / 1e9;
-    p.step_seconds = Get<uint64_t>(*chosen, "step_ns", 0) / 1e9;
-  } else if (!main.consumer_totals.empty()) {
-    const tracer::ConsumerTotals& c = main.consumer_totals.back();
-    steps = c.steps;
-    p.wait_seconds = c.wait_ns / 1e9;
-    p.step_seconds = c.step_ns / 1e9;
+}  // namespace
+
+StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
+                                                  const std::vector<tracer::Trace>& workers) {
+  const std::string& path = main.report.path;
+  json record = RecordOf(main.header.pipeline);
+  PIPETUNE_RETURN_IF_ERROR(CheckMainRecord(record, path));
+  uint64_t batches = 0;
+  const json* chosen = ChooseLoader(record["loaders"], main, &batches);
+  if (batches == 0) {
+    return InvalidInput(
+        fmt::format("{}: stage \"dataloader\": the program took no batch from a DataLoader", path));
   }
-  p.batches = std::max<uint64_t>(steps, Get<uint64_t>(*chosen, "batches", 0));
-  p.step.name = "training step";
-  p.step.kind = DataLoaderStageKind::kStep;
-  if (steps > 0) {
-    p.step.count = steps;
-    p.step.seconds_each = p.step_seconds / static_cast<double>(steps);
-    p.step.per_batch = p.step.seconds_each;
+  DataLoaderProfile p;
+  p.trace_path = path;
+  p.host = main.header.host;
+  p.ended_cleanly = main.report.ended_cleanly;
+  p.cuda_available = Get<bool>(record, "cuda_available", false);
+  p.hostname = Get<std::string>(record, "host", main.header.host.hostname);
+  p.rank = OptionalInt(record, "rank");
+  p.local_rank = OptionalInt(record, "local_rank");
+  p.world_size = OptionalInt(record, "world_size");
+  if (!main.report.warning.empty()) p.warnings.push_back(main.report.warning);
+  p.settings = ReadSettings(chosen->value("settings", json::object()));
+  const int loader_id = Get<int>(*chosen, "id", 0);
+  const std::string prefix = LoaderPrefix(loader_id);
+
+  // The main process's stages of this DataLoader: its consumer; its samples
+  // when it has no workers, the transfer and pinning when it has.
+  std::map<std::string, StageSum> main_stages = StagesOf(main, prefix);
+  ReadConsumer(main_stages, p);
+  std::map<std::string, StageSum> sums;
+  StageSum main_data;  // the samples' stages and collate at num_workers=0
+  for (const auto& [name, sum] : main_stages) {
+    if (!IsDataStage(name) || sum.count == 0) continue;
+    if (name != "transfer" && name != "pin_memory") {
+      main_data.work_ns += sum.work_ns;
+      main_data.cpu_ns += sum.cpu_ns;
+    }
+    sums[name] = sum;
   }
+  uint64_t worker_data_ns = 0;
+  std::vector<WorkerStart> starts;
+  std::vector<const tracer::Trace*> used;
+  for (const tracer::Trace& w : workers) {
+    json wr = RecordOf(w.header.pipeline);
+    if (wr.is_null() || Get<std::string>(wr, "role", "") != "worker") continue;
+    int for_loader = Get<int>(wr, "loader", 0);
+    if (for_loader != 0 && for_loader != loader_id) continue;
+    ++p.worker_traces;
+    used.push_back(&w);
+    if (!w.report.warning.empty()) p.warnings.push_back(w.report.warning);
+    for (const auto& [name, sum] : StagesOf(w, "")) {
+      if (!IsDataStage(name) || sum.count == 0) continue;
+      StageSum& total = sums[name];
+      total.count += sum.count;
+      total.work_ns += sum.work_ns;
+      total.cpu_ns += sum.cpu_ns;
+      total.bytes += sum.bytes;
+      worker_data_ns += sum.work_ns;
+    }
+    p.worker_rss_bytes = std::max(p.worker_rss_bytes, PeakRss(w));
+    if (Get<bool>(wr, "sharded_by_worker_info", false)) ++p.sharded_workers;
+    starts.push_back({Get<uint64_t>(wr, "start_ns", 0), Get<uint64_t>(wr, "ready_ns", 0)});
+  }
+  p.sharded_by_worker_info = p.worker_traces > 0 && p.sharded_workers == p.worker_traces;
+  PlaceStages(sums, p);
   p.main_rss_bytes = PeakRss(main);
-  p.worker_cpu_seconds = worker_cpu;
-  if (worker_data_ns > 0 && worker_cpu > 0) {
-    p.worker_cpu_ratio = std::clamp(worker_cpu / (worker_data_ns / 1e9), 0.1, 2.0);
-  }
-  double main_cpu = CpuSeconds(main);
-  if (worker_data_ns > 0 && worker_cpu > 0) {
-    p.loading_cpu_share = worker_cpu / (worker_data_ns / 1e9);
-  } else if (main_data_ns > 0 && main_cpu > 0) {
-    p.loading_cpu_share = main_cpu / (main_data_ns / 1e9);
-  }
-  // Busy but off the CPU is either storage or other processes taking the
-  // cores. Samples read from the page cache (under 16 KiB from storage each)
-  // are not waiting on storage: the share is contention, and the cores the
-  // model counts are busy for the whole of the samples' wall time.
-  int64_t storage_bytes = 0;
-  bool storage_known = true;
-  auto add_reads = [&](const tracer::Trace& t) {
-    if (t.process_samples.empty() || t.process_samples.back().read_bytes < 0) {
-      storage_known = false;
-      return;
-    }
-    storage_bytes += t.process_samples.back().read_bytes;
-  };
-  add_reads(main);
-  for (const tracer::Trace& w : workers) add_reads(w);
-  uint64_t samples = 0;
-  for (const DataLoaderStage& st : p.sample_stages) {
-    if (st.kind == DataLoaderStageKind::kLoad) samples = st.count;
-  }
-  p.shared_host = p.loading_cpu_share < 0.75 && storage_known && samples > 0 &&
-                  static_cast<double>(storage_bytes) / static_cast<double>(samples) < 16384.0;
-  if (p.shared_host) p.worker_cpu_ratio = 1.0;
-  if (p.batches > 0) {
-    p.main_other_cpu_per_batch =
-        std::max(0.0, (main_cpu - main_data_ns / 1e9) / static_cast<double>(p.batches));
-  }
-  for (const json& e : chosen->value("epochs", json::array())) {
-    DataLoaderEpoch epoch;
-    epoch.batches = Get<uint64_t>(e, "batches", 0);
-    p.epochs.push_back(epoch);
-  }
-  // Worker start-up: from the epoch's iterator creation until its last
-  // worker is ready; a worker belongs to the last epoch that began before it.
-  const json epochs_json = chosen->value("epochs", json::array());
-  for (size_t i = 0; i < p.epochs.size(); ++i) {
-    uint64_t begin = Get<uint64_t>(epochs_json[i], "start_ns", 0);
-    uint64_t end = i + 1 < p.epochs.size() ? Get<uint64_t>(epochs_json[i + 1], "start_ns", 0)
-                                           : std::numeric_limits<uint64_t>::max();
-    uint64_t last_ready = 0;
-    for (const WorkerStart& w : starts) {
-      if (w.start_ns < begin || w.start_ns >= end) continue;
-      ++p.epochs[i].workers_started;
-      last_ready = std::max(last_ready, w.ready_ns);
-    }
-    if (last_ready > begin) p.epochs[i].startup_seconds = (last_ready - begin) / 1e9;
-  }
+  ReadCpuShares(main, used, main_data, worker_data_ns, p);
+  ReadEpochs(main, prefix, Find(main_stages, "epoch").count, starts, p);
   return p;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "explain.h"
 #include "gpu_diagnosis.h"
@@ -78,7 +79,7 @@ Status AddScalingPoints(const std::vector<CollectedTrace>& extra, const std::str
 }
 
 StageDiagnosis DiagnoseStage(const models::Profile& profile, const models::Prediction& prediction,
-                             const CollectedTrace& trace, size_t index) {
+                             size_t index) {
   const models::StageProfile& stage = profile.stages[index];
   const models::StagePrediction& predicted = prediction.stages[index];
   StageDiagnosis d;
@@ -108,14 +109,33 @@ StageDiagnosis DiagnoseStage(const models::Profile& profile, const models::Predi
   } else {
     d.limited_by = stage.latency_bound ? StageLimit::kLatency : StageLimit::kCpu;
   }
-  d.scaling = stage.parallel ? stage.scaling.Describe() : "sequential";
+  bool shared_threads = !profile.groups.empty();
+  if (shared_threads) {
+    bool on_consumer = stage.on_consumer_thread || (stage.group && profile.groups[*stage.group].workers == 0);
+    d.runs_on = on_consumer ? "consumer" : stage.group ? profile.groups[*stage.group].name : "own thread";
+  }
+  if (stage.group) {
+    const models::WorkerGroup& group = profile.groups[*stage.group];
+    d.parallelism = group.workers;
+    d.scaling = group.workers > 0
+                    ? fmt::format("shares the {} {} with the group's stages", group.workers, group.name)
+                    : "on the consumer's thread";
+  } else if (stage.on_consumer_thread) {
+    d.scaling = "on the consumer's thread";
+  } else {
+    d.scaling = stage.parallel ? stage.scaling.Describe() : "sequential";
+  }
   d.bottleneck = prediction.bottleneck_stage == index;
-  if (std::optional<size_t> t = trace.FindStage(stage.name)) {
+  return d;
+}
+
+// The sampled spans' latency quantiles and drops, where the trace has them.
+void AddSpans(const CollectedTrace& trace, StageDiagnosis& d) {
+  if (std::optional<size_t> t = trace.FindStage(d.name)) {
     d.span_p50_ms = trace.stages[*t].span_latency.Quantile(0.5) * 1e3;
     d.span_p99_ms = trace.stages[*t].span_latency.Quantile(0.99) * 1e3;
     if (!trace.frames.empty()) d.spans_dropped = At(trace.frames.back(), *t).spans_dropped;
   }
-  return d;
 }
 
 std::vector<TimelinePoint> Timeline(const CollectedTrace& trace) {
@@ -172,7 +192,6 @@ void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Dia
     ++count;
   }
   d.mean_rss_bytes = count > 0 ? sum / static_cast<double>(count) : 0.0;
-  for (const models::StageProfile& stage : d.profile.stages) d.buffer_bytes += stage.mean_buffer_bytes;
   if (trace.gpu_records > 0 || trace.gpu_status) {
     d.gpu = internal::SummarizeGpu(trace, trace.frames[window.begin_frame].time_ns,
                                    trace.frames[window.end_frame].time_ns);
@@ -230,60 +249,67 @@ StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
   return run;
 }
 
-StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& trace_name,
-                             const DiagnoseOptions& options, const std::vector<CollectedTrace>& extra) {
+StatusOr<Diagnosis> DiagnoseProfile(models::Profile profile, const std::string& trace_name,
+                                    const DiagnoseOptions& options) {
   std::vector<WhatIf> what_ifs;
   for (const std::string& text : options.what_ifs) {
     PIPETUNE_ASSIGN_OR_RETURN(WhatIf what_if, ParseWhatIf(text));
     what_ifs.push_back(std::move(what_if));
   }
-  // A program that records no pipeline, only GPU activity (profiled through
-  // CUDA's injection): the GPU's side is the whole report.
-  if (trace.stages.empty() && (trace.gpu_records > 0 || trace.gpu_status)) {
-    return internal::DiagnoseGpuOnly(trace, trace_name);
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(ProfiledRun run, ProfileCollected(trace, extra));
   Diagnosis d;
-  d.profile = std::move(run.profile);
-  const models::Profile& profile = d.profile;
-  d.prediction = models::Predict(profile, models::ObservedConfiguration(profile));
+  d.profile = std::move(profile);
+  const models::Profile& p = d.profile;
+  d.prediction = models::Predict(p, models::ObservedConfiguration(p));
   d.trace_name = trace_name;
-  d.pipeline_name = profile.pipeline_name;
-  d.trace_seconds = trace.DurationSeconds();
-  d.window_begin_seconds = profile.window_begin_seconds;
-  d.window_end_seconds = profile.window_end_seconds;
-  d.window_reason = profile.window_reason;
-  d.measured_throughput = profile.measured_throughput;
+  d.pipeline_name = p.pipeline_name;
+  d.window_begin_seconds = p.window_begin_seconds;
+  d.window_end_seconds = p.window_end_seconds;
+  d.window_reason = p.window_reason;
+  d.measured_throughput = p.measured_throughput;
   d.predicted_throughput = d.prediction.throughput;
   d.prediction_ratio = d.measured_throughput > 0 ? d.predicted_throughput / d.measured_throughput : 0.0;
   d.bound = d.prediction.binding.kind;
-  if (d.prediction.bottleneck_stage) d.bottleneck = profile.stages[*d.prediction.bottleneck_stage].name;
-  d.stall_fraction = profile.consumer_stall_fraction;
-  if (profile.step_time_seconds && *profile.step_time_seconds > 0)
-    d.demand_throughput = 1.0 / *profile.step_time_seconds;
-  d.cores = profile.cores;
-  d.cores_used = profile.process_cpu_cores;
-  d.cpu_contention = profile.cpu_contention;
-  for (size_t i = 0; i < profile.stages.size(); ++i)
-    d.stages.push_back(DiagnoseStage(profile, d.prediction, trace, i));
+  if (d.prediction.bottleneck_stage) d.bottleneck = p.stages[*d.prediction.bottleneck_stage].name;
+  d.stall_fraction = p.consumer_stall_fraction;
+  if (p.step_time_seconds && *p.step_time_seconds > 0) d.demand_throughput = 1.0 / *p.step_time_seconds;
+  d.cores = p.cores;
+  d.cores_used = p.process_cpu_cores;
+  d.cpu_contention = p.cpu_contention;
+  for (size_t i = 0; i < p.stages.size(); ++i) d.stages.push_back(DiagnoseStage(p, d.prediction, i));
   SetNextLimit(d);
+  for (const models::StageProfile& stage : p.stages) d.buffer_bytes += stage.mean_buffer_bytes;
+  d.assumptions = p.assumptions;
+  d.summary = internal::Explain(p, d.prediction);
+  for (const WhatIf& what_if : what_ifs) {
+    PIPETUNE_ASSIGN_OR_RETURN(WhatIfOutcome outcome, EvaluateWhatIf(p, what_if));
+    d.what_ifs.push_back(std::move(outcome));
+  }
+  return d;
+}
+
+StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& trace_name,
+                             const DiagnoseOptions& options, const std::vector<CollectedTrace>& extra) {
+  // A program that records no pipeline, only GPU activity (profiled through
+  // CUDA's injection): the GPU's side is the whole report.
+  if (trace.stages.empty() && (trace.gpu_records > 0 || trace.gpu_status)) {
+    for (const std::string& text : options.what_ifs) PIPETUNE_RETURN_IF_ERROR(ParseWhatIf(text).status());
+    return internal::DiagnoseGpuOnly(trace, trace_name);
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(ProfiledRun run, ProfileCollected(trace, extra));
+  PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, DiagnoseProfile(std::move(run.profile), trace_name, options));
+  d.trace_seconds = trace.DurationSeconds();
+  for (StageDiagnosis& stage : d.stages) AddSpans(trace, stage);
   DescribeMemoryAndGpu(trace, run.window, d);
   d.drops = trace.drops;
   for (const StageDiagnosis& stage : d.stages) d.spans_dropped += stage.spans_dropped;
   if (trace.read_report.truncated()) d.truncation_warning = trace.read_report.warning;
   d.ended_cleanly = trace.read_report.ended_cleanly || trace.has_end;
-  d.assumptions = profile.assumptions;
   if (trace.pipeline.config_json.empty()) {
     d.assumptions.push_back("the trace has no pipeline config: every ratio is measured");
   }
-  d.summary = internal::Explain(profile, d.prediction);
   if (run.config) {  // a graph change the tuner would propose (models/decode_crop.h)
-    if (std::optional<models::DecodeCropPrice> price = models::PriceDecodeCropFusion(*run.config, profile))
+    if (std::optional<models::DecodeCropPrice> price = models::PriceDecodeCropFusion(*run.config, d.profile))
       d.summary += " " + models::DescribeDecodeCropFusion(*run.config, *price);
-  }
-  for (const WhatIf& what_if : what_ifs) {
-    PIPETUNE_ASSIGN_OR_RETURN(WhatIfOutcome outcome, EvaluateWhatIf(profile, what_if));
-    d.what_ifs.push_back(std::move(outcome));
   }
   d.timeline = Timeline(trace);
   return d;

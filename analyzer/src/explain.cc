@@ -33,7 +33,12 @@ std::string ThenLimit(const models::Profile& profile, const models::Prediction& 
     case models::BoundKind::kStorage:
       return "the storage bandwidth";
     case models::BoundKind::kConcurrency:
+      if (p.binding.group) return fmt::format("then the {} limit", profile.groups[*p.binding.group].name);
       return fmt::format("then stage {} limits", profile.stages[*p.binding.stage].name);
+    case models::BoundKind::kConsumer:
+      return "then the consumer's thread limits";
+    case models::BoundKind::kStartup:
+      return "then worker start-up limits";
   }
   return "";
 }
@@ -193,6 +198,84 @@ std::string StorageLimits(const models::Profile& profile, const models::Configur
   return head + "; faster storage or smaller files would help.";
 }
 
+// The fewest workers for group `g` (0 to 64) that reach what the most would.
+std::optional<Remedy> MoreGroupWorkers(const models::Profile& profile, const models::Configuration& observed,
+                                       const models::Prediction& now, size_t g) {
+  constexpr int kMostWorkers = 64;
+  models::Configuration changed = observed;
+  double best = 0;
+  for (int w = 1; w <= kMostWorkers; ++w) {
+    changed.group_workers[g] = w;
+    best = std::max(best, models::Predict(profile, changed).throughput);
+  }
+  if (best <= now.throughput * kWorthwhileGain) return std::nullopt;
+  const models::WorkerGroup& group = profile.groups[g];
+  for (int w = 1; w <= kMostWorkers; ++w) {
+    changed.group_workers[g] = w;
+    models::Prediction p = models::Predict(profile, changed);
+    if (p.throughput < 0.99 * best) continue;
+    std::string knob = group.workers_knob.empty() ? group.name : group.workers_knob;
+    return Remedy{fmt::format("{}={}", knob, w), p};
+  }
+  return std::nullopt;
+}
+
+std::string GroupLimits(const models::Profile& profile, const models::Configuration& observed,
+                        const models::Prediction& now, size_t g) {
+  const models::WorkerGroup& group = profile.groups[g];
+  std::string head = fmt::format("The {} limit throughput at {} outputs/s: {} of them, each running ",
+                                 group.name, Rate(now.throughput), observed.group_workers[g]);
+  std::vector<std::string> names;
+  for (size_t i = group.first_stage; i <= group.last_stage; ++i) names.push_back(profile.stages[i].name);
+  head += fmt::format("{} in turn", fmt::join(names, ", "));
+  if (now.binding.stage) head += fmt::format("; {} costs the most", profile.stages[*now.binding.stage].name);
+  if (std::optional<Remedy> workers = MoreGroupWorkers(profile, observed, now, g)) {
+    return head + "; " + Reach(profile, *workers) + ".";
+  }
+  if (std::optional<Remedy> cores = MoreCores(profile, observed, now)) {
+    return head + "; more workers need more cores: " + Reach(profile, *cores) + ".";
+  }
+  return head + "; the work per element must get cheaper.";
+}
+
+// The consumer's thread runs stages besides its step (a DataLoader with no
+// workers): moving them to workers is the remedy.
+std::string ConsumerLimits(const models::Profile& profile, const models::Configuration& observed,
+                           const models::Prediction& now) {
+  std::string head = fmt::format(
+      "The consumer's thread limits throughput at {} outputs/s: besides its step ({} ms) it runs the input "
+      "stages itself",
+      Rate(now.throughput), Millis(profile.step_time_seconds.value_or(0) * 1e3));
+  if (now.bottleneck_stage) {
+    head += fmt::format(", {} costing the most", profile.stages[*now.bottleneck_stage].name);
+  } else {
+    head += ", and its step takes most of that time";
+  }
+  for (size_t g = 0; g < profile.groups.size(); ++g) {
+    if (observed.group_workers[g] != 0) continue;
+    if (std::optional<Remedy> workers = MoreGroupWorkers(profile, observed, now, g)) {
+      return head + "; " + Reach(profile, *workers) + ".";
+    }
+  }
+  return head + ".";
+}
+
+std::string StartupLimits(const models::Profile& profile, const models::Configuration& observed,
+                          const models::Prediction& now) {
+  std::string head = fmt::format(
+      "Worker start-up takes most of each epoch ({} s of start-up an epoch) and limits throughput to {} "
+      "outputs/s",
+      fmt::format("{:.2f}", now.startup_seconds_per_epoch), Rate(now.throughput));
+  models::Configuration changed = observed;
+  for (size_t g = 0; g < profile.groups.size(); ++g) changed.group_persistent[g] = true;
+  Remedy persistent{"persistent workers", models::Predict(profile, changed)};
+  if (!profile.groups.empty() && !profile.groups[0].persistent_knob.empty()) {
+    persistent.change = profile.groups[0].persistent_knob + "=true";
+  }
+  if (Gains(persistent.prediction, now)) return head + "; " + Reach(profile, persistent) + ".";
+  return head + ".";
+}
+
 }  // namespace
 
 std::string Explain(const models::Profile& profile, const models::Prediction& prediction) {
@@ -200,7 +283,13 @@ std::string Explain(const models::Profile& profile, const models::Prediction& pr
   if (prediction.throughput <= 0) return "Nothing reached the consumer in the measured window.";
   switch (prediction.binding.kind) {
     case models::BoundKind::kConcurrency:
+      if (prediction.binding.group)
+        return GroupLimits(profile, observed, prediction, *prediction.binding.group);
       return StageLimits(profile, observed, prediction, *prediction.binding.stage);
+    case models::BoundKind::kConsumer:
+      return ConsumerLimits(profile, observed, prediction);
+    case models::BoundKind::kStartup:
+      return StartupLimits(profile, observed, prediction);
     case models::BoundKind::kCpu:
       return CpuLimits(profile, observed, prediction);
     case models::BoundKind::kDemand:

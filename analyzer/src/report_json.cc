@@ -51,7 +51,7 @@ Json GpuJson(const GpuSummary& g) {
 Json Optional(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullptr); }
 
 Json StageJson(const StageDiagnosis& s) {
-  return Json{
+  Json stage{
       {"name", s.name},
       {"op", s.op},
       {"fn", s.fn.empty() ? Json(nullptr) : Json(s.fn)},
@@ -76,6 +76,8 @@ Json StageJson(const StageDiagnosis& s) {
       {"bottleneck", s.bottleneck},
       {"spans_dropped", s.spans_dropped},
   };
+  if (!s.runs_on.empty()) stage["runs_on"] = s.runs_on;
+  return stage;
 }
 
 Json WhatIfJson(const WhatIfOutcome& w) {
@@ -89,6 +91,40 @@ Json WhatIfJson(const WhatIfOutcome& w) {
       {"bottleneck", Optional(w.bottleneck)},
       {"cache_bytes", w.cache_bytes ? Number(*w.cache_bytes) : Json(nullptr)},
   };
+}
+
+// A DataLoader run's settings and what the model took from it (only in its
+// reports: a config's report stays as it was).
+Json DataLoaderJson(const DataLoaderSection& dl) {
+  const DataLoaderSettings& s = dl.settings;
+  auto optional_int = [](const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); };
+  Json settings{{"batch_size", s.batch_size},
+                {"num_workers", s.num_workers},
+                {"prefetch_factor", s.num_workers > 0 ? Json(s.prefetch_factor) : Json(nullptr)},
+                {"persistent_workers", s.persistent_workers},
+                {"pin_memory", s.pin_memory},
+                {"sampler", s.sampler},
+                {"dataset", s.dataset},
+                {"iterable", s.iterable},
+                {"start_method", s.start_method.empty() ? Json(nullptr) : Json(s.start_method)},
+                {"dataset_length", optional_int(s.dataset_length)},
+                {"batches_per_epoch", optional_int(s.batches_per_epoch)}};
+  Json epochs = Json::array();
+  for (const DataLoaderSection::Epoch& e : dl.epochs) {
+    epochs.push_back(Json{{"batches", e.batches},
+                          {"workers_started", e.workers_started},
+                          {"startup_seconds", Number(e.startup_seconds)}});
+  }
+  return Json{{"settings", settings},
+              {"batches", dl.batches},
+              {"steps", dl.steps},
+              {"sharded_workers", dl.sharded_workers},
+              {"epochs", epochs},
+              {"main_rss_bytes", Number(dl.main_rss_bytes)},
+              {"worker_rss_bytes", Number(dl.worker_rss_bytes)},
+              {"worker_traces", dl.worker_traces},
+              {"startup_seconds_per_epoch", Number(dl.startup_seconds_per_epoch)},
+              {"notes", dl.notes}};
 }
 
 class JsonWriter : public ReportWriter {
@@ -138,6 +174,7 @@ class JsonWriter : public ReportWriter {
         {"assumptions", d.assumptions},
         {"what_if", what_ifs},
     };
+    if (d.dataloader) report["dataloader"] = DataLoaderJson(*d.dataloader);
     return report.dump(2) + "\n";
   }
 };

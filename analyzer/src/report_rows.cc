@@ -47,6 +47,18 @@ std::string DropsText(const Diagnosis& d) {
   return fmt::format("{} (counted in every total; only not recorded one by one)", fmt::join(parts, ", "));
 }
 
+std::string SettingsText(const DataLoaderSettings& s) {
+  auto flag = [](bool b) { return b ? "True" : "False"; };
+  std::string text = fmt::format("{}batch_size={} num_workers={}", s.iterable ? "IterableDataset, " : "",
+                                 s.batch_size, s.num_workers);
+  if (s.num_workers > 0) text += fmt::format(" prefetch_factor={}", s.prefetch_factor);
+  text += fmt::format(" persistent_workers={} pin_memory={}", flag(s.persistent_workers), flag(s.pin_memory));
+  if (!s.sampler.empty()) text += " sampler=" + s.sampler;
+  if (!s.dataset.empty()) text += " dataset=" + s.dataset;
+  if (!s.start_method.empty()) text += " start_method=" + s.start_method;
+  return text;
+}
+
 std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
   std::vector<std::pair<std::string, std::string>> lines;
   // A trace of GPU activity alone has no pipeline to rate.
@@ -79,6 +91,17 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
                                      a.devices.size() == 1 ? "" : "s", Percent(a.input_stall_share)));
       lines.emplace_back("gpu verdict", d.gpu->verdict);
     }
+  }
+  if (d.dataloader) {
+    const DataLoaderSection& dl = *d.dataloader;
+    lines.emplace_back("DataLoader", SettingsText(dl.settings));
+    lines.emplace_back(
+        "batches",
+        fmt::format("{} over {} epoch{}, {} worker trace{}; worker start-up {:.3f} s "
+                    "per epoch",
+                    dl.batches, dl.epochs.size(), dl.epochs.size() == 1 ? "" : "s", dl.worker_traces,
+                    dl.worker_traces == 1 ? "" : "s", dl.startup_seconds_per_epoch));
+    for (const std::string& note : dl.notes) lines.emplace_back("note", note);
   }
   lines.emplace_back("drops", DropsText(d));
   lines.emplace_back("window", d.window_reason);

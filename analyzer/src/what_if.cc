@@ -22,6 +22,12 @@ std::optional<double> ParseNumber(std::string_view s) {
   return value;
 }
 
+std::optional<bool> ParseBool(std::string_view s) {
+  if (s == "true" || s == "True" || s == "1") return true;
+  if (s == "false" || s == "False" || s == "0") return false;
+  return std::nullopt;
+}
+
 std::optional<int> ParseInt(std::string_view s) {
   int value = 0;
   auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), value);
@@ -32,6 +38,7 @@ std::optional<int> ParseInt(std::string_view s) {
 Status Bad(std::string_view text, std::string_view what) {
   return InvalidInput(fmt::format(
       "what-if \"{}\": {} (expected cores=N, cores=+N, STAGE.parallelism=N, cache=STAGE or cache=none, "
+      "and for a DataLoader num_workers=N, prefetch_factor=N, persistent_workers=BOOL, pin_memory=BOOL, "
       "separated by commas)",
       text, what));
 }
@@ -72,7 +79,70 @@ Status ParseChange(std::string_view text, std::string_view change, WhatIf& what_
     what_if.parallelism.emplace_back(std::string(key.substr(0, key.size() - kSuffix.size())), *workers);
     return Status::Ok();
   }
+  if (key == kNumWorkersKnob || key == kPrefetchFactorKnob) {
+    std::optional<int> number = ParseInt(value);
+    int least = key == kNumWorkersKnob ? 0 : 1;
+    if (!number || *number < least) {
+      return Bad(text, fmt::format("{} must be an integer >= {}, got \"{}\"", key, least, value));
+    }
+    what_if.named.emplace_back(std::string(key), *number);
+    return Status::Ok();
+  }
+  if (key == kPersistentWorkersKnob || key == kPinMemoryKnob) {
+    std::optional<bool> flag = ParseBool(value);
+    if (!flag) return Bad(text, fmt::format("{} must be true or false, got \"{}\"", key, value));
+    what_if.named.emplace_back(std::string(key), *flag ? 1 : 0);
+    return Status::Ok();
+  }
   return Bad(text, fmt::format("unknown knob \"{}\"", key));
+}
+
+// The knobs a pipeline has by name, for errors.
+std::string NamedKnobs(const models::Profile& profile) {
+  std::vector<std::string> names;
+  for (const models::WorkerGroup& group : profile.groups) {
+    for (const std::string* knob : {&group.workers_knob, &group.buffer_knob, &group.persistent_knob}) {
+      if (!knob->empty()) names.push_back(*knob);
+    }
+  }
+  for (const models::StageProfile& stage : profile.stages) {
+    if (stage.switchable && !stage.switch_knob.empty()) names.push_back(stage.switch_knob);
+  }
+  return names.empty() ? "none: it has no worker groups" : fmt::format("{}", fmt::join(names, ", "));
+}
+
+// Sets the group or stage knob called `name` in `config`; false when the
+// profile has none by that name.
+bool SetNamedKnob(const models::Profile& profile, const std::string& name, int value,
+                  models::Configuration& config, std::string* error) {
+  for (size_t g = 0; g < profile.groups.size(); ++g) {
+    const models::WorkerGroup& group = profile.groups[g];
+    if (name == group.workers_knob) {
+      if (value == 0 && !group.may_run_on_consumer) {
+        *error =
+            fmt::format("{} cannot run on the consumer's thread: {} must be at least 1", group.name, name);
+        return false;
+      }
+      config.group_workers[g] = value;
+      return true;
+    }
+    if (name == group.buffer_knob) {
+      config.group_buffer[g] = value;
+      return true;
+    }
+    if (name == group.persistent_knob) {
+      config.group_persistent[g] = value != 0;
+      return true;
+    }
+  }
+  for (size_t i = 0; i < profile.stages.size(); ++i) {
+    if (profile.stages[i].switchable && profile.stages[i].switch_knob == name) {
+      config.stage_enabled[i] = value != 0;
+      return true;
+    }
+  }
+  *error = fmt::format("this pipeline has no knob \"{}\" (its named knobs: {})", name, NamedKnobs(profile));
+  return false;
 }
 
 std::string StageList(const models::Profile& profile) {
@@ -109,6 +179,13 @@ StatusOr<models::Configuration> ApplyWhatIf(const models::Profile& profile, cons
       return InvalidInput(fmt::format("what-if \"{}\": the pipeline has no stage \"{}\" (stages: {})",
                                       what_if.text, name, StageList(profile)));
     }
+    if (const std::optional<size_t>& group = profile.stages[*index].group; group) {
+      const models::WorkerGroup& g = profile.groups[*group];
+      return InvalidInput(
+          fmt::format("what-if \"{}\": stage \"{}\" runs in the {} with the group's other stages: "
+                      "ask for {}=N",
+                      what_if.text, name, g.name, g.workers_knob.empty() ? "workers" : g.workers_knob));
+    }
     if (!profile.stages[*index].parallel) {
       return InvalidInput(
           fmt::format("what-if \"{}\": stage \"{}\" ({}) has no workers to add; only map and "
@@ -116,6 +193,12 @@ StatusOr<models::Configuration> ApplyWhatIf(const models::Profile& profile, cons
                       what_if.text, name, profile.stages[*index].op_name));
     }
     config.parallelism[*index] = workers;
+  }
+  for (const auto& [name, value] : what_if.named) {
+    std::string error;
+    if (!SetNamedKnob(profile, name, value, config, &error)) {
+      return InvalidInput(fmt::format("what-if \"{}\": {}", what_if.text, error));
+    }
   }
   if (what_if.remove_cache) config.cache_after.reset();
   if (what_if.cache_after) {

@@ -181,8 +181,8 @@ Row RunCase(const QualityCase& c, const Flags& flags, const std::string& dir) {
   Measure(start, flags.trace_seconds, trace);
 
   Clock::time_point begin = Clock::now();
-  tuner::TracedRun traced = OrDie(workflow::CollectProfile({trace}), trace);
-  tuner::Resources resources = OrDie(tuner::ResolveResources(traced.input, traced.host, {}), c.name);
+  workflow::TracedRun traced = OrDie(workflow::CollectProfile({trace}), trace);
+  tuner::Resources resources = OrDie(tuner::ResolveResources(traced.input, traced.Limits(), {}), c.name);
   double load_seconds = Seconds(begin);
 
   row.contenders.push_back({"start", start, 0, {}});

@@ -11,10 +11,8 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "pipetune/analyzer/dataloader.h"
-#include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/analyzer/report.h"
-#include "pipetune/models/config.h"
+#include "pipetune/workflow/report.h"
 
 namespace pipetune::cli {
 namespace {
@@ -29,31 +27,14 @@ struct ReportFlags {
 int Report(const ReportFlags& flags) {
   StatusOr<analyzer::ReportFormat> format = analyzer::ParseReportFormat(flags.format);
   if (!format.ok()) return ReportError(format.status());
-  std::string report;
-  std::string truncation_warning;
-  if (flags.traces.size() == 1 && analyzer::IsDataLoaderTraceFile(flags.traces[0])) {
-    // A PyTorch DataLoader's run (docs/pytorch.md): its own model and report.
-    StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(flags.traces[0]);
-    if (!profile.ok()) return ReportError(profile.status());
-    report = analyzer::RenderDataLoaderReport(analyzer::DiagnoseDataLoader(*profile), *format);
-  } else {
-    analyzer::DiagnoseOptions options;
-    options.what_ifs = flags.what_ifs;
-    StatusOr<analyzer::Diagnosis> diagnosis = analyzer::DiagnoseTraces(flags.traces, options);
-    if (!diagnosis.ok()) return ReportError(diagnosis.status());
-    report = analyzer::RenderReport(*diagnosis, *format);
-    truncation_warning = diagnosis->truncation_warning;
-  }
-  if (flags.output.empty() || flags.output == "-") {
-    fmt::print("{}", report);
-  } else {
-    Status written = models::WriteFileAtomically(flags.output, report);
-    if (!written.ok()) return ReportError(written);
-  }
+  workflow::ReportRequest request{flags.traces, *format, flags.what_ifs, flags.output};
+  StatusOr<workflow::ReportResult> result = workflow::Report(request);
+  if (!result.ok()) return ReportError(result.status());
+  if (!result->written) fmt::print("{}", result->text);
   // The truncation warning is in every report; say it on stderr too, where
   // a script that only keeps the JSON still shows it to a person.
-  if (!truncation_warning.empty()) {
-    fmt::print(stderr, "pipetune: warning: {}\n", truncation_warning);
+  if (!result->diagnosis.truncation_warning.empty()) {
+    fmt::print(stderr, "pipetune: warning: {}\n", result->diagnosis.truncation_warning);
   }
   return kExitOk;
 }
@@ -74,8 +55,9 @@ void RegisterReportCommand(CLI::App& app, int& exit_code) {
   sub->add_option("-o,--output", flags->output, "Write the report to this file instead of stdout");
   sub->add_option(
          "--what-if", flags->what_ifs,
-         "Ask the model: cores=N, cores=+N, STAGE.parallelism=N, cache=STAGE, cache=none; combine with "
-         "commas; repeatable")
+         "Ask the model: cores=N, cores=+N, STAGE.parallelism=N, cache=STAGE, cache=none; for a DataLoader "
+         "num_workers=N, prefetch_factor=N, persistent_workers=BOOL, pin_memory=BOOL; combine with commas; "
+         "repeatable")
       ->allow_extra_args(false);  // one question per --what-if, so traces may follow
   sub->callback([flags, &exit_code] { exit_code = Report(*flags); });
 }

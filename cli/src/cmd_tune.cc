@@ -59,15 +59,19 @@ int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
   request.trace = flags.inputs[0];
   request.budgets = budgets;
   request.output = flags.output;
+  request.objective = ObjectiveFrom(flags);
   StatusOr<workflow::DataLoaderTuneResult> result = workflow::TuneDataLoaderTrace(request);
   if (!result.ok()) return ReportError(result.status());
+  for (const std::string& warning : result->warnings) fmt::print(stderr, "pipetune: WARNING: {}\n", warning);
   if (flags.format == "json") {
-    nlohmann::json j = tuner::DataLoaderPlanToJson(result->plan);
+    models::Json j = tuner::PlanToJson(result->plan);
     j["output"] = result->output;
+    j["dataloader_kwargs"] = workflow::DataLoaderKwargs(result->knobs);
+    j["code_change"] = result->code_change;
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("{}", tuner::FormatDataLoaderPlanText(result->plan));
+  fmt::print("{}", tuner::FormatPlanText(result->plan));
   fmt::print("DataLoader keyword arguments: {}\n", result->output);
   fmt::print("code change: {}\n", result->code_change);
   return kExitOk;
@@ -127,6 +131,7 @@ int TuneVerifyDataLoader(const TuneFlags& flags) {
   options.budgets = *budgets;
   options.output = flags.output;
   options.rounds = std::max(1, flags.rounds.value_or(1));
+  options.objective = ObjectiveFrom(flags);
   StatusOr<workflow::DataLoaderVerifyResult> result = workflow::VerifyDataLoader(options);
   if (!result.ok()) return ReportError(result.status());
   fmt::print("{}", workflow::FormatDataLoaderRounds(*result));

@@ -45,15 +45,16 @@ double StageCores(const Profile& profile, const Configuration& config) {
 }
 
 std::optional<size_t> Bottleneck(const Profile& profile, const Prediction& prediction,
-                                 const std::vector<bool>& cached) {
+                                 const std::vector<bool>& counted) {
   switch (prediction.binding.kind) {
     case BoundKind::kConcurrency:
     case BoundKind::kStorage:
+    case BoundKind::kConsumer:
       return prediction.binding.stage;
     case BoundKind::kCpu: {
       std::optional<size_t> heaviest;
       for (size_t i = 0; i < profile.stages.size(); ++i) {
-        if (cached[i]) continue;
+        if (!counted[i]) continue;
         if (!heaviest ||
             profile.stages[i].cpu_seconds_per_output > profile.stages[*heaviest].cpu_seconds_per_output) {
           heaviest = i;
@@ -62,9 +63,84 @@ std::optional<size_t> Bottleneck(const Profile& profile, const Prediction& predi
       return heaviest;
     }
     case BoundKind::kDemand:
+    case BoundKind::kStartup:
       return std::nullopt;
   }
   return std::nullopt;
+}
+
+int GroupWorkers(const Profile& profile, const Configuration& config, size_t group) {
+  return config.group_workers.empty() ? profile.groups[group].workers : config.group_workers[group];
+}
+
+// The stage among `indices` with the largest V_i * L_i: the one to blame
+// when the thread they share binds.
+std::optional<size_t> Costliest(const Profile& profile, const std::vector<size_t>& indices) {
+  std::optional<size_t> costliest;
+  double most = -1;
+  for (size_t i : indices) {
+    double cost = profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
+    if (cost > most) most = cost, costliest = i;
+  }
+  return costliest;
+}
+
+// Each worker group with workers: X * sum over its stages of V_i L_i <= w.
+// Its stages show the group's bound as their own ceiling.
+void AddGroupBounds(const Profile& profile, const Configuration& config, const std::vector<bool>& counted,
+                    Prediction& prediction) {
+  for (size_t g = 0; g < profile.groups.size(); ++g) {
+    const WorkerGroup& group = profile.groups[g];
+    int workers = GroupWorkers(profile, config, g);
+    if (workers <= 0) continue;
+    double per_output = 0;
+    std::vector<size_t> members;
+    for (size_t i = group.first_stage; i <= group.last_stage && i < profile.stages.size(); ++i) {
+      if (!counted[i]) continue;
+      per_output += profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
+      members.push_back(i);
+    }
+    double bound = per_output > 0 ? workers / per_output : kInfinity;
+    for (size_t i : members) prediction.stages[i].concurrency_throughput = bound;
+    prediction.bounds.push_back({BoundKind::kConcurrency, Costliest(profile, members), bound, g});
+  }
+}
+
+// The consumer's thread, when it runs stages besides its step:
+// X * (step + sum over them of V_i L_i) <= 1.
+void AddConsumerBound(const Profile& profile, const Configuration& config, const std::vector<bool>& counted,
+                      double step, Prediction& prediction) {
+  double per_output = 0;
+  std::vector<size_t> members;
+  for (size_t i = 0; i < profile.stages.size(); ++i) {
+    if (!counted[i] || !RunsOnConsumerThread(profile, config, i)) continue;
+    per_output += profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
+    members.push_back(i);
+  }
+  if (members.empty()) return;
+  // The input side is to blame when it takes more of the thread than the step.
+  std::optional<size_t> blame = per_output >= step ? Costliest(profile, members) : std::nullopt;
+  double bound = step + per_output > 0 ? 1.0 / (step + per_output) : kInfinity;
+  for (size_t i : members) prediction.stages[i].concurrency_throughput = 1.0 / per_output;
+  prediction.bounds.push_back({BoundKind::kConsumer, blame, bound});
+}
+
+// Worker start-up: each epoch of E outputs also waits w * s seconds (once per
+// run, spread over its epochs, when persistent).
+void ApplyStartup(const Profile& profile, const Configuration& config, Prediction& prediction) {
+  if (!profile.outputs_per_epoch || *profile.outputs_per_epoch <= 0 || prediction.throughput <= 0) return;
+  double startup = 0;
+  for (size_t g = 0; g < profile.groups.size(); ++g) {
+    const WorkerGroup& group = profile.groups[g];
+    bool persistent = config.group_persistent.empty() ? group.persistent : config.group_persistent[g];
+    double per_epoch = GroupWorkers(profile, config, g) * group.startup_seconds_per_worker;
+    startup += persistent ? per_epoch / std::max(1.0, profile.epochs) : per_epoch;
+  }
+  if (startup <= 0) return;
+  double steady_epoch = *profile.outputs_per_epoch / prediction.throughput;
+  prediction.startup_seconds_per_epoch = startup;
+  prediction.throughput = *profile.outputs_per_epoch / (steady_epoch + startup);
+  if (startup > steady_epoch) prediction.binding = {BoundKind::kStartup, std::nullopt, prediction.throughput};
 }
 
 }  // namespace
@@ -79,6 +155,10 @@ const char* BoundKindName(BoundKind kind) {
       return "storage";
     case BoundKind::kDemand:
       return "demand";
+    case BoundKind::kConsumer:
+      return "consumer";
+    case BoundKind::kStartup:
+      return "startup";
   }
   return "unknown";
 }
@@ -90,27 +170,71 @@ Configuration ObservedConfiguration(const Profile& profile) {
   if (profile.cache_stage && *profile.cache_stage > 0) config.cache_after = *profile.cache_stage - 1;
   config.storage_bytes_per_second = profile.storage_bytes_per_second;
   config.step_time_seconds = profile.step_time_seconds;
+  for (const WorkerGroup& group : profile.groups) {
+    config.group_workers.push_back(group.workers);
+    config.group_buffer.push_back(group.buffer_per_worker);
+    config.group_persistent.push_back(group.persistent);
+  }
+  if (!profile.groups.empty() || std::any_of(profile.stages.begin(), profile.stages.end(),
+                                             [](const StageProfile& s) { return s.switchable; })) {
+    for (const StageProfile& stage : profile.stages) config.stage_enabled.push_back(stage.enabled);
+  }
   return config;
+}
+
+bool StageRuns(const Profile& profile, const Configuration& config, size_t index) {
+  const StageProfile& stage = profile.stages[index];
+  bool enabled = config.stage_enabled.empty() ? stage.enabled : config.stage_enabled[index];
+  if (!enabled) return false;
+  return !stage.needs_workers_of || GroupWorkers(profile, config, *stage.needs_workers_of) > 0;
+}
+
+bool RunsOnConsumerThread(const Profile& profile, const Configuration& config, size_t index) {
+  const StageProfile& stage = profile.stages[index];
+  return stage.on_consumer_thread || (stage.group && GroupWorkers(profile, config, *stage.group) == 0);
+}
+
+double WorkerMemoryBytes(const Profile& profile, const Configuration& config) {
+  double bytes = profile.base_memory_bytes;
+  for (size_t g = 0; g < profile.groups.size(); ++g) {
+    const WorkerGroup& group = profile.groups[g];
+    double workers = GroupWorkers(profile, config, g);
+    int buffer = config.group_buffer.empty() ? group.buffer_per_worker : config.group_buffer[g];
+    bytes += workers *
+             (group.memory_bytes_per_worker + buffer * profile.stages[group.last_stage].bytes_per_element);
+  }
+  return bytes;
 }
 
 Prediction Predict(const Profile& profile, const Configuration& config) {
   PIPETUNE_CHECK(config.parallelism.size() == profile.stages.size());
+  PIPETUNE_CHECK(config.group_workers.empty() || config.group_workers.size() == profile.groups.size());
+  PIPETUNE_CHECK(config.stage_enabled.empty() || config.stage_enabled.size() == profile.stages.size());
   Prediction prediction;
-  std::vector<bool> cached(profile.stages.size(), false);
+  const size_t n = profile.stages.size();
+  // counted[i]: the stage runs and is not replayed from a cache; its cost counts.
+  std::vector<bool> cached(n, false), counted(n, false);
   double cpu_per_output = 0;
-  for (size_t i = 0; i < profile.stages.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const StageProfile& stage = profile.stages[i];
     PIPETUNE_CHECK(config.parallelism[i] >= 1);
     int parallelism = stage.parallel ? config.parallelism[i] : 1;
     cached[i] = IsCached(profile, config, i);
+    counted[i] = !cached[i] && StageRuns(profile, config, i);
     StagePrediction stage_prediction;
     stage_prediction.cached = cached[i];
-    stage_prediction.concurrency_throughput = cached[i] ? kInfinity : ConcurrencyBound(stage, parallelism);
-    if (!cached[i]) cpu_per_output += stage.cpu_seconds_per_output;
+    // Stages on shared threads (a group's workers, the consumer's) have no
+    // bound of their own: their thread's bound is added below.
+    bool own_thread = !stage.group && !RunsOnConsumerThread(profile, config, i);
+    stage_prediction.concurrency_throughput =
+        counted[i] && own_thread ? ConcurrencyBound(stage, parallelism) : kInfinity;
+    if (counted[i]) cpu_per_output += stage.cpu_seconds_per_output;
     prediction.stages.push_back(stage_prediction);
     prediction.bounds.push_back({BoundKind::kConcurrency, i, stage_prediction.concurrency_throughput});
   }
+  AddGroupBounds(profile, config, counted, prediction);
   double stage_cores = StageCores(profile, config);
+  cpu_per_output += profile.consumer_cpu_seconds_per_output;
   prediction.bounds.push_back(
       {BoundKind::kCpu, std::nullopt, cpu_per_output > 0 ? stage_cores / cpu_per_output : kInfinity});
   double storage = kInfinity;
@@ -119,9 +243,9 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
     storage = *config.storage_bytes_per_second / profile.storage_bytes_per_output;
   }
   prediction.bounds.push_back({BoundKind::kStorage, profile.storage_stage, storage});
-  double demand =
-      config.step_time_seconds && *config.step_time_seconds > 0 ? 1.0 / *config.step_time_seconds : kInfinity;
-  prediction.bounds.push_back({BoundKind::kDemand, std::nullopt, demand});
+  double step = config.step_time_seconds && *config.step_time_seconds > 0 ? *config.step_time_seconds : 0.0;
+  prediction.bounds.push_back({BoundKind::kDemand, std::nullopt, step > 0 ? 1.0 / step : kInfinity});
+  AddConsumerBound(profile, config, counted, step, prediction);
 
   // The smallest bound binds; on a tie the earlier one (a stage before the
   // shared resources) is named, since it is the one a knob can move.
@@ -130,22 +254,25 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
     if (bound.throughput < prediction.binding.throughput) prediction.binding = bound;
   }
   prediction.throughput = std::isfinite(prediction.binding.throughput) ? prediction.binding.throughput : 0.0;
+  prediction.steady_throughput = prediction.throughput;
+  ApplyStartup(profile, config, prediction);
 
-  prediction.cores_used = profile.other_cpu_cores;
-  for (size_t i = 0; i < profile.stages.size(); ++i) {
+  prediction.cores_used =
+      profile.other_cpu_cores + prediction.throughput * profile.consumer_cpu_seconds_per_output;
+  for (size_t i = 0; i < n; ++i) {
     StagePrediction& stage_prediction = prediction.stages[i];
     const StageProfile& stage = profile.stages[i];
-    double all_cores = !cached[i] && stage.cpu_seconds_per_output > 0
+    double all_cores = counted[i] && stage.cpu_seconds_per_output > 0
                            ? stage_cores / stage.cpu_seconds_per_output
                            : kInfinity;
     stage_prediction.max_throughput = std::min(stage_prediction.concurrency_throughput, all_cores);
-    stage_prediction.cores_used = cached[i] ? 0.0 : prediction.throughput * stage.cpu_seconds_per_output;
+    stage_prediction.cores_used = counted[i] ? prediction.throughput * stage.cpu_seconds_per_output : 0.0;
     stage_prediction.utilisation = std::isfinite(stage_prediction.concurrency_throughput)
                                        ? prediction.throughput / stage_prediction.concurrency_throughput
                                        : 0.0;
     prediction.cores_used += stage_prediction.cores_used;
   }
-  prediction.bottleneck_stage = Bottleneck(profile, prediction, cached);
+  prediction.bottleneck_stage = Bottleneck(profile, prediction, counted);
   return prediction;
 }
 

@@ -57,6 +57,7 @@ class Tracer:
             "pipetune_produced": (None, [_ptr, _u64, _u64]),
             "pipetune_consumed": (None, [_ptr, _u64]),
             "pipetune_work": (None, [_ptr, _u64, _u64, _u64]),
+            "pipetune_element": (None, [_ptr, _u64, _u64, _u64, _u64, _u64]),
             "pipetune_wait_input": (None, [_ptr, _u64]),
             "pipetune_consumer_step": (None, [_u64, _u64, _u64]),
         }

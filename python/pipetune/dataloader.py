@@ -8,10 +8,22 @@ other process writes T) and owns T: it records the consumer (the training
 loop's waits and steps), the transfer of batches from the workers, pin_memory,
 and with num_workers=0 the samples themselves. Every DataLoader worker process
 (fork or spawn) records its samples into its own trace, T.<pid>; the reader
-(analyzer/dataloader_profile.h) reads T and its T.<pid> files as one run.
+(analyzer/dataloader_trace.h) reads T and its T.<pid> files as one run.
+
+Counts live in the tracer's stages, never in the JSON record: the sampler
+writes them every snapshot interval, so a run killed at any point (the OOM
+killer's SIGKILL) leaves every count up to its last snapshot. The record (the
+session's pipeline info) is rewritten only at bounded events: a DataLoader's
+construction, a worker's start and ready, a worker's stream first seen
+sharded. In the main process, DataLoader N's stages are named "loaderN/...":
+`epoch` (one element per iterator made; the element id is the loader's batch
+count when the epoch began), `next` (one per batch delivered; the wait in
+next()), `step` (the loop's time from one batch to the next call), and at
+num_workers=0 its samples' stages; `transfer` and `pin_memory` likewise.
 
 Everything the tracer calls per sample is a ctypes call of the C API; the
-clock is time.monotonic_ns(), the tracer's CLOCK_MONOTONIC.
+clock is time.monotonic_ns(), the tracer's CLOCK_MONOTONIC, and each call's
+CPU is time.thread_time_ns() around it.
 """
 import atexit
 import functools
@@ -21,95 +33,47 @@ import inspect
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
+
+from pipetune import _samples
+from pipetune._recorder import Recorder as _Recorder, warn as _warn, warn_once as _warn_once
 
 TRACE_ENV = "PIPETUNE_PYTHON_TRACE"  # the main trace; workers write TRACE.<pid>
 OWNER_ENV = "PIPETUNE_PYTHON_TRACE_OWNER"  # pid of the process that records the consumer
 APPLY_ENV = "PIPETUNE_DATALOADER_APPLY"  # a JSON file of DataLoader keyword arguments
 LOADER_ENV = "PIPETUNE_DATALOADER_ID"  # which DataLoader a worker process serves
 TUNABLE = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+KEY = "pipetune_dataloader"
+RECORD_VERSION = 2  # 2: counts in stages (loaderN/...), not in the record
 
 _now = time.monotonic_ns
-_state = None  # this process's _Recorder, created on first use
+_cpu = time.thread_time_ns
+_state = None  # this process's main _Recorder, created on first use
+_worker_rec = None  # in a DataLoader worker process, its _Recorder
 _applied = None  # the kwargs read from APPLY_ENV
 _lock = threading.Lock()
+_where = threading.local()  # .prefix: the DataLoader whose batches this thread handles
 
 
-def _warn(message):
-    sys.stderr.write("pipetune: %s\n" % message)
-
-
-def _interval_ms():
+def _env_int(name):
     try:
-        return max(1, int(os.environ.get("PIPETUNE_TRACE_INTERVAL_MS", "100")))
-    except ValueError:
-        return 100
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
 
 
-class _Recorder:
-    """One process's session and its stages. Recorders (the C API's workers)
-    are per stage and per thread."""
+def _main_record():
+    import torch
 
-    def __init__(self, path, name, info):
-        from pipetune._tracer import Tracer
-
-        self.tracer = Tracer()
-        self.pid = os.getpid()
-        self.name = name
-        self.info = info
-        self.stages = {}
-        self.local = threading.local()
-        self.tracer.start(path, name, json.dumps(info), _interval_ms())
-        self.running = True
-
-    def stage(self, name, op):
-        sid = self.stages.get(name)
-        if sid is None:
-            sid = self.tracer.register_stage(name.encode(), op.encode(), 1)
-            self.stages[name] = sid
-        return sid
-
-    def worker(self, name, op="map"):
-        """This thread's recorder of stage `name`."""
-        table = getattr(self.local, "workers", None)
-        if table is None:
-            table = self.local.workers = {}
-        w = table.get(name)
-        if w is None:
-            w = table[name] = self.tracer.attach_worker(self.stage(name, op))
-        return w
-
-    def detach_thread(self):
-        table = getattr(self.local, "workers", None) or {}
-        for w in table.values():
-            self.tracer.detach_worker(w)
-        self.local.workers = {}
-
-    def element(self, name, begin, end, element_id, nbytes=0, op="map"):
-        if not self.running:
-            return
-        w = self.worker(name, op)
-        t = self.tracer
-        t.consumed(w, 1)
-        t.work(w, begin, end, element_id)
-        t.produced(w, 1, nbytes)
-
-    def update_info(self):
-        if self.running:
-            self.tracer.set_info(self.name, json.dumps(self.info))
-
-    def stop(self):
-        if not self.running:
-            return
-        self.update_info()
-        self.detach_thread()
-        self.running = False
-        try:
-            self.tracer.stop()
-        except OSError as error:
-            _warn(str(error))
+    return {KEY: {
+        "version": RECORD_VERSION, "role": "main", "pid": os.getpid(), "torch": torch.__version__,
+        "cuda_available": bool(torch.cuda.is_available()), "applied": _applied, "argv": sys.argv[:8],
+        # Distributed runs (torchrun sets these): which process of the job this is.
+        "host": socket.gethostname(), "rank": _env_int("RANK"), "local_rank": _env_int("LOCAL_RANK"),
+        "world_size": _env_int("WORLD_SIZE"), "loaders": []}}
 
 
 def _main_recorder():
@@ -122,164 +86,100 @@ def _main_recorder():
         return _state
     with _lock:
         if _state is None or _state.pid != os.getpid():
-            import torch
-
-            info = {"pipetune_dataloader": {
-                "version": 1, "role": "main", "pid": os.getpid(), "torch": torch.__version__,
-                "cuda_available": bool(torch.cuda.is_available()), "applied": _applied,
-                "argv": sys.argv[:8], "loaders": []}}
             try:
-                _state = _Recorder(path, os.path.basename(sys.argv[0] or "python"), info)
-            except OSError as error:
+                _state = _Recorder(path, os.path.basename(sys.argv[0] or "python"), _main_record())
+            except Exception as error:  # no tracer library, a file not writable: run unrecorded
                 _warn("cannot record: %s" % error)
                 os.environ.pop(TRACE_ENV, None)
                 return None
-            atexit.register(_stop_main)
     return _state
 
 
 def _stop_main():
-    if _state is not None and _state.pid == os.getpid():
-        _state.stop()
-
-
-# ---- per-sample instrumentation (worker processes, and the main process at num_workers=0)
-
-class _TimedTransform:
-    """One transform of a Compose (or of a list) recorded as its own stage."""
-
-    def __init__(self, transform, name, ctx):
-        self.transform = transform
-        self.name = name
-        self.ctx = ctx
-
-    def __call__(self, *args, **kwargs):
-        begin = _now()
-        out = self.transform(*args, **kwargs)
-        end = _now()
-        self.ctx.transform_ns += end - begin
-        self.ctx.rec.element(self.name, begin, end, self.ctx.index)
-        return out
-
-    def __getattr__(self, name):
-        return getattr(self.transform, name)
-
-    def __repr__(self):
-        return repr(self.transform)
-
-
-class _TimedCompose:
-    def __init__(self, compose, timed):
-        self.compose = compose
-        self.transforms = timed
-
-    def __call__(self, x):
-        for t in self.transforms:
-            x = t(x)
-        return x
-
-    def __getattr__(self, name):
-        return getattr(self.compose, name)
-
-    def __repr__(self):
-        return repr(self.compose)
-
-
-class _SampleContext:
-    def __init__(self, rec):
-        self.rec = rec
-        self.index = 0
-        self.transform_ns = 0
-
-
-def _transform_name(k, t):
-    return "transform[%d]:%s" % (k, type(t).__name__)
-
-
-def _instrument_transform(dataset, ctx):
-    """Replaces dataset.transform by one that records each transform; True if it did."""
-    transform = getattr(dataset, "transform", None)
-    if transform is None or isinstance(transform, _TimedCompose):
-        return False
+    # Registered once the DataLoader module is imported: a program that never
+    # builds a DataLoader still leaves a trace that says so.
     try:
-        if isinstance(transform, list) and all(callable(t) for t in transform):
-            dataset.transform = [_TimedTransform(t, _transform_name(k, t), ctx) for k, t in enumerate(transform)]
-            return True
-        inner = getattr(transform, "transforms", None)
-        if type(transform).__name__ == "Compose" and isinstance(inner, (list, tuple)):
-            timed = [_TimedTransform(t, _transform_name(k, t), ctx) for k, t in enumerate(inner)]
-            dataset.transform = _TimedCompose(transform, timed)
-            return True
-    except (AttributeError, TypeError):
-        pass
-    return False
-
-
-class _TimedDataset:
-    """Stands for a map-style dataset in the fetcher: dataset[i] is recorded as
-    `load` (its time less the transforms' time) and each transform's stage."""
-
-    def __init__(self, dataset, rec):
-        self._pt_dataset = dataset
-        self._pt_ctx = _SampleContext(rec)
-        _instrument_transform(dataset, self._pt_ctx)
-
-    def __getitem__(self, index):
-        ctx = self._pt_ctx
-        ctx.index = index if isinstance(index, int) else 0
-        ctx.transform_ns = 0
-        begin = _now()
-        item = self._pt_dataset[index]
-        end = _now()
-        load_end = max(begin, end - ctx.transform_ns)
-        ctx.rec.element("load", begin, load_end, ctx.index, op="read")
-        return item
-
-    def __len__(self):
-        return len(self._pt_dataset)
-
-    def __getattr__(self, name):
-        if name == "__getitems__":  # batch fetching would bypass the per-sample timing
-            raise AttributeError(name)
-        return getattr(self._pt_dataset, name)
-
-
-def _batch_bytes(data, depth=0):
-    if depth > 6:
-        return 0
-    nbytes = getattr(data, "nbytes", None)
-    if isinstance(nbytes, int):
-        return nbytes
-    try:
-        if hasattr(data, "element_size") and hasattr(data, "numel"):
-            return int(data.element_size() * data.numel())
-    except Exception:
-        return 0
-    if isinstance(data, (list, tuple)):
-        return sum(_batch_bytes(x, depth + 1) for x in data)
-    if isinstance(data, dict):
-        return sum(_batch_bytes(x, depth + 1) for x in data.values())
-    return 0
-
-
-def _timed_collate(collate_fn, rec):
-    counter = [0]
-
-    @functools.wraps(collate_fn)
-    def collate(batch):
-        begin = _now()
-        out = collate_fn(batch)
-        end = _now()
-        rec.element("collate", begin, end, counter[0], _batch_bytes(out), op="batch")
-        counter[0] += 1
-        return out
-
-    return collate
+        rec = _main_recorder()
+        if rec is not None:
+            rec.stop()
+    except Exception as error:
+        _warn("cannot end the trace: %r" % (error,))
 
 
 # ---- worker processes
 
 _worker_loop_signature = None
+
+
+def _get_worker_info_noting():
+    """Runs as torch's get_worker_info (its code object, in its module's
+    globals) in a traced worker: notes the call, then does what it did."""
+    _pipetune_get_worker_info_called()  # noqa: F821 (set in torch's module)
+    return _worker_info  # noqa: F821 (torch's module global)
+
+
+def _watch_get_worker_info(rec, record):
+    """Notes in the worker's record whether the dataset's stream calls
+    get_worker_info() (to shard itself across the workers). The function's
+    code is replaced, not the name, so that a reference the program took
+    before (`from torch.utils.data import get_worker_info`) is seen too."""
+    from torch.utils.data._utils import worker as worker_module
+
+    def called():
+        try:
+            if _samples.reading_stream[0] and not record["sharded_by_worker_info"]:
+                record["sharded_by_worker_info"] = True
+                rec.update_info()
+        except Exception:  # never fail the program's call
+            pass
+
+    function = worker_module.get_worker_info
+    if function.__code__.co_freevars:
+        return
+    worker_module.__dict__["_pipetune_get_worker_info_called"] = called
+    function.__code__ = _get_worker_info_noting.__code__
+
+
+def _start_worker(path, args, kwargs):
+    """The worker process's recorder and the worker loop's arguments, with
+    worker_init_fn wrapped to note when the worker is ready."""
+    global _worker_rec
+    entered = _now()
+    bound = _worker_loop_signature.bind(*args, **kwargs)
+    a = bound.arguments
+    worker_id = a.get("worker_id", 0)
+    iterable = a.get("dataset_kind", 0) == 1  # _DatasetKind.Iterable
+    record = {
+        "version": RECORD_VERSION, "role": "worker", "pid": os.getpid(), "worker_id": worker_id,
+        "num_workers": a.get("num_workers", 0), "loader": int(os.environ.get(LOADER_ENV, "0") or 0),
+        "start_ns": entered, "ready_ns": 0, "iterable": iterable, "sharded_by_worker_info": False}
+    rec = _Recorder("%s.%d" % (path, os.getpid()), "dataloader worker %s" % worker_id, {KEY: record})
+    _worker_rec = rec
+    if iterable:
+        try:
+            _watch_get_worker_info(rec, record)
+        except Exception as error:
+            _warn_once("sharding by get_worker_info()", error)
+    user_init = a.get("init_fn")
+
+    def on_term(signum, frame):
+        # multiprocessing ends leftover (persistent, or abandoned) workers
+        # with SIGTERM at exit: end the session first, so that the trace
+        # keeps its last counts, then exit as torch's own handler would.
+        raise SystemExit(0)
+
+    def init_fn(wid):
+        # torch installs its worker signal handlers before calling init_fn;
+        # ours replaces its SIGTERM one (which _exit()s) for this worker.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_term)
+        if user_init is not None:
+            user_init(wid)
+        record["ready_ns"] = _now()
+        rec.update_info()
+
+    a["init_fn"] = init_fn
+    return rec, bound
 
 
 def _make_worker_loop(original):
@@ -290,42 +190,11 @@ def _make_worker_loop(original):
         path = os.environ.get(TRACE_ENV)
         if not path:
             return original(*args, **kwargs)
-        entered = _now()
-        bound = _worker_loop_signature.bind(*args, **kwargs)
-        a = bound.arguments
-        worker_id = a.get("worker_id", 0)
-        info = {"pipetune_dataloader": {
-            "version": 1, "role": "worker", "pid": os.getpid(), "worker_id": worker_id,
-            "num_workers": a.get("num_workers", 0), "loader": int(os.environ.get(LOADER_ENV, "0") or 0),
-            "start_ns": entered, "ready_ns": 0}}
         try:
-            rec = _Recorder("%s.%d" % (path, os.getpid()), "dataloader worker %s" % worker_id, info)
-        except OSError as error:
-            _warn("worker %s cannot record: %s" % (worker_id, error))
+            rec, bound = _start_worker(path, args, kwargs)
+        except Exception as error:
+            _warn("a DataLoader worker cannot record: %r" % (error,))
             return original(*args, **kwargs)
-        user_init = a.get("init_fn")
-
-        def on_term(signum, frame):
-            # multiprocessing ends leftover (persistent, or abandoned) workers
-            # with SIGTERM at exit: end the session first, so that the trace
-            # keeps its last counts, then exit as torch's own handler would.
-            raise SystemExit(0)
-
-        def init_fn(wid):
-            # torch installs its worker signal handlers before calling init_fn;
-            # ours replaces its SIGTERM one (which _exit()s) for this worker.
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, on_term)
-            if user_init is not None:
-                user_init(wid)
-            info["pipetune_dataloader"]["ready_ns"] = _now()
-            rec.update_info()
-
-        a["init_fn"] = init_fn
-        if a.get("dataset_kind", 0) == 0 and "dataset" in a:  # _DatasetKind.Map
-            a["dataset"] = _TimedDataset(a["dataset"], rec)
-        if a.get("collate_fn") is not None:
-            a["collate_fn"] = _timed_collate(a["collate_fn"], rec)
         try:
             return original(*bound.args, **bound.kwargs)
         finally:
@@ -338,7 +207,44 @@ def _make_worker_loop(original):
     return _worker_loop
 
 
+def _patch_create_fetcher(module):
+    """In a worker process, records the samples of each fetcher torch makes
+    (once per worker; per epoch for a persistent worker of an iterable
+    dataset). The fetcher, not the dataset, is wrapped: WorkerInfo.dataset
+    stays the program's own object, which worker_init_fn may change."""
+    kind = module._DatasetKind
+    create = kind.create_fetcher
+
+    def create_fetcher(*args, **kwargs):
+        rec = _worker_rec
+        if rec is None or not rec.running or rec.pid != os.getpid():
+            return create(*args, **kwargs)
+        _samples.reading_stream[0] = True  # an iterable dataset's __iter__ runs in here
+        try:
+            fetcher = create(*args, **kwargs)
+        finally:
+            _samples.reading_stream[0] = False
+        try:
+            _samples.instrument_fetcher(fetcher, rec, "")
+        except Exception as error:
+            _warn_once("the worker's samples", error)
+        return fetcher
+
+    kind.create_fetcher = staticmethod(create_fetcher)
+
+
 # ---- the main process
+
+
+class _Loader:
+    """The main process's recording of one DataLoader: its stages' prefix and
+    the element ids of its batches and steps (the counts are the tracer's)."""
+
+    def __init__(self, loader_id):
+        self.id = loader_id
+        self.prefix = "loader%d/" % loader_id
+        self.batches = 0
+        self.steps = 0
 
 
 def _settings(loader):
@@ -360,7 +266,7 @@ def _settings(loader):
         "persistent_workers": bool(loader.persistent_workers), "pin_memory": bool(loader.pin_memory),
         "sampler": type(loader.sampler).__name__, "drop_last": bool(loader.drop_last),
         "multiprocessing_context": method, "dataset": type(loader.dataset).__name__,
-        "dataset_length": samples, "batches_per_epoch": batches,
+        "iterable": _is_iterable(loader.dataset), "dataset_length": samples, "batches_per_epoch": batches,
     }
 
 
@@ -378,13 +284,19 @@ def _apply_kwargs(signature, args, kwargs):
     return bound.args, bound.kwargs
 
 
-def _patch(module):
-    """Instruments torch.utils.data.dataloader once it is imported."""
+def _recording(iterator):
+    """The main recorder and the iterator's _Loader, or (None, None)."""
+    loader = getattr(iterator, "_pipetune_loader", None)
+    rec = _state
+    if loader is None or rec is None or not rec.running or rec.pid != os.getpid():
+        return None, None
+    return rec, loader
+
+
+def _patch_loader(module):
+    """DataLoader: construction (settings, --apply), __iter__ (an epoch) and
+    the iterators' __next__ (the consumer)."""
     DataLoader = module.DataLoader
-    if getattr(DataLoader, "_pipetune_patched", False):
-        return
-    DataLoader._pipetune_patched = True
-    utils = module._utils
     init = DataLoader.__init__
     init_signature = inspect.signature(init)
     loader_ids = [0]
@@ -395,14 +307,16 @@ def _patch(module):
             args, kwargs = _apply_kwargs(init_signature, (self,) + args, kwargs)
             args = args[1:]
         init(self, *args, **kwargs)
-        rec = _main_recorder()
-        if rec is not None:
-            loader_ids[0] += 1
-            entry = {"id": loader_ids[0], "settings": _settings(self), "epochs": [], "batches": 0,
-                     "steps": 0, "wait_ns": 0, "step_ns": 0}
-            rec.info["pipetune_dataloader"]["loaders"].append(entry)
-            object.__setattr__(self, "_pipetune_entry", entry)
-            rec.update_info()
+        try:
+            rec = _main_recorder()
+            if rec is not None:
+                loader_ids[0] += 1
+                loader = _Loader(loader_ids[0])
+                rec.info[KEY]["loaders"].append({"id": loader.id, "settings": _settings(self)})
+                object.__setattr__(self, "_pipetune_loader", loader)
+                rec.update_info()
+        except Exception as error:
+            _warn_once("a DataLoader", error)
 
     DataLoader.__init__ = __init__
 
@@ -410,13 +324,13 @@ def _patch(module):
 
     @functools.wraps(original_iter)
     def __iter__(self):
-        entry = getattr(self, "_pipetune_entry", None)
-        rec = _main_recorder() if entry is not None else None
+        rec, loader = _recording(self)
         if rec is None:
             return original_iter(self)
         begin = _now()
+        cpu = _cpu()
         previous = os.environ.get(LOADER_ENV)
-        os.environ[LOADER_ENV] = str(entry["id"])
+        os.environ[LOADER_ENV] = str(loader.id)  # the workers it starts say whose they are
         try:
             it = original_iter(self)
         finally:
@@ -424,11 +338,10 @@ def _patch(module):
                 os.environ.pop(LOADER_ENV, None)
             else:
                 os.environ[LOADER_ENV] = previous
-        end = _now()
-        it._pipetune_entry = entry
+        cpu_ns = _cpu() - cpu
+        rec.element(loader.prefix + "epoch", begin, _now(), loader.batches, op="epoch", cpu_ns=cpu_ns)
+        it._pipetune_loader = loader
         it._pipetune_prev = None
-        entry["epochs"].append({"start_ns": begin, "iter_ns": end - begin, "batches": 0})
-        rec.update_info()
         return it
 
     DataLoader.__iter__ = __iter__
@@ -437,95 +350,127 @@ def _patch(module):
 
     @functools.wraps(base_next)
     def __next__(self):
-        entry = getattr(self, "_pipetune_entry", None)
-        if entry is None or _state is None or not _state.running or _state.pid != os.getpid():
+        rec, loader = _recording(self)
+        if rec is None:
             return base_next(self)
         begin = _now()
+        cpu = _cpu()
         prev = self._pipetune_prev
         if prev is not None:
-            _state.tracer.consumer_step(prev[0], begin - prev[1], begin)
+            # The loop's step: from the previous batch's delivery to this call.
             self._pipetune_prev = None
-            # Per DataLoader too: a script may iterate several.
-            entry["steps"] += 1
-            entry["wait_ns"] += prev[0]
-            entry["step_ns"] += begin - prev[1]
+            wait_ns, prev_end, prev_cpu = prev
+            rec.tracer.consumer_step(wait_ns, begin - prev_end, begin)
+            rec.element(loader.prefix + "step", prev_end, begin, loader.steps, op="step", cpu_ns=cpu - prev_cpu)
+            loader.steps += 1
+        outer = getattr(_where, "prefix", None)
+        _where.prefix = loader.prefix  # transfer and pin_memory in this thread
         try:
             data = base_next(self)
-        except StopIteration:
-            raise
+        finally:
+            _where.prefix = outer
+        cpu_end = _cpu()
         end = _now()
-        self._pipetune_prev = (end - begin, end)
-        entry["batches"] += 1
-        if entry["epochs"]:
-            entry["epochs"][-1]["batches"] += 1
+        rec.element(loader.prefix + "next", begin, end, loader.batches, op="next", cpu_ns=cpu_end - cpu)
+        loader.batches += 1
+        self._pipetune_prev = (end - begin, end, cpu_end)
         return data
 
     module._BaseDataLoaderIter.__next__ = __next__
 
-    # num_workers=0: the main process loads the samples itself.
+
+def _patch_iterators(module):
+    """The samples at num_workers=0, and the pin thread's DataLoader."""
+    utils = module._utils
     single = module._SingleProcessDataLoaderIter
     single_init = single.__init__
 
     @functools.wraps(single_init)
     def single_process_init(self, loader, *args, **kwargs):
         single_init(self, loader, *args, **kwargs)
-        rec = _main_recorder() if getattr(loader, "_pipetune_entry", None) is not None else None
+        record = getattr(loader, "_pipetune_loader", None)
+        rec = _main_recorder() if record is not None else None
         fetcher = getattr(self, "_dataset_fetcher", None)
         if rec is None or fetcher is None:
             return
-        dataset = getattr(fetcher, "dataset", None)
-        if dataset is not None and not isinstance(dataset, _TimedDataset) and hasattr(dataset, "__getitem__") \
-                and not _is_iterable(dataset):
-            fetcher.dataset = _TimedDataset(dataset, rec)
-        if getattr(fetcher, "collate_fn", None) is not None:
-            fetcher.collate_fn = _timed_collate(fetcher.collate_fn, rec)
+        try:
+            _samples.instrument_fetcher(fetcher, rec, record.prefix)
+        except Exception as error:
+            _warn_once("the samples at num_workers=0", error)
 
     single.__init__ = single_process_init
 
-    # Batches from the workers: unpickling in the thread that takes them.
+    # The pin thread is started inside the iterator's __init__ with the
+    # module's _pin_memory_loop as its target: for the span of the __init__,
+    # that target is bound to this DataLoader's prefix.
     multi = module._MultiProcessingDataLoaderIter
-    try_get = multi._try_get_data
+    multi_init = multi.__init__
+    pin_module = utils.pin_memory
 
-    @functools.wraps(try_get)
-    def _try_get_data(self, *args, **kwargs):
-        _transfer.active = True
+    @functools.wraps(multi_init)
+    def multi_process_init(self, loader, *args, **kwargs):
+        record = getattr(loader, "_pipetune_loader", None)
+        loop = pin_module._pin_memory_loop
+        if record is not None:
+            pin_module._pin_memory_loop = functools.partial(loop, _pipetune_prefix=record.prefix)
         try:
-            return try_get(self, *args, **kwargs)
+            multi_init(self, loader, *args, **kwargs)
         finally:
-            _transfer.active = False
+            pin_module._pin_memory_loop = loop
 
-    multi._try_get_data = _try_get_data
+    multi.__init__ = multi_process_init
 
-    pin_loop = utils.pin_memory._pin_memory_loop
+    pin_loop = pin_module._pin_memory_loop
 
     @functools.wraps(pin_loop)
-    def _pin_memory_loop(*args, **kwargs):
-        _transfer.active = True
+    def _pin_memory_loop(*args, _pipetune_prefix=None, **kwargs):
+        _where.prefix = _pipetune_prefix
         try:
             return pin_loop(*args, **kwargs)
         finally:
-            _transfer.active = False
+            _where.prefix = None
             if _state is not None and _state.pid == os.getpid() and _state.running:
                 _state.detach_thread()
 
-    utils.pin_memory._pin_memory_loop = _pin_memory_loop
+    pin_module._pin_memory_loop = _pin_memory_loop
 
-    pin = utils.pin_memory.pin_memory
+    pin = pin_module.pin_memory
 
     @functools.wraps(pin)
     def pin_memory(data, *args, **kwargs):
-        rec = _state if _state is not None and _state.pid == os.getpid() else None
-        if rec is None or not rec.running:
+        rec = _state
+        prefix = getattr(_where, "prefix", None)
+        # pin_memory calls itself (by its module's name) for each part of a
+        # batch: only the outermost call is the batch's.
+        if prefix is None or getattr(_where, "pinning", False) or rec is None or not rec.running \
+                or rec.pid != os.getpid():
             return pin(data, *args, **kwargs)
         begin = _now()
-        out = pin(data, *args, **kwargs)
-        rec.element("pin_memory", begin, _now(), 0, _batch_bytes(out), op="map")
+        cpu = _cpu()
+        _where.pinning = True
+        try:
+            out = pin(data, *args, **kwargs)
+        finally:
+            _where.pinning = False
+        cpu_ns = _cpu() - cpu
+        rec.element(prefix + "pin_memory", begin, _now(), 0, _samples.batch_bytes(out), cpu_ns=cpu_ns)
         return out
 
-    utils.pin_memory.pin_memory = pin_memory
+    pin_module.pin_memory = pin_memory
 
-    utils.worker._worker_loop = _make_worker_loop(utils.worker._worker_loop)
+
+def _patch(module):
+    """Instruments torch.utils.data.dataloader once it is imported."""
+    if getattr(module.DataLoader, "_pipetune_patched", False):
+        return
+    module.DataLoader._pipetune_patched = True
+    _patch_loader(module)
+    _patch_iterators(module)
+    _patch_create_fetcher(module)
+    module._utils.worker._worker_loop = _make_worker_loop(module._utils.worker._worker_loop)
     _patch_unpickling()
+    if os.environ.get(TRACE_ENV) and os.environ.get(OWNER_ENV) == str(os.getpid()):
+        atexit.register(_stop_main)
 
 
 def _is_iterable(dataset):
@@ -534,10 +479,15 @@ def _is_iterable(dataset):
     return isinstance(dataset, IterableDataset)
 
 
-_transfer = threading.local()
+def _is_batch(payload):
+    # A worker's (index, payload): a batch, not an end-of-stream marker or an
+    # exception on its way to the main process.
+    return payload is not None and type(payload).__name__ not in ("_IterableDatasetStopIteration", "ExceptionWrapper")
 
 
 def _patch_unpickling():
+    """Batches from the workers: unpickling (shared-memory tensors rebuilt)
+    in the thread that takes them, as `transfer`."""
     import multiprocessing.queues as queues
 
     base = queues._ForkingPickler
@@ -549,13 +499,16 @@ def _patch_unpickling():
 
         @classmethod
         def loads(cls, data, *args, **kwargs):
-            if not getattr(_transfer, "active", False) or _state is None or not _state.running \
-                    or _state.pid != os.getpid():
+            rec = _state
+            prefix = getattr(_where, "prefix", None)
+            if prefix is None or rec is None or not rec.running or rec.pid != os.getpid():
                 return base.loads(data, *args, **kwargs)
             begin = _now()
+            cpu = _cpu()
             out = base.loads(data, *args, **kwargs)
-            if isinstance(out, tuple) and len(out) == 2 and out[1] is not None:  # (index, batch)
-                _state.element("transfer", begin, _now(), 0, len(data), op="map")
+            if isinstance(out, tuple) and len(out) == 2 and _is_batch(out[1]):
+                cpu_ns = _cpu() - cpu
+                rec.element(prefix + "transfer", begin, _now(), 0, len(data), cpu_ns=cpu_ns)
             return out
 
     queues._ForkingPickler = _TimedPickler

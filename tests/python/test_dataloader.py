@@ -19,9 +19,9 @@ SAMPLES = 24
 BATCH = 4
 
 SCRIPT = textwrap.dedent("""
-    import sys, time
+    import os, signal, sys, time
     import torch
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
     from torchvision import transforms
 
     class Scale:
@@ -29,7 +29,11 @@ SCRIPT = textwrap.dedent("""
             return x * 2.0
 
     class Shift:
+        def __init__(self, nap):
+            self.nap = nap
         def __call__(self, x):
+            if self.nap:
+                time.sleep(self.nap)
             return x + 1.0
 
     class Squares(Dataset):
@@ -45,20 +49,53 @@ SCRIPT = textwrap.dedent("""
             x = torch.full((3, 8, 8), float(i))
             return self.transform(x), i
 
+    class Stream(IterableDataset):
+        # get_worker_info imported before any worker: still seen as sharding.
+        def __init__(self, n, transform, shard):
+            self.n = n
+            self.transform = transform
+            self.shard = shard
+        def __iter__(self):
+            first, step = 0, 1
+            info = get_worker_info() if self.shard else None
+            if info is not None:
+                first, step = info.id, info.num_workers
+            for i in range(first, self.n, step):
+                yield self.transform(torch.full((3, 8, 8), float(i))), i
+
+    def fake_cuda():
+        # No GPU here: pin_memory=True with pinning a copy, so that the pin
+        # thread (with workers) or the main thread (without) runs as with one.
+        torch.cuda.is_available = lambda: True
+        torch.cuda.current_device = lambda: 0
+        torch.cuda.set_device = lambda device: None
+        torch.Tensor.pin_memory = lambda self, *a, **k: self.clone()
+
     if __name__ == "__main__":
-        workers, method, epochs, persistent, fail_at, stop_after = {args}
-        ds = Squares({samples}, transforms.Compose([Scale(), Shift()]), fail_at)
-        kwargs = dict(batch_size={batch}, shuffle=False, num_workers=workers)
+        o = {args}
+        if o.get("pin"):
+            fake_cuda()
+        compose = transforms.Compose([Scale(), Shift(o.get("nap", 0))])
+        if o.get("iterable"):
+            ds = Stream({samples}, compose, o.get("shard", False))
+        else:
+            ds = Squares({samples}, compose, o.get("fail_at", -1))
+        workers = o.get("workers", 0)
+        kwargs = dict(batch_size={batch}, num_workers=workers, pin_memory=o.get("pin", False))
         if workers > 0:
-            kwargs.update(multiprocessing_context=method, persistent_workers=persistent)
+            kwargs.update(multiprocessing_context=o.get("method", "fork"),
+                          persistent_workers=o.get("persistent", False))
         loader = DataLoader(ds, **kwargs)
         seen = 0
-        for epoch in range(epochs):
+        for epoch in range(o.get("epochs", 1)):
             for batch, labels in loader:
                 time.sleep(0.002)
                 seen += 1
-                if seen == stop_after:
+                if seen == o.get("stop_after"):
                     sys.exit(3)
+                if seen == o.get("kill_after"):
+                    time.sleep(0.3)  # a snapshot holds the batches so far
+                    os.kill(os.getpid(), signal.SIGKILL)
         print("batches", seen)
 """)
 
@@ -125,8 +162,58 @@ def report(pipetune, trace):
     return json.loads(r.stdout)
 
 
+# Every read of the report's JSON goes through these accessors, so that a
+# change of the report's schema is an edit here only.
+
 def stages(rep):
     return {s["name"]: s for s in rep["stages"]}
+
+
+def dataloader(rep):
+    return rep["dataloader"]
+
+
+def stage_counts(rep):
+    """Elements of each stage that ran, and the training steps that ended."""
+    counts = {name: s["elements"] for name, s in stages(rep).items() if s["elements"]}
+    counts["training step"] = dataloader(rep)["steps"]
+    return counts
+
+
+def stage_where(rep, name):
+    return stages(rep)[name]["runs_on"]
+
+
+def stage_seconds(rep, name):
+    return stages(rep)[name]["latency_ms_per_element"] / 1e3
+
+
+def settings(rep):
+    return dataloader(rep)["settings"]
+
+
+def batches(rep):
+    return dataloader(rep)["batches"]
+
+
+def epochs(rep):
+    """[(batches, workers_started, startup_seconds)] per epoch."""
+    return [(e["batches"], e["workers_started"], e["startup_seconds"]) for e in dataloader(rep)["epochs"]]
+
+
+def worker_traces(rep):
+    return dataloader(rep)["worker_traces"]
+
+
+def worker_rss_bytes(rep):
+    return dataloader(rep)["worker_rss_bytes"]
+
+
+def limiting_stage(rep):
+    """The stage to blame; when the consumer keeps up, the one that would limit next."""
+    if rep["bottleneck"]:
+        return rep["bottleneck"]
+    return (rep["next_limit"] or {}).get("stage") or rep["bound"]
 
 
 def expect(condition, message, rep):
@@ -135,81 +222,151 @@ def expect(condition, message, rep):
         fail(message)
 
 
-def check_counts(rep, workers, epochs=1):
-    s = stages(rep)
-    batches = SAMPLES // BATCH * epochs
+def check_counts(rep, workers, epochs_run=1, samples=SAMPLES):
+    counts = stage_counts(rep)
+    n_batches = samples // BATCH * epochs_run
+    n_samples = samples * epochs_run
     for name in ("load", "transform[0]:Scale", "transform[1]:Shift"):
-        expect(name in s and s[name]["count"] == SAMPLES * epochs, "%s: expected %d samples" % (name, SAMPLES * epochs), rep)
-    expect(s["collate"]["count"] == batches, "collate: expected %d batches" % batches, rep)
-    expect(rep["batches"] == batches, "consumer: expected %d batches" % batches, rep)
-    expect(s["training step"]["count"] == batches, "training step: expected %d" % batches, rep)
-    expect(rep["settings"]["num_workers"] == workers, "settings.num_workers", rep)
+        expect(counts.get(name) == n_samples, "%s: expected %d samples" % (name, n_samples), rep)
+    expect(counts["collate"] == n_batches, "collate: expected %d batches" % n_batches, rep)
+    expect(batches(rep) == n_batches, "consumer: expected %d batches" % n_batches, rep)
+    expect(counts["training step"] == n_batches, "training step: expected %d" % n_batches, rep)
+    expect(settings(rep)["num_workers"] == workers, "settings.num_workers", rep)
     if workers > 0:
-        expect(s["transfer"]["count"] == batches, "transfer: expected %d batches" % batches, rep)
-        expect(s["load"]["where"] == "workers", "samples load in the workers", rep)
+        expect(counts["transfer"] == n_batches, "transfer: expected %d batches" % n_batches, rep)
+        expect(stage_where(rep, "load") == "workers", "samples load in the workers", rep)
     else:
-        expect("transfer" not in s, "no transfer at num_workers=0", rep)
-    for k in ("text", "markdown", "html"):
-        pass
-    expect(rep["limiting_stage"]["name"], "a limiting stage is named", rep)
+        expect("transfer" not in counts, "no transfer at num_workers=0", rep)
+    expect(limiting_stage(rep), "a limiting stage is named", rep)
+
+
+def case_workers0(pipetune, tmp):
+    trace, _ = profile(pipetune, tmp, dict(workers=0))
+    rep = report(pipetune, trace)
+    check_counts(rep, 0)
+    expect(worker_traces(rep) == 0, "no worker traces", rep)
+    for fmt in ("text", "markdown", "html"):
+        r = run([pipetune, "report", trace, "--format", fmt])
+        if r.returncode != 0 or limiting_stage(rep) not in r.stdout:
+            fail("%s report does not name the limiting stage" % fmt, r)
+
+
+def case_workers0_epochs(pipetune, tmp):
+    # The samples are wrapped again every epoch; the transforms once. A 3 ms
+    # transform must never be counted twice nor be part of `load`.
+    trace, _ = profile(pipetune, tmp, dict(workers=0, epochs=5, nap=0.003))
+    rep = report(pipetune, trace)
+    check_counts(rep, 0, epochs_run=5)
+    expect([e[0] for e in epochs(rep)] == [SAMPLES // BATCH] * 5, "five epochs' batches", rep)
+    expect(stage_seconds(rep, "transform[1]:Shift") >= 0.003, "the 3 ms transform", rep)
+    expect(stage_seconds(rep, "load") < 0.0015, "load does not include the transforms", rep)
+
+
+def case_workers(pipetune, tmp, workers, method):
+    trace, _ = profile(pipetune, tmp, dict(workers=workers, method=method))
+    rep = report(pipetune, trace)
+    check_counts(rep, workers)
+    expect(worker_traces(rep) == workers, "one trace per worker", rep)
+    expect(settings(rep)["start_method"] == method, "start method recorded", rep)
+    first = epochs(rep)[0]
+    expect(first[1] == workers and first[2] > 0, "worker start-up measured", rep)
+    expect(worker_rss_bytes(rep) > 0, "worker RSS recorded", rep)
+
+
+def case_iterable(pipetune, tmp, workers, shard):
+    trace, _ = profile(pipetune, tmp, dict(iterable=True, workers=workers, shard=shard))
+    rep = report(pipetune, trace)
+    # Not sharded, each worker reads the whole stream.
+    copies = workers if workers > 0 and not shard else 1
+    check_counts(rep, workers, samples=SAMPLES * copies)
+    expect(worker_traces(rep) == workers, "one trace per worker", rep)
+
+
+def case_pin_memory(pipetune, tmp, workers):
+    trace, _ = profile(pipetune, tmp, dict(workers=workers, pin=True, epochs=2))
+    rep = report(pipetune, trace)
+    check_counts(rep, workers, epochs_run=2)
+    expect(settings(rep)["pin_memory"], "settings.pin_memory", rep)
+    expect(stage_counts(rep)["pin_memory"] == 2 * SAMPLES // BATCH, "pin_memory: once per batch", rep)
+
+
+def case_errors(pipetune, tmp):
+    # A worker's trace given for the run's: exit 2, naming the main trace.
+    trace, _ = profile(pipetune, tmp, dict(workers=1))
+    worker_trace = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith("run.trace.")][0]
+    r = run([pipetune, "report", worker_trace])
+    if r.returncode != 2 or "is a DataLoader worker's trace; report its main trace %s" % trace not in r.stderr:
+        fail("a worker's trace: exit 2 naming the main trace", r)
+    # A program that imports the DataLoader and builds none.
+    none = os.path.join(tmp, "none.trace")
+    r = run([pipetune, "profile", "--trace", none, "--", sys.executable, "-c", "import torch.utils.data"])
+    if r.returncode != 0:
+        fail("profile", r)
+    r = run([pipetune, "report", none])
+    if r.returncode != 2 or "%s: the program built no DataLoader" % none not in r.stderr:
+        fail("no DataLoader: exit 2 saying so", r)
+
+
+def case_killed(pipetune, tmp):
+    # SIGKILL (as the OOM killer sends) after 3 batches: no exit handler runs.
+    trace, r = profile(pipetune, tmp, dict(workers=2, kill_after=3), expect_exit=128 + 9)
+    rep = report(pipetune, trace)
+    expect(batches(rep) == 3, "the three batches before the kill", rep)
+    counts = stage_counts(rep)
+    expect(counts["training step"] == 2, "the steps that ended", rep)
+    expect(counts["load"] >= 3 * BATCH, "the workers' samples are counted", rep)
+    # Batches that arrived out of order were taken (transferred) early.
+    expect(counts["transfer"] >= 3, "their transfer", rep)
 
 
 def main():
     case, pipetune = sys.argv[1], os.path.abspath(sys.argv[2])
     with tempfile.TemporaryDirectory() as tmp:
         if case == "workers0":
-            trace, _ = profile(pipetune, tmp, (0, None, 1, False, -1, -1))
-            rep = report(pipetune, trace)
-            check_counts(rep, 0)
-            expect(rep["worker_traces"] == 0, "no worker traces", rep)
-            for fmt in ("text", "markdown", "html"):
-                r = run([pipetune, "report", trace, "--format", fmt])
-                if r.returncode != 0 or rep["limiting_stage"]["name"] not in r.stdout:
-                    fail("%s report does not name the limiting stage" % fmt, r)
+            case_workers0(pipetune, tmp)
+        elif case == "workers0_epochs":
+            case_workers0_epochs(pipetune, tmp)
         elif case in ("workers1_fork", "workers2_fork", "workers2_spawn"):
-            workers = int(case[7])
-            method = case.split("_")[1]
-            trace, _ = profile(pipetune, tmp, (workers, method, 1, False, -1, -1))
-            rep = report(pipetune, trace)
-            check_counts(rep, workers)
-            expect(rep["worker_traces"] == workers, "one trace per worker", rep)
-            expect(rep["settings"]["start_method"] == method, "start method recorded", rep)
-            expect(rep["epochs"][0]["workers_started"] == workers and rep["epochs"][0]["startup_seconds"] > 0,
-                   "worker start-up measured", rep)
-            expect(rep["memory"]["worker_rss_bytes"] > 0, "worker RSS recorded", rep)
+            case_workers(pipetune, tmp, int(case[7]), case.split("_")[1])
+        elif case in ("iterable0", "iterable2_sharded", "iterable2_unsharded"):
+            case_iterable(pipetune, tmp, int(case[8]), case.endswith("_sharded"))
+        elif case in ("pin_memory0", "pin_memory2"):
+            case_pin_memory(pipetune, tmp, int(case[10]))
+        elif case == "errors":
+            case_errors(pipetune, tmp)
+        elif case == "killed":
+            case_killed(pipetune, tmp)
         elif case == "persistent_epochs":
-            trace, _ = profile(pipetune, tmp, (2, "fork", 3, True, -1, -1))
+            trace, _ = profile(pipetune, tmp, dict(workers=2, epochs=3, persistent=True))
             rep = report(pipetune, trace)
-            check_counts(rep, 2, epochs=3)
-            expect(rep["worker_traces"] == 2, "persistent: two workers for three epochs", rep)
-            started = [e["workers_started"] for e in rep["epochs"]]
-            expect(started == [2, 0, 0], "workers start in the first epoch only", rep)
+            check_counts(rep, 2, epochs_run=3)
+            expect(worker_traces(rep) == 2, "persistent: two workers for three epochs", rep)
+            expect([e[1] for e in epochs(rep)] == [2, 0, 0], "workers start in the first epoch only", rep)
         elif case == "worker_raises":
-            trace, r = profile(pipetune, tmp, (2, "fork", 1, False, 13, -1), expect_exit=1)
+            trace, r = profile(pipetune, tmp, dict(workers=2, fail_at=13), expect_exit=1)
             if "sample 13 is broken" not in r.stderr:
                 fail("the worker's exception reaches the script", r)
             rep = report(pipetune, trace)
-            s = stages(rep)
-            expect(rep["worker_traces"] == 2, "both workers' traces are readable", rep)
-            expect(0 < s["load"]["count"] < SAMPLES, "samples up to the failure are counted", rep)
-            expect(rep["batches"] == 3, "three batches (0-11) before the broken one", rep)
+            expect(worker_traces(rep) == 2, "both workers' traces are readable", rep)
+            expect(0 < stage_counts(rep)["load"] < SAMPLES, "samples up to the failure are counted", rep)
+            expect(batches(rep) == 3, "three batches (0-11) before the broken one", rep)
         elif case == "exits_early":
-            trace, _ = profile(pipetune, tmp, (2, "fork", 1, False, -1, 2), expect_exit=3)
+            trace, _ = profile(pipetune, tmp, dict(workers=2, stop_after=2), expect_exit=3)
             rep = report(pipetune, trace)
-            expect(rep["batches"] == 2, "two batches before sys.exit", rep)
-            expect(rep["worker_traces"] == 2, "both workers' traces are readable", rep)
-            expect(stages(rep)["load"]["count"] >= 2 * BATCH, "the workers' samples are counted", rep)
+            expect(batches(rep) == 2, "two batches before sys.exit", rep)
+            expect(worker_traces(rep) == 2, "both workers' traces are readable", rep)
+            expect(stage_counts(rep)["load"] >= 2 * BATCH, "the workers' samples are counted", rep)
         elif case == "apply":
             kwargs = os.path.join(tmp, "tuned.json")
             with open(kwargs, "w") as f:
                 json.dump({"num_workers": 2, "prefetch_factor": 4, "persistent_workers": True, "pin_memory": False}, f)
-            trace, _ = profile(pipetune, tmp, (0, None, 1, False, -1, -1), apply=kwargs)
+            trace, _ = profile(pipetune, tmp, dict(workers=0), apply=kwargs)
             rep = report(pipetune, trace)
             check_counts(rep, 2)
-            expect(rep["settings"]["prefetch_factor"] == 4 and rep["settings"]["persistent_workers"],
+            expect(settings(rep)["prefetch_factor"] == 4 and settings(rep)["persistent_workers"],
                    "the applied kwargs are the loader's", rep)
         elif case == "tune":
-            trace, _ = profile(pipetune, tmp, (0, None, 1, False, -1, -1))
+            trace, _ = profile(pipetune, tmp, dict(workers=0))
             out = os.path.join(tmp, "kwargs.json")
             r = run([pipetune, "tune", trace, "-o", out, "--cores", "2", "--memory", "64GiB"])
             if r.returncode != 0 or "code change: DataLoader(" not in r.stdout:
@@ -219,7 +376,7 @@ def main():
             if set(kwargs) != {"num_workers", "prefetch_factor", "persistent_workers", "pin_memory"}:
                 fail("kwargs keys: %s" % kwargs)
         elif case == "verify":
-            script_trace, _ = profile(pipetune, tmp, (0, None, 1, False, -1, -1))  # writes train.py
+            profile(pipetune, tmp, dict(workers=0))  # writes train.py
             trace = os.path.join(tmp, "verify.trace")
             out = os.path.join(tmp, "best.json")
             r = run([pipetune, "tune", trace, "--verify", "--cores", "2", "--memory", "64GiB", "-o", out, "--",
@@ -229,9 +386,14 @@ def main():
             round1 = os.path.join(tmp, "verify-round-1.trace")
             with open(os.path.join(tmp, "verify.dataloader.json")) as f:
                 planned = json.load(f)
-            rep = report(pipetune, round1)
-            expect(rep["settings"]["num_workers"] == planned["num_workers"], "round 1 ran the plan", rep)
-            check_counts(rep, planned["num_workers"])
+            if "stopped: the plan changed nothing" in r.stdout:
+                # The script's own settings were the plan: nothing to run again.
+                if os.path.exists(round1) or planned["num_workers"] != 0:
+                    fail("a plan that changed nothing ran again or differs from the script's", r)
+            else:
+                rep = report(pipetune, round1)
+                expect(settings(rep)["num_workers"] == planned["num_workers"], "round 1 ran the plan", rep)
+                check_counts(rep, planned["num_workers"])
             if not os.path.exists(out):
                 fail("the best round's kwargs are written")
         elif case == "two_loaders":
@@ -243,14 +405,14 @@ def main():
             if r.returncode != 0:
                 fail("profile", r)
             rep = report(pipetune, trace)
-            s = stages(rep)
-            batches = 2 * SAMPLES // BATCH
-            expect(rep["settings"]["num_workers"] == 2, "the training loader (more time in it) is profiled", rep)
-            expect(rep["worker_traces"] == 4, "two workers per epoch, two epochs", rep)
-            expect(s["load"]["count"] == 2 * SAMPLES and s["load"]["where"] == "workers",
+            counts = stage_counts(rep)
+            n_batches = 2 * SAMPLES // BATCH
+            expect(settings(rep)["num_workers"] == 2, "the training loader (more time in it) is profiled", rep)
+            expect(worker_traces(rep) == 4, "two workers per epoch, two epochs", rep)
+            expect(counts["load"] == 2 * SAMPLES and stage_where(rep, "load") == "workers",
                    "only the training loader's samples", rep)
-            expect(rep["batches"] == batches and s["transfer"]["count"] == batches, "its own batches", rep)
-            expect([e["workers_started"] for e in rep["epochs"]] == [2, 2], "workers start every epoch", rep)
+            expect(batches(rep) == n_batches and counts["transfer"] == n_batches, "its own batches", rep)
+            expect([e[1] for e in epochs(rep)] == [2, 2], "workers start every epoch", rep)
         elif case == "bad_apply":
             bad = os.path.join(tmp, "bad.json")
             with open(bad, "w") as f:

@@ -45,9 +45,13 @@ int pipetune_test_c_api(const char* path, char* error, size_t error_size) {
   for (i = 0; i < 1000; ++i) {
     uint64_t end = pipetune_now_ns();
     pipetune_wait_input(worker, 1);
-    pipetune_consumed(worker, 1);
-    pipetune_work(worker, t, end, i);
-    pipetune_produced(worker, 1, 16);
+    if (i % 2 == 0) {
+      pipetune_consumed(worker, 1);
+      pipetune_work(worker, t, end, i);
+      pipetune_produced(worker, 1, 16);
+    } else {
+      pipetune_element(worker, t, end, i, 6, 16);
+    }
     pipetune_wait_output(worker, 2);
     t = end;
   }

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <time.h>
 
 #include "pipetune/tracer/tracer.h"
 #include "test_util.h"
@@ -80,6 +81,50 @@ TEST(CpuAttribution, BurningWorkerGetsItsCpuAndSleepingWorkerNone) {
   }
   EXPECT_GT(partial, 0u);
   for (StageId id : {burn, sleep, blocked}) RetireStage(id);
+}
+
+// One thread running two stages in turn (a Python process's main thread
+// runs load, transforms and collate): by its clock each stage would get the
+// thread's whole CPU; reported per element (WorkCpu), each gets its own.
+TEST(CpuAttribution, ReportedCpuSplitsOneThreadBetweenItsStages) {
+  const std::string path = testing::TempTracePath("cpu_reported");
+  StageId big = RegisterStage({"big", "map", 1});
+  StageId small = RegisterStage({"small", "map", 1});
+  SessionOptions options;
+  options.path = path;
+  options.snapshot_interval_ms = 25;
+  ASSERT_TRUE(Start(options).ok());
+  std::thread runner([&] {
+    ScopedWorker b(big);
+    ScopedWorker s(small);
+    auto thread_cpu_ns = [] {
+      timespec ts;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+    };
+    for (int i = 0; i < 4; ++i) {
+      uint64_t begin = NowNs(), cpu = thread_cpu_ns();
+      testing::BurnThreadCpu(60);
+      b->WorkCpu(thread_cpu_ns() - cpu);
+      b->Work(begin, NowNs(), i);
+      begin = NowNs(), cpu = thread_cpu_ns();
+      testing::BurnThreadCpu(15);
+      s->WorkCpu(thread_cpu_ns() - cpu);
+      s->Work(begin, NowNs(), i);
+    }
+  });
+  runner.join();
+  ASSERT_TRUE(Stop().ok());
+
+  Trace trace = testing::LoadOrFail(path);
+  const StageSnapshot* b = trace.LastSnapshot(big);
+  const StageSnapshot* s = trace.LastSnapshot(small);
+  ASSERT_TRUE(b && s);
+  EXPECT_GE(b->cpu_ns, 240 * kMs);
+  EXPECT_LE(b->cpu_ns, 270 * kMs);
+  EXPECT_GE(s->cpu_ns, 60 * kMs);
+  EXPECT_LE(s->cpu_ns, 75 * kMs);  // not the thread's 300 ms
+  for (StageId id : {big, small}) RetireStage(id);
 }
 
 }  // namespace

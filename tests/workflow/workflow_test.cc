@@ -127,7 +127,7 @@ TEST_F(WorkflowTest, RelativePathsStillNameTheSameFilesWhenWrittenElsewhere) {
 
 TEST_F(WorkflowTest, AConfigWhereATraceBelongsIsRefusedWithAHint) {
   std::string config = Write("under.json", kUnderTuned);
-  StatusOr<tuner::TracedRun> profile = CollectProfile({config});
+  StatusOr<TracedRun> profile = CollectProfile({config});
   ASSERT_FALSE(profile.ok());
   EXPECT_EQ(ExitCodeFor(profile.status()), 2);
   EXPECT_NE(profile.status().message().find("is a pipeline config, not a trace"), std::string::npos);
@@ -135,7 +135,7 @@ TEST_F(WorkflowTest, AConfigWhereATraceBelongsIsRefusedWithAHint) {
 }
 
 TEST_F(WorkflowTest, AMissingTraceIsNamed) {
-  StatusOr<tuner::TracedRun> profile = CollectProfile({Path("nothing.ptrace")});
+  StatusOr<TracedRun> profile = CollectProfile({Path("nothing.ptrace")});
   ASSERT_FALSE(profile.ok());
   EXPECT_NE(profile.status().message().find("nothing.ptrace"), std::string::npos);
 }

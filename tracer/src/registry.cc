@@ -52,6 +52,13 @@ struct WorkerAccess {
     t.spans_dropped = entry.worker->spans_dropped_.load(std::memory_order_relaxed);
     return t;
   }
+  // The CPU time the worker reported (WorkCpu) into *cpu_ns; false when it
+  // reports none, and its thread's CPU clock counts instead.
+  static bool ReportedCpu(const Worker& w, uint64_t* cpu_ns) {
+    if (!w.reports_cpu_.load(std::memory_order_relaxed)) return false;
+    *cpu_ns = w.reported_cpu_ns_.load(std::memory_order_relaxed);
+    return true;
+  }
   // Moves the worker's ring into `out` (or counts them in *dropped when out
   // is null or at its cap). Only the sampler side calls this, under the lock.
   static size_t Drain(Worker& w, std::vector<SpanRecord>* out, size_t cap, uint64_t* dropped) {
@@ -174,10 +181,12 @@ Totals StageTotalsNow(StageState& stage) {
   Totals t = stage.detached;
   for (WorkerEntry& e : stage.workers) {
     Totals w = WorkerAccess::Read(e);
-    bool ok = false;
-    uint64_t cpu = ClockNs(e.cpu_clock, &ok);
-    if (ok) e.last_cpu_ns = Minus(cpu, e.cpu_at_attach_ns);
-    w.cpu_ns = e.last_cpu_ns;
+    if (!WorkerAccess::ReportedCpu(*e.worker, &w.cpu_ns)) {
+      bool ok = false;
+      uint64_t cpu = ClockNs(e.cpu_clock, &ok);
+      if (ok) e.last_cpu_ns = Minus(cpu, e.cpu_at_attach_ns);
+      w.cpu_ns = e.last_cpu_ns;
+    }
     t += w;
   }
   return t;
@@ -501,7 +510,9 @@ void DetachWorker(Worker* worker) {
                            [&](const internal::WorkerEntry& e) { return e.worker == worker; });
     PIPETUNE_CHECK(it != stage->workers.end());
     internal::Totals final_totals = internal::WorkerAccess::Read(*it);
-    final_totals.cpu_ns = ok ? internal::Minus(cpu_now, it->cpu_at_attach_ns) : it->last_cpu_ns;
+    if (!internal::WorkerAccess::ReportedCpu(*worker, &final_totals.cpu_ns)) {
+      final_totals.cpu_ns = ok ? internal::Minus(cpu_now, it->cpu_at_attach_ns) : it->last_cpu_ns;
+    }
     // Spans still in the ring wait for the next tick; beyond the cap they are
     // drops like any other.
     uint64_t lost = 0;

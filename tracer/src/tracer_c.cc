@@ -87,6 +87,14 @@ void pipetune_consumed(pipetune_worker* worker, uint64_t elements) { AsWorker(wo
 void pipetune_work(pipetune_worker* worker, uint64_t begin_ns, uint64_t end_ns, uint64_t element_id) {
   AsWorker(worker)->Work(begin_ns, end_ns, element_id);
 }
+void pipetune_element(pipetune_worker* worker, uint64_t begin_ns, uint64_t end_ns, uint64_t element_id,
+                      uint64_t cpu_ns, uint64_t bytes) {
+  Worker* w = AsWorker(worker);
+  w->Consumed(1);
+  w->Work(begin_ns, end_ns, element_id);
+  w->WorkCpu(cpu_ns);
+  w->Produced(1, bytes);
+}
 void pipetune_wait_input(pipetune_worker* worker, uint64_t ns) { AsWorker(worker)->WaitInput(ns); }
 void pipetune_wait_output(pipetune_worker* worker, uint64_t ns) { AsWorker(worker)->WaitOutput(ns); }
 

@@ -93,6 +93,9 @@ std::string BindingReason(const Plan& plan, const Resources& resources, const Ex
     case models::BoundKind::kDemand:
       return fmt::format("the consumer: it takes {:.4g} outputs/s ({} steps)",
                          plan.demand_throughput.value_or(0), Ms(input.profile.step_time_seconds.value_or(0)));
+    case models::BoundKind::kConsumer:
+    case models::BoundKind::kStartup:
+      return models::BoundKindName(plan.binding);  // only worker-group plans (worker_groups.cc) meet these
   }
   return "";
 }

@@ -38,6 +38,7 @@ std::string MemoryLine(const Plan& plan) {
       "{} of {} (cache {}, prefetch {}, queues {}, in flight {}, state {})", FormatBytes(m.Total()),
       FormatBytes(static_cast<double>(plan.resources.memory_bytes)), FormatBytes(m.cache),
       FormatBytes(m.prefetch), FormatBytes(m.queues), FormatBytes(m.in_flight), FormatBytes(m.state));
+  if (m.processes > 0) text += fmt::format("; processes {}", FormatBytes(m.processes));
   if (m.disk > 0) text += fmt::format("; {} on disk", FormatBytes(m.disk));
   return text;
 }
@@ -46,7 +47,8 @@ std::string KnobTable(const Plan& plan) {
   size_t name_width = 4, old_width = 3, new_width = 3;
   std::vector<std::string> names;
   for (const KnobChange& knob : plan.knobs) {
-    names.push_back(knob.knob == Knob::kStage ? knob.stage : knob.stage + "." + KnobName(knob.knob));
+    bool bare = knob.knob == Knob::kStage || knob.knob == Knob::kNamed;
+    names.push_back(bare ? knob.stage : knob.stage + "." + KnobName(knob.knob));
     name_width = std::max(name_width, names.back().size());
     old_width = std::max(old_width, knob.old_value.size());
     new_width = std::max(new_width, knob.new_value.size());
@@ -73,6 +75,8 @@ const char* KnobName(Knob knob) {
       return "location";
     case Knob::kStage:
       return "stage";
+    case Knob::kNamed:
+      return "setting";
   }
   return "stage";
 }
@@ -148,6 +152,7 @@ Json PlanToJson(const Plan& plan) {
                     {"prefetch_bytes", m.prefetch}, {"in_flight_bytes", m.in_flight},
                     {"state_bytes", m.state},       {"cache_bytes", m.cache},
                     {"disk_bytes", m.disk}};
+  if (m.processes > 0) json["memory"]["processes_bytes"] = m.processes;
   if (plan.cache_stage) {
     const PlannedStage& cache = plan.stages[*plan.cache_stage];
     json["cache"] = {

@@ -11,6 +11,7 @@
 
 #include "explain.h"
 #include "pipetune/base/check.h"
+#include "pipetune/tuner/worker_groups.h"
 #include "search.h"
 
 namespace pipetune::tuner {
@@ -255,6 +256,9 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
                      const SolverOptions& options) {
   PIPETUNE_RETURN_IF_ERROR(CheckResources(resources));
   if (input.profile.stages.empty()) return InvalidInput("the profile has no stages: nothing to tune");
+  // Worker groups (a DataLoader) are tuned by their own exhaustive search
+  // over the same model; a config's pipeline has none.
+  if (!input.profile.groups.empty()) return SolveWorkerGroups(input, resources, objective);
   std::vector<CacheOption> rejected;
   std::vector<CacheChoice> choices = CacheChoices(input, resources, &rejected);
 

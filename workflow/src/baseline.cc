@@ -13,6 +13,7 @@
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
+#include "run_directory.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -23,40 +24,6 @@ using models::Json;
 bool IsKnobStage(const models::StageConfig& stage) {
   return stage.op == models::Op::kPrefetch || stage.op == models::Op::kCache;
 }
-
-// A directory for the runs' traces: the one asked for, or a temporary one
-// removed (with its traces) when this goes.
-class RunDirectory {
- public:
-  explicit RunDirectory(const std::string& configured) {
-    if (configured.empty()) {
-      std::error_code ignored;
-      path_ = fs::temp_directory_path(ignored) / fmt::format("pipetune-gate-{}", static_cast<long>(getpid()));
-      temporary_ = true;
-    } else {
-      path_ = configured;
-    }
-  }
-  RunDirectory(const RunDirectory&) = delete;
-  RunDirectory& operator=(const RunDirectory&) = delete;
-  ~RunDirectory() {
-    std::error_code ignored;
-    if (temporary_) fs::remove_all(path_, ignored);
-  }
-  Status Create() const {
-    std::error_code error;
-    fs::create_directories(path_, error);
-    if (error)
-      return IoError(
-          fmt::format("{}: cannot create the trace directory: {}", path_.string(), error.message()));
-    return Status::Ok();
-  }
-  std::string File(int run) const { return (path_ / fmt::format("run-{}.trace", run)).string(); }
-
- private:
-  fs::path path_;
-  bool temporary_ = false;
-};
 
 Json NumberOrNull(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
 
@@ -130,14 +97,16 @@ RunRecord RecordOf(const models::Profile& profile) {
 
 StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
   std::vector<std::string> traces = request.traces;
-  RunDirectory dir(request.trace_dir);
+  std::optional<internal::RunDirectory> dir;  // lives until the traces are read
   if (traces.empty()) {
     if (request.runs < 1) return InvalidInput("--runs: at least one run is needed to measure");
-    PIPETUNE_RETURN_IF_ERROR(dir.Create());
+    StatusOr<internal::RunDirectory> made = internal::RunDirectory::Make(request.trace_dir, "pipetune-gate");
+    if (!made.ok()) return made.status();
+    dir.emplace(std::move(*made));
     for (int run = 0; run < request.runs; ++run) {
       RunConfigOptions options;
       options.seconds = request.seconds;
-      options.trace_path = dir.File(run);
+      options.trace_path = dir->File(fmt::format("run-{}.trace", run));
       StatusOr<runtime::RunSummary> summary = RunConfigFile(request.config_path, options);
       if (!summary.ok()) return summary.status();
       traces.push_back(options.trace_path);
@@ -145,7 +114,7 @@ StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose
   }
   MeasuredRuns measured;
   for (size_t i = 0; i < traces.size(); ++i) {
-    StatusOr<tuner::TracedRun> traced = CollectProfile({traces[i]});
+    StatusOr<TracedRun> traced = CollectProfile({traces[i]});
     if (!traced.ok()) return traced.status();
     if (!traced->input.config)
       return InvalidInput(

@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "pipetune/models/config.h"
+#include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/profile_program.h"
+#include "pipetune/workflow/verify.h"
 
 namespace pipetune::workflow {
 namespace fs = std::filesystem;
@@ -101,36 +103,70 @@ std::string DataLoaderKwargsPath(const std::string& requested, const std::string
   return (p.parent_path() / (p.stem().string() + ".dataloader.json")).string();
 }
 
+nlohmann::json DataLoaderKwargs(const analyzer::DataLoaderKnobs& k) {
+  nlohmann::json j;
+  j["num_workers"] = k.num_workers;
+  j["prefetch_factor"] = k.num_workers > 0 ? nlohmann::json(k.prefetch_factor) : nlohmann::json();
+  j["persistent_workers"] = k.num_workers > 0 && k.persistent_workers;
+  j["pin_memory"] = k.pin_memory;
+  return j;
+}
+
+std::string DataLoaderCodeChange(const analyzer::DataLoaderKnobs& k) {
+  auto flag = [](bool b) { return b ? "True" : "False"; };
+  if (k.num_workers == 0)
+    return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})", flag(k.pin_memory));
+  return fmt::format(
+      "DataLoader(dataset, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, pin_memory={})",
+      k.num_workers, k.prefetch_factor, flag(k.persistent_workers), flag(k.pin_memory));
+}
+
 namespace {
 
-tuner::DataLoaderBudgets ResolveDataLoaderBudgets(const analyzer::DataLoaderProfile& profile,
-                                                  const tuner::BudgetFlags& flags) {
-  tuner::DataLoaderBudgets budgets;
-  double host_cores = profile.host.UsableCores();
-  budgets.cores = flags.cores ? *flags.cores : (host_cores > 0 ? host_cores : 1.0);
-  if (flags.memory_bytes) {
-    budgets.memory_bytes = *flags.memory_bytes;
-  } else if (profile.host.UsableMemoryBytes() > 0) {
-    budgets.memory_bytes =
-        static_cast<uint64_t>(profile.host.UsableMemoryBytes() * tuner::kDefaultMemoryShare);
+// An IterableDataset is one stream: with N workers each reads its own copy,
+// so the plan's workers deliver each sample N times unless the dataset
+// shards itself by get_worker_info().
+void AddStreamNotes(DataLoaderTuneResult& result) {
+  const analyzer::DataLoaderProfile& run = result.run;
+  if (!run.settings.iterable || result.knobs.num_workers == run.settings.num_workers ||
+      result.knobs.num_workers <= 1) {
+    return;
   }
-  if (flags.max_threads) budgets.max_workers = *flags.max_threads;
-  return budgets;
+  std::string note = fmt::format(
+      "num_workers={} with an IterableDataset: the dataset must shard its stream by "
+      "torch.utils.data.get_worker_info() (each worker reads its own part), or every worker delivers every "
+      "sample",
+      result.knobs.num_workers);
+  result.plan.notes.push_back(note);
+  if (run.settings.num_workers > 0 && run.sharded_by_worker_info) return;
+  result.warnings.push_back(
+      fmt::format("{}: {}; {}", run.trace_path, note,
+                  run.settings.num_workers == 0
+                      ? "the traced run had no workers, so whether it shards could not be seen"
+                      : fmt::format("the traced workers did not ({} of {} called get_worker_info())",
+                                    run.sharded_workers, run.worker_traces)));
 }
 
 }  // namespace
 
 StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {
-  StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(request.trace);
-  if (!profile.ok()) return profile.status();
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadDataLoaderProfile(request.trace));
+  tuner::TuneInput input;
+  input.profile = analyzer::DataLoaderModelProfile(run);
+  PIPETUNE_ASSIGN_OR_RETURN(
+      tuner::Resources resources,
+      tuner::ResolveResources(input, {run.host.UsableCores(), run.host.UsableMemoryBytes()},
+                              request.budgets));
+  PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(input, resources, request.objective));
   DataLoaderTuneResult result;
-  result.profile = std::move(*profile);
-  result.plan =
-      tuner::TuneDataLoader(result.profile, ResolveDataLoaderBudgets(result.profile, request.budgets));
+  result.knobs = analyzer::KnobsOf(input.profile, *plan.configuration);
+  result.plan = std::move(plan);
+  result.run = std::move(run);
   result.output = DataLoaderKwargsPath(request.output, request.trace);
-  result.code_change = tuner::DataLoaderCodeChange(result.plan.knobs);
+  result.code_change = DataLoaderCodeChange(result.knobs);
+  AddStreamNotes(result);
   PIPETUNE_RETURN_IF_ERROR(
-      models::WriteFileAtomically(result.output, tuner::DataLoaderKwargs(result.plan.knobs).dump(2) + "\n"));
+      models::WriteFileAtomically(result.output, DataLoaderKwargs(result.knobs).dump(2) + "\n"));
   return result;
 }
 
@@ -148,7 +184,8 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
   std::string kwargs_path;
   nlohmann::json applied;  // null: the script's own settings
   double predicted = 0;
-  for (int round = 0; round <= options.rounds; ++round) {
+  std::optional<double> demand;
+  for (int round = 0;; ++round) {
     DataLoaderRound r;
     r.index = round;
     r.applied = applied;
@@ -172,21 +209,31 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     DataLoaderTuneRequest request;
     request.trace = r.trace;
     request.budgets = options.budgets;
+    request.objective = options.objective;
     request.output = DataLoaderKwargsPath("", r.trace);
     StatusOr<DataLoaderTuneResult> tuned = TuneDataLoaderTrace(request);
     if (!tuned.ok()) return tuned.status().WithContext(fmt::format("round {}", round));
-    r.measured_batches_per_second = tuned->profile.MeasuredBatchesPerSecond();
+    r.measured_batches_per_second = tuned->plan.measured_throughput;
+    r.workers = tuned->run.settings.num_workers;
+    demand = tuned->plan.demand_throughput;
     result.rounds.push_back(r);
-    kwargs_path = tuned->output;
-    applied = tuner::DataLoaderKwargs(tuned->plan.knobs);
-    predicted = tuned->plan.predicted.batches_per_second;
-  }
-  for (size_t i = 1; i < result.rounds.size(); ++i) {
-    if (result.rounds[i].measured_batches_per_second >
-        result.rounds[result.best].measured_batches_per_second) {
-      result.best = i;
+    if (round == options.rounds) {
+      result.stop_reason =
+          fmt::format("{} round{} of tuning", options.rounds, options.rounds == 1 ? "" : "s");
+      break;
     }
+    if (tuned->knobs == analyzer::CurrentKnobs(tuned->run.settings)) {
+      result.stop_reason = "the plan changed nothing";
+      break;
+    }
+    kwargs_path = tuned->output;
+    applied = DataLoaderKwargs(tuned->knobs);
+    predicted = tuned->plan.predicted_throughput;
   }
+  std::vector<RoundScore> scores;
+  for (const DataLoaderRound& r : result.rounds)
+    scores.push_back({r.measured_batches_per_second, 1 + r.workers});
+  result.best = PickBestRound(scores, options.objective, demand);
   const DataLoaderRound& best = result.rounds[result.best];
   nlohmann::json best_kwargs = best.applied;
   if (best_kwargs.is_null()) {
@@ -194,7 +241,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     // the file changes nothing.
     StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(best.trace);
     if (!profile.ok()) return profile.status();
-    best_kwargs = tuner::DataLoaderKwargs(analyzer::CurrentKnobs(profile->settings));
+    best_kwargs = DataLoaderKwargs(analyzer::CurrentKnobs(profile->settings));
   }
   result.output = DataLoaderKwargsPath(options.output, options.trace);
   PIPETUNE_RETURN_IF_ERROR(models::WriteFileAtomically(result.output, best_kwargs.dump(2) + "\n"));
@@ -204,7 +251,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
       best_kwargs["prefetch_factor"].is_number() ? best_kwargs["prefetch_factor"].get<int>() : 2;
   knobs.persistent_workers = best_kwargs.value("persistent_workers", false);
   knobs.pin_memory = best_kwargs.value("pin_memory", false);
-  result.code_change = tuner::DataLoaderCodeChange(knobs);
+  result.code_change = DataLoaderCodeChange(knobs);
   return result;
 }
 
@@ -218,7 +265,7 @@ std::string FormatDataLoaderRounds(const DataLoaderVerifyResult& result) {
                     r.index == 0 ? std::string("-") : fmt::format("{:.2f}", r.predicted_batches_per_second),
                     &r == &result.rounds[result.best] ? "  <- best" : "");
   }
-  return out;
+  return out + fmt::format("stopped: {}\n", result.stop_reason);
 }
 
 }  // namespace pipetune::workflow

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "run_directory.h"
+
 namespace pipetune::workflow {
 namespace {
 
@@ -88,9 +90,9 @@ StatusOr<SourceRewriteResult> RewriteSource(const SourceRewriteRequest& request)
       request.rewriter.empty() ? FindRewriter() : std::optional(request.rewriter);
   result.rewriter = found.value_or(kRewriterName);
 
-  std::error_code ec;
-  fs::path plan_path = fs::temp_directory_path(ec) / fmt::format("pipetune-plan-{}.json", ::getpid());
-  if (ec) return IoError(fmt::format("no temporary directory for the plan: {}", ec.message()));
+  PIPETUNE_ASSIGN_OR_RETURN(internal::RunDirectory plan_dir,
+                            internal::RunDirectory::Make("", "pipetune-plan"));
+  fs::path plan_path = plan_dir.File("plan.json");
   {
     std::ofstream out(plan_path);
     out << request.plan.dump(2) << "\n";
@@ -109,7 +111,6 @@ StatusOr<SourceRewriteResult> RewriteSource(const SourceRewriteRequest& request)
     result.command.push_back(*build_dir);
   }
   StatusOr<int> rc = RunCollecting(result.command, &result.output);
-  fs::remove(plan_path, ec);
   if (!rc.ok()) return rc.status();
   if (*rc == kCannotExec) {
     return InvalidInput(

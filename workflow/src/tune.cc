@@ -6,6 +6,8 @@
 #include <fstream>
 
 #include "pipetune/analyzer/collector.h"
+#include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/models/queue_model.h"
 #include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/rewrite.h"
@@ -27,9 +29,32 @@ bool LooksLikeJson(const std::string& path) {
   return false;
 }
 
+// Outputs per snapshot interval over the window: what the queue model reads
+// the spread of arrivals from.
+std::optional<models::ArrivalSpread> OutputSpread(const analyzer::CollectedTrace& trace,
+                                                  const analyzer::Window& window) {
+  std::vector<double> counts;
+  for (size_t f = window.begin_frame + 1; f <= window.end_frame && f < trace.frames.size(); ++f) {
+    counts.push_back(static_cast<double>(trace.frames[f].steps - trace.frames[f - 1].steps));
+  }
+  return models::SpreadFromCounts(counts);
+}
+
+// The main trace is profiled; the others add scaling points.
+StatusOr<TracedRun> MakeTracedRun(const analyzer::TraceSet& traces) {
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::ProfiledRun run, analyzer::ProfileCollected(traces.main, traces.extra));
+  TracedRun traced;
+  traced.host = traces.main.header.host;
+  traced.config_path = traces.main.pipeline.config_path;
+  traced.input.output_spread = OutputSpread(traces.main, run.window);
+  traced.input.profile = std::move(run.profile);
+  traced.input.config = std::move(run.config);
+  return traced;
+}
+
 }  // namespace
 
-StatusOr<tuner::TracedRun> CollectProfile(const std::vector<std::string>& trace_paths) {
+StatusOr<TracedRun> CollectProfile(const std::vector<std::string>& trace_paths) {
   for (const std::string& path : trace_paths) {
     if (LooksLikeJson(path)) {
       return InvalidInput(fmt::format(
@@ -39,7 +64,7 @@ StatusOr<tuner::TracedRun> CollectProfile(const std::vector<std::string>& trace_
     }
   }
   PIPETUNE_ASSIGN_OR_RETURN(analyzer::TraceSet traces, analyzer::ReadTraceSet(trace_paths));
-  return tuner::MakeTracedRun(traces);
+  return MakeTracedRun(traces);
 }
 
 StatusOr<tuner::BudgetFlags> ParseBudgets(std::optional<double> cores, const std::string& memory,
@@ -87,9 +112,9 @@ StatusOr<TunedConfig> WriteTunedConfig(const models::PipelineConfig& original, m
 }
 
 StatusOr<TuneResult> Tune(const TuneRequest& request) {
-  PIPETUNE_ASSIGN_OR_RETURN(tuner::TracedRun traced, CollectProfile(request.traces));
+  PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(request.traces));
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
-                            tuner::ResolveResources(traced.input, traced.host, request.budgets));
+                            tuner::ResolveResources(traced.input, traced.Limits(), request.budgets));
   PIPETUNE_ASSIGN_OR_RETURN(
       tuner::Plan plan, tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver));
   TuneResult result;

@@ -11,48 +11,12 @@
 #include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/run.h"
+#include "run_directory.h"
 
 namespace pipetune::workflow {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A configured trace directory, or a temporary one that is removed with this.
-class TraceDirectory {
- public:
-  static StatusOr<TraceDirectory> Make(const std::string& configured) {
-    TraceDirectory dir;
-    std::error_code error;
-    if (configured.empty()) {
-      dir.path_ =
-          fs::temp_directory_path(error) / fmt::format("pipetune-verify-{}", static_cast<long>(getpid()));
-      dir.temporary_ = true;
-    } else {
-      dir.path_ = configured;
-    }
-    fs::create_directories(dir.path_, error);
-    if (error)
-      return IoError(
-          fmt::format("{}: cannot create the trace directory: {}", dir.path_.string(), error.message()));
-    return dir;
-  }
-  TraceDirectory() = default;
-  TraceDirectory(TraceDirectory&& other) noexcept
-      : path_(std::move(other.path_)), temporary_(other.temporary_) {
-    other.temporary_ = false;
-  }
-  TraceDirectory& operator=(TraceDirectory&&) = delete;
-  ~TraceDirectory() {
-    std::error_code ignored;
-    if (temporary_) fs::remove_all(path_, ignored);
-  }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-  bool temporary() const { return temporary_; }
-
- private:
-  fs::path path_;
-  bool temporary_ = false;
-};
 
 int ThreadsOf(const models::PipelineConfig& config) {
   int threads = 0;
@@ -109,9 +73,14 @@ std::optional<double> DemandOf(const models::PipelineConfig& config) {
   return 1e3 / *config.consumer.step_time_ms;
 }
 
-// max: the highest measured. demand: among the rounds that measured at least
-// 95% of the demand, the one with the fewest threads; else the highest.
-size_t PickBest(const std::vector<Round>& rounds, tuner::Objective objective, std::optional<double> demand) {
+void Announce(const VerifyOptions& options, int round, const char* what) {
+  if (options.on_phase) options.on_phase(Phase{round, options.rounds, what});
+}
+
+}  // namespace
+
+size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective objective,
+                     std::optional<double> demand) {
   size_t best = 0;
   for (size_t i = 1; i < rounds.size(); ++i) {
     if (rounds[i].measured_throughput > rounds[best].measured_throughput) best = i;
@@ -125,17 +94,12 @@ size_t PickBest(const std::vector<Round>& rounds, tuner::Objective objective, st
   return cheapest.value_or(best);
 }
 
-void Announce(const VerifyOptions& options, int round, const char* what) {
-  if (options.on_phase) options.on_phase(Phase{round, options.rounds, what});
-}
-
-}  // namespace
-
 StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const VerifyOptions& options) {
   if (!(options.seconds > 0)) return InvalidInput("--seconds must be > 0");
   if (options.rounds < 0) return InvalidInput("--rounds must be >= 0");
   PIPETUNE_RETURN_IF_ERROR(models::Validate(config));
-  PIPETUNE_ASSIGN_OR_RETURN(TraceDirectory dir, TraceDirectory::Make(options.trace_dir));
+  PIPETUNE_ASSIGN_OR_RETURN(internal::RunDirectory dir,
+                            internal::RunDirectory::Make(options.trace_dir, "pipetune-verify"));
 
   VerifyResult result;
   std::vector<std::string> traces;  // newest first: the newest is profiled, the rest add scaling points
@@ -153,7 +117,7 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     traces.insert(traces.begin(), round.trace_path);
 
     Announce(options, r, "tuning");
-    PIPETUNE_ASSIGN_OR_RETURN(tuner::TracedRun traced, CollectProfile(traces));
+    PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(traces));
     round.measured_throughput = traced.input.profile.measured_throughput;
     if (r > 0) round.predicted_throughput = result.rounds.back().plan.predicted_throughput;
     if (r == options.rounds) {
@@ -163,7 +127,7 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
       break;
     }
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
-                              tuner::ResolveResources(traced.input, traced.host, options.budgets));
+                              tuner::ResolveResources(traced.input, traced.Limits(), options.budgets));
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::SolveWithRewrites(traced.input, resources,
                                                                          options.objective, options.solver));
     if (r == 0) round.predicted_throughput = plan.predicted_throughput_before;
@@ -180,7 +144,9 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     }
     current = std::move(next);
   }
-  result.best = PickBest(result.rounds, options.objective, DemandOf(config));
+  std::vector<RoundScore> scores;
+  for (const Round& round : result.rounds) scores.push_back({round.measured_throughput, round.threads});
+  result.best = PickBestRound(scores, options.objective, DemandOf(config));
   if (dir.temporary()) {
     for (Round& round : result.rounds) round.trace_path.clear();
   }

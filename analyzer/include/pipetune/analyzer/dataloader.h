@@ -1,26 +1,37 @@
-// A PyTorch DataLoader's rate model, diagnosis and report, over the
-// profile that dataloader_trace.h reads.
+// A PyTorch DataLoader as stages of the one rate model (docs/model.md, "A
+// DataLoader as stages"). There is no DataLoader model beside the engine's:
+// the run's measurements (dataloader_trace.h) become a models::Profile, and
+// the one diagnosis, what-if, report writers and solver serve it.
 //
-// The model. Workers are a parallel stage: one batch costs a worker
-// batch_size x (load + every transform) + collate, so N workers deliver at
-// most N / that. The main process is a serial stage: per batch the training
-// step plus the transfer (unpickling) of the batch; pin_memory, when on, runs
-// in a thread of its own, another serial stage. With num_workers = 0 all of it
-// runs serially in the main process. The cores bound every worker's and the
-// main process's CPU together. prefetch_factor x num_workers batches are in
-// flight: they cost memory and absorb jitter. Non-persistent workers start
-// again every epoch. Memory is the main process's RSS, each worker's RSS and
-// the batches in flight.
+// The stages, per batch of B samples:
+//   load, transform[k]:Name   per sample (V = B), in the worker group
+//   collate                   per batch (local ratio B), in the worker group
+//   transfer                  per batch, on the consumer's thread; only with workers
+//   pin_memory                per batch, a thread of its own; switchable
+// The worker group "workers" has num_workers workers (0: the consumer's
+// thread runs the group), prefetch_factor outputs ready per worker, worker
+// start-up per epoch (once when persistent) and each worker's RSS. The
+// training step is the consumer's step time, and its CPU per batch the
+// consumer's CPU per output.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pipetune/analyzer/dataloader_trace.h"
-#include "pipetune/analyzer/report.h"
+#include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/models/profile.h"
 
 namespace pipetune::analyzer {
 
+// The run as the model sees it. The window is the consumer's whole loop
+// (its waits and steps), so start-up is inside what was measured.
+models::Profile DataLoaderModelProfile(const DataLoaderProfile& run);
+
+// The DataLoader keyword arguments a configuration of that profile stands
+// for: num_workers, prefetch_factor (absent at 0 workers),
+// persistent_workers, pin_memory.
 struct DataLoaderKnobs {
   int num_workers = 0;
   int prefetch_factor = 2;
@@ -28,39 +39,13 @@ struct DataLoaderKnobs {
   bool pin_memory = false;
   bool operator==(const DataLoaderKnobs&) const = default;
 };
-
-enum class DataLoaderBound { kSerial, kWorkers, kCores, kMainProcess, kPinMemory };
-const char* DataLoaderBoundName(DataLoaderBound bound);
-
-struct DataLoaderPrediction {
-  double batches_per_second = 0;  // over an epoch, start-up included
-  double steady_batches_per_second = 0;
-  DataLoaderBound bound = DataLoaderBound::kSerial;
-  std::string limiting_stage;  // a stage's name, or "worker start-up"
-  DataLoaderStageKind limiting_kind = DataLoaderStageKind::kLoad;
-  double startup_seconds = 0;  // per epoch (first epoch only when persistent)
-  double memory_bytes = 0;
-  double cores_used = 0;
-};
-
-// The model at `knobs` with `cores` cores.
-DataLoaderPrediction PredictDataLoader(const DataLoaderProfile& profile, const DataLoaderKnobs& knobs,
-                                       double cores);
-
 DataLoaderKnobs CurrentKnobs(const DataLoaderSettings& settings);
+DataLoaderKnobs KnobsOf(const models::Profile& profile, const models::Configuration& config);
+// The configuration of `profile` with `knobs` set (everything else as traced).
+models::Configuration ConfigurationFor(const models::Profile& profile, const DataLoaderKnobs& knobs);
 
-struct DataLoaderDiagnosis {
-  DataLoaderProfile profile;
-  DataLoaderPrediction predicted;  // the model at the run's own settings
-  double cores = 0;
-  double measured_batches_per_second = 0;
-  double wait_fraction = 0;  // of the consumer's time, waiting in next()
-  std::vector<std::string> advice;
-};
-
-DataLoaderDiagnosis DiagnoseDataLoader(const DataLoaderProfile& profile);
-
-// The report in every format `pipetune report` writes.
-std::string RenderDataLoaderReport(const DataLoaderDiagnosis& diagnosis, ReportFormat format);
+// The diagnosis of a DataLoader run: the one diagnosis over
+// DataLoaderModelProfile, with the run's settings in `dataloader`.
+StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const DiagnoseOptions& options = {});
 
 }  // namespace pipetune::analyzer

@@ -24,6 +24,9 @@ struct DataLoaderSettings {
   std::string sampler;
   std::string start_method;  // "fork", "spawn", "forkserver"; empty at num_workers = 0
   std::string dataset;       // the dataset's class
+  // An IterableDataset: its samples are a stream read with next(), not
+  // indexed; with workers, each worker reads its own copy of the stream.
+  bool iterable = false;
   std::optional<int64_t> dataset_length;
   std::optional<int64_t> batches_per_epoch;
 };
@@ -35,9 +38,10 @@ const char* DataLoaderStageKindName(DataLoaderStageKind kind);
 struct DataLoaderStage {
   std::string name;  // "load", "transform[0]:RandomResizedCrop", "collate", "transfer", ...
   DataLoaderStageKind kind = DataLoaderStageKind::kLoad;
-  uint64_t count = 0;       // samples (load, transforms) or batches (the rest)
-  double seconds_each = 0;  // wall seconds per sample or per batch
-  double per_batch = 0;     // seconds per batch: seconds_each x batch_size for per-sample stages
+  uint64_t count = 0;            // samples (load, transforms) or batches (the rest)
+  double seconds_each = 0;       // wall seconds per sample or per batch
+  double per_batch = 0;          // seconds per batch: seconds_each x batch_size for per-sample stages
+  double cpu_seconds_each = -1;  // thread CPU per call, where recorded; < 0: not recorded
 };
 
 struct DataLoaderEpoch {
@@ -53,8 +57,26 @@ struct DataLoaderProfile {
   DataLoaderSettings settings;
   bool cuda_available = false;
   tracer::HostFacts host;
+  // False when the main process's trace has no clean end: the run was
+  // killed (SIGKILL, the OOM killer) or crashed, and the profile holds what
+  // it recorded up to its last snapshot.
+  bool ended_cleanly = true;
+  // Iterable datasets with workers: how many of the worker traces read a
+  // stream whose iterator called torch.utils.data.get_worker_info() (to
+  // shard itself); sharded_by_worker_info when all of them did. A stream
+  // that is not sharded is read whole by every worker: each sample is
+  // delivered once per worker.
+  int sharded_workers = 0;
+  bool sharded_by_worker_info = false;
+  // Which process of a distributed job this was (RANK, LOCAL_RANK and
+  // WORLD_SIZE of the environment, as torchrun sets them), and its host.
+  std::optional<int> rank, local_rank, world_size;
+  std::string hostname;
 
   std::vector<DataLoaderStage> sample_stages;  // load and transforms: per sample
+  // step.cpu_seconds_each: the main thread's CPU per training step (the
+  // loop's own thread; threads the step starts, such as intra-op ones, are
+  // the process's CPU, not the step's).
   DataLoaderStage collate, transfer, pin_memory, step;
   uint64_t batches = 0;           // the consumer's batches
   double wait_seconds = 0;        // the consumer's total wait in next()
@@ -91,8 +113,12 @@ bool IsDataLoaderTraceFile(const std::string& path);
 std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace);
 
 // Reads the run's traces into one profile. The DataLoader that delivered
-// the most batches is the one profiled. kInvalidInput for a trace that is
-// not a DataLoader's or holds no batch (naming the file).
+// the most batches is the one profiled. A truncated trace (a killed run) is
+// read up to its last whole chunk, with the reader's warning in `warnings`.
+// kInvalidInput, naming the file, for a trace that is not a DataLoader's
+// main trace (a worker's TRACE.<pid> names its main trace), one recorded by
+// an older pipetune, a program that built no DataLoader, and one that took
+// no batch.
 StatusOr<DataLoaderProfile> ReadDataLoaderProfile(const std::string& main_trace);
 // The same over traces already loaded: the main process's, then the workers'.
 StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipetune/analyzer/collector.h"
+#include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/analyzer/gpu.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/analyzer/window.h"
@@ -56,6 +57,9 @@ struct StageDiagnosis {
   double wait_input_fraction = 0;   //   waiting for input
   double wait_output_fraction = 0;  //   blocked on a full output
   StageLimit limited_by = StageLimit::kCpu;
+  // Where it runs, for pipelines with worker groups: "workers" (a group's
+  // name), "consumer" (the consumer's thread) or "own threads"; empty otherwise.
+  std::string runs_on;
   std::string scaling;  // "linear (assumed)", "USL: ..."
   bool bottleneck = false;
   uint64_t spans_dropped = 0;
@@ -80,6 +84,28 @@ struct GpuSummary {
   std::string verdict;       // GpuVerdictSentence, or why there is no GPU activity
   std::string status;        // the GPU source's state ("recording", "no_gpu", ...); empty: none recorded
   std::string status_message;
+};
+
+// What a PyTorch DataLoader run adds to its diagnosis (dataloader.h): its
+// settings as the script passed them, and what the model was told.
+struct DataLoaderSection {
+  DataLoaderSettings settings;  // as the script passed them (or --apply set them)
+  int worker_traces = 0;
+  uint64_t batches = 0;  // taken by the training loop
+  uint64_t steps = 0;    // training steps that ended (the last batch's may not have)
+  // An IterableDataset read by workers: how many of the worker traces'
+  // streams sharded themselves by get_worker_info().
+  int sharded_workers = 0;
+  struct Epoch {
+    uint64_t batches = 0;
+    int workers_started = 0;
+    double startup_seconds = 0;  // iterator creation until its last worker was ready
+  };
+  std::vector<Epoch> epochs;
+  double startup_seconds_per_epoch = 0;  // the model's, at the traced settings
+  double main_rss_bytes = 0;             // the consumer's process, peak
+  double worker_rss_bytes = 0;           // the largest worker's peak; 0 without workers
+  std::vector<std::string> notes;        // sharding of a stream, pin_memory without CUDA, skipped traces
 };
 
 struct Diagnosis {
@@ -118,6 +144,8 @@ struct Diagnosis {
   std::vector<WhatIfOutcome> what_ifs;
   std::vector<TimelinePoint> timeline;
 
+  std::optional<DataLoaderSection> dataloader;  // a DataLoader run's settings
+
   models::Profile profile;        // the model instance behind the numbers
   models::Prediction prediction;  // for the configuration that ran
 };
@@ -144,6 +172,13 @@ StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
 StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& trace_name,
                              const DiagnoseOptions& options = {},
                              const std::vector<CollectedTrace>& extra = {});
+
+// The diagnosis the model alone gives (no trace: no spans, timeline or GPU):
+// what every pipeline's report shows, for a profile built elsewhere (a
+// DataLoader run's). Errors: a what-if that does not parse or names a knob
+// the profile does not have.
+StatusOr<Diagnosis> DiagnoseProfile(models::Profile profile, const std::string& trace_name,
+                                    const DiagnoseOptions& options = {});
 
 // Reads and diagnoses; errors name the file and byte offset.
 StatusOr<Diagnosis> DiagnoseTraces(const std::vector<std::string>& paths,

@@ -7,7 +7,12 @@
 //   decode.parallelism=3
 //   cache=decode       a cache right after stage decode
 //   cache=none         no cache (removes the run's own)
-// e.g. "cores=4,decode.parallelism=3".
+//   num_workers=2      a worker group's workers (0: the consumer's thread runs it)
+//   prefetch_factor=4  outputs each worker of a group holds ready
+//   persistent_workers=true, pin_memory=false   a group's persistence, a switchable stage
+// e.g. "cores=4,decode.parallelism=3". The last four are the names a
+// pipeline's worker groups and switchable stages carry (a PyTorch
+// DataLoader's settings); a pipeline without them refuses them.
 #pragma once
 
 #include <optional>
@@ -29,7 +34,16 @@ struct WhatIf {
   std::vector<std::pair<std::string, int>> parallelism;  // stage name, workers
   std::optional<std::string> cache_after;                // stage name
   bool remove_cache = false;
+  // Worker-group and switchable-stage knobs by the user's name, with the
+  // value as parsed (workers >= 0, buffer >= 1, 0/1 for true/false).
+  std::vector<std::pair<std::string, int>> named;
 };
+
+// The knob names a pipeline's groups and stages may carry (a DataLoader's).
+inline constexpr const char* kNumWorkersKnob = "num_workers";
+inline constexpr const char* kPrefetchFactorKnob = "prefetch_factor";
+inline constexpr const char* kPersistentWorkersKnob = "persistent_workers";
+inline constexpr const char* kPinMemoryKnob = "pin_memory";
 
 // Errors (kInvalidInput) quote the text and say what was expected.
 StatusOr<WhatIf> ParseWhatIf(std::string_view text);
@@ -48,7 +62,9 @@ struct WhatIfOutcome {
 
 // Applies `what_if` to the configuration the profile watched and predicts.
 // Errors (kInvalidInput): a stage the pipeline does not have, parallelism on
-// a stage without workers, fewer than one worker, no cores.
+// a stage without workers, fewer than one worker, no cores, a named knob the
+// pipeline does not have (num_workers on a config), 0 workers for a group
+// that cannot run on the consumer's thread.
 StatusOr<WhatIfOutcome> EvaluateWhatIf(const models::Profile& profile, const WhatIf& what_if);
 
 // The configuration the question describes (for callers that want the full

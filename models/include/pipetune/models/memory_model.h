@@ -50,9 +50,11 @@ struct MemoryEstimate {
   double state = 0;      // shuffle buffers, partial batches
   double cache = 0;      // memory caches
   double disk = 0;       // disk caches (not memory; reported apart)
+  // Worker processes and the consumer's own (a DataLoader's): their RSS.
+  double processes = 0;
 
   // Bytes of memory: everything but `disk`.
-  double Total() const { return queues + prefetch + in_flight + state + cache; }
+  double Total() const { return queues + prefetch + in_flight + state + cache + processes; }
 };
 
 // The estimate for a whole pipeline; each stage adds its share. An empty

@@ -61,6 +61,31 @@ struct WindowMeasurement {
   std::optional<double> source_elements_per_epoch;
 };
 
+// A pool of workers that each run a run of consecutive stages one after
+// another, element by element: a PyTorch DataLoader's worker processes, each
+// of which loads a sample, runs every transform on it and collates a batch.
+// The group's stages share its workers, so the group has one concurrency
+// bound, X * sum over its stages of V_i * L_i <= workers, in place of the
+// stages' own (rate_model.h).
+struct WorkerGroup {
+  std::string name;        // "workers"
+  size_t first_stage = 0;  // the group is stages [first_stage, last_stage]
+  size_t last_stage = 0;
+  int workers = 1;                   // as traced; 0: its stages ran on the consumer's thread
+  bool may_run_on_consumer = false;  // 0 workers is a configuration (num_workers=0)
+  int buffer_per_worker = 2;         // outputs each worker may hold ready (prefetch_factor)
+  bool persistent = false;           // workers start once per run rather than every epoch
+  // Wall seconds an epoch waits for each worker it starts (a process, a copy
+  // of the dataset); paid every epoch unless persistent.
+  double startup_seconds_per_worker = 0;
+  double memory_bytes_per_worker = 0;  // one worker's resident memory
+  // The names a user sets these by, for reports, what-ifs and plans
+  // ("num_workers", "prefetch_factor", "persistent_workers"); empty: none.
+  std::string workers_knob;
+  std::string buffer_knob;
+  std::string persistent_knob;
+};
+
 // A stage as the model sees it.
 struct StageProfile {
   std::string name;
@@ -99,6 +124,24 @@ struct StageProfile {
   // How its latency changes with parallelism; linear (constant per-worker
   // latency) unless points at two or more levels were measured.
   UslFit scaling;
+
+  // Where it runs, when not on threads of its own. `group`: one of the
+  // profile's worker groups runs it. `on_consumer_thread`: the consumer's own
+  // thread runs it between its steps (a DataLoader's transfer), and so does
+  // every stage of a group configured with 0 workers.
+  std::optional<size_t> group;
+  bool on_consumer_thread = false;
+  // Runs only while `needs_workers_of` has workers: a hand-off between
+  // processes (unpickling a worker's batch).
+  std::optional<size_t> needs_workers_of;
+  // A stage a configuration may switch on or off (pin_memory): `enabled` is
+  // whether the traced run had it, and `switch_knob` the user's name for it.
+  // A stage the run did not have carries estimated costs.
+  bool switchable = false;
+  bool enabled = true;
+  bool may_switch_off = false;  // a plan may turn it off (it buys nothing the model cannot see)
+  bool estimated = false;
+  std::string switch_knob;
 
   // Fractions of the window its workers spent in their own work, waiting for
   // input and blocked on output (each over window * parallelism).
@@ -144,6 +187,20 @@ struct Profile {
   std::optional<size_t> cache_stage;
   bool cache_filled = false;
   std::optional<uint64_t> memory_budget_bytes;  // the config's resources.memory
+
+  // Worker pools (a DataLoader's workers); stages name theirs by index.
+  std::vector<WorkerGroup> groups;
+  // CPU the consumer spends per output in its own step (a training step on
+  // the CPU): it grows with throughput and competes with the stages for the
+  // cores. Measured apart from other_cpu_cores, which stays a constant load.
+  double consumer_cpu_seconds_per_output = 0;
+  // Outputs per epoch and epochs in the run, when known: worker start-up is
+  // paid per epoch (once per run when persistent).
+  std::optional<double> outputs_per_epoch;
+  double epochs = 1;
+  // Memory the run holds outside every buffer and worker (the consumer's
+  // process), counted in plans' memory.
+  double base_memory_bytes = 0;
 
   // Every assumption the model made, one sentence each, for the report.
   std::vector<std::string> assumptions;

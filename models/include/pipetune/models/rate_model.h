@@ -6,6 +6,13 @@
 //   concurrency:  X * V_i * L_i(p_i) <= p_i           (Little's law, each stage)
 //   storage:      X * bytes_read_per_output <= BW     (when BW is known)
 //   demand:       X <= 1 / step_time                  (the consumer)
+//   worker group: X * sum_{i in g} V_i * L_i <= w_g   (stages sharing w_g workers)
+//   consumer:     X * (step + sum_{i on it} V_i L_i) <= 1   (stages on its thread)
+//
+// CPU counts the consumer's CPU per output too, where the profile measured
+// it. With worker start-up (s per worker, per epoch of E outputs), the
+// throughput over an epoch is E / (E / X + w * s); persistent workers pay it
+// once per run, spread over the run's epochs.
 //
 // X is the smallest of these bounds; the one that gives it binds. A cache
 // after stage k removes, once its first epoch is stored, the CPU, latency and
@@ -36,6 +43,13 @@ struct Configuration {
   std::optional<size_t> cache_after;
   std::optional<double> storage_bytes_per_second;
   std::optional<double> step_time_seconds;  // nullopt: the consumer drains
+  // Per worker group (empty: as traced): workers (0: on the consumer's
+  // thread), outputs each may hold ready, persistence.
+  std::vector<int> group_workers;
+  std::vector<int> group_buffer;
+  std::vector<bool> group_persistent;
+  // Per stage (empty: as traced): whether a switchable stage runs.
+  std::vector<bool> stage_enabled;
 };
 
 // The configuration the profile watched.
@@ -46,6 +60,8 @@ enum class BoundKind {
   kConcurrency,  // a stage's workers are all busy (Little's law)
   kStorage,      // storage bandwidth
   kDemand,       // the consumer takes outputs no faster
+  kConsumer,     // the consumer's thread: its step and the stages it runs itself
+  kStartup,      // worker start-up takes most of each epoch
 };
 
 // "cpu", "concurrency", "storage", "demand": the names JSON reports use.
@@ -55,6 +71,7 @@ struct Bound {
   BoundKind kind = BoundKind::kCpu;
   std::optional<size_t> stage;  // kConcurrency (and kStorage: the reading stage)
   double throughput = 0;        // the X at which it binds; +inf when it cannot bind
+  std::optional<size_t> group;  // kConcurrency of a worker group (`stage`: its costliest)
 };
 
 struct StagePrediction {
@@ -77,12 +94,25 @@ struct Prediction {
   // bound the stage with the largest CPU cost per output; for storage the
   // reading stage; for demand none (the pipeline keeps up).
   std::optional<size_t> bottleneck_stage;
+  // Without start-up: the bounds' minimum. Equal to `throughput` when no
+  // worker starts per epoch.
+  double steady_throughput = 0;
+  double startup_seconds_per_epoch = 0;
 };
 
 // Predicts X for `config`. `config.parallelism` must have one entry per
 // stage (a programming error otherwise). A stage whose elements the window
 // never saw (zero elements) adds no cost.
 Prediction Predict(const Profile& profile, const Configuration& config);
+
+// Whether stage `index` runs in `config`, and whether on the consumer's thread.
+bool StageRuns(const Profile& profile, const Configuration& config, size_t index);
+bool RunsOnConsumerThread(const Profile& profile, const Configuration& config, size_t index);
+
+// What the worker groups hold in `config`: each worker's process and the
+// outputs in flight (workers x buffer x bytes of the group's output), plus
+// the profile's base memory. 0 plus the base without groups.
+double WorkerMemoryBytes(const Profile& profile, const Configuration& config);
 
 // Why a cache after stage `index` is not allowed, or nullopt when it is: it
 // must lie before the first random stage, the epoch must be finite and of a

@@ -2,7 +2,7 @@
 // that links pipetune::tracer) calls to describe its stages and report work.
 //
 // Cost model. Everything a worker calls per element (Worker::Produced,
-// Consumed, Work, WaitInput, WaitOutput, and ConsumerStep) is lock-free,
+// Consumed, Work, WorkCpu, WaitInput, WaitOutput, and ConsumerStep) is lock-free,
 // allocation-free and makes no system call: it adds to counters the calling
 // thread owns (a relaxed load and store each). The counters count whether or
 // not a session records, because they are also the caller's own counts: the
@@ -196,6 +196,17 @@ class Worker {
     WorkerCounters::Add(counters_->work_ns, end_ns > begin_ns ? end_ns - begin_ns : 0);
     if (Enabled() && gate_->TryAcquire(begin_ns)) PushSpan(begin_ns, end_ns, element_id);
   }
+  // The CPU time the calling thread spent on one element's work, measured by
+  // the caller (e.g. the thread's CPU clock around the call). Once a worker
+  // reports it, its stage's cpu_ns counts what it reported instead of the
+  // thread's whole CPU time: for threads that run several stages in turn
+  // (a Python process's main thread), where the thread's time would be
+  // charged to each of them. Report from the worker's first element on: the
+  // stage's CPU switches to the reported sum at the first call.
+  void WorkCpu(uint64_t cpu_ns) noexcept {
+    WorkerCounters::Add(reported_cpu_ns_, cpu_ns);
+    reports_cpu_.store(true, std::memory_order_relaxed);
+  }
   // Time blocked waiting for an input element.
   void WaitInput(uint64_t ns) noexcept { WorkerCounters::Add(counters_->wait_input_ns, ns); }
   // Time blocked because the output buffer was full.
@@ -237,6 +248,8 @@ class Worker {
   WorkerCounters* const counters_;  // the caller's, or own_counters_
   WorkerCounters own_counters_;
   std::atomic<uint64_t> spans_dropped_{0};
+  std::atomic<uint64_t> reported_cpu_ns_{0};  // WorkCpu's sum, since the attach
+  std::atomic<bool> reports_cpu_{false};      // WorkCpu was called: cpu_ns is reported_cpu_ns_
   std::atomic<uint64_t> span_head_{0};
   internal::RateGate* const gate_;
   internal::StageState* const state_;

@@ -53,6 +53,14 @@ void pipetune_detach_worker(pipetune_worker* worker);
 void pipetune_produced(pipetune_worker* worker, uint64_t elements, uint64_t bytes);
 void pipetune_consumed(pipetune_worker* worker, uint64_t elements);
 void pipetune_work(pipetune_worker* worker, uint64_t begin_ns, uint64_t end_ns, uint64_t element_id);
+/* One element through the stage in one call, for callers whose every FFI
+ * call costs (ctypes: about a microsecond): consumed 1; its work ran from
+ * begin_ns to end_ns and took cpu_ns of the thread's CPU, measured by the
+ * caller (Worker::WorkCpu: from the first such call on, the stage's CPU is
+ * what its workers report, not their threads' whole CPU); produced 1 of
+ * `bytes`. */
+void pipetune_element(pipetune_worker* worker, uint64_t begin_ns, uint64_t end_ns, uint64_t element_id,
+                      uint64_t cpu_ns, uint64_t bytes);
 void pipetune_wait_input(pipetune_worker* worker, uint64_t ns);
 void pipetune_wait_output(pipetune_worker* worker, uint64_t ns);
 

@@ -97,8 +97,10 @@ struct PlannedStage {
 
 // What a plan changes on a stage: one of its knobs, or the stage itself
 // (inserted or removed).
-enum class Knob { kParallelism, kBuffer, kLocation, kStage };
-const char* KnobName(Knob knob);  // "parallelism", "buffer", "location", "stage"
+// kNamed: a worker group's or a switchable stage's knob, which the user sets
+// by the name in `stage` (num_workers, prefetch_factor, ...).
+enum class Knob { kParallelism, kBuffer, kLocation, kStage, kNamed };
+const char* KnobName(Knob knob);  // "parallelism", "buffer", "location", "stage", "setting"
 
 // One knob (or a stage inserted or removed), before and after.
 struct KnobChange {
@@ -158,6 +160,9 @@ struct Plan {
 
   std::vector<CacheOption> cache_options;
   std::vector<std::string> notes;  // budgets, fallbacks, assumptions
+  // Plans for profiles with worker groups (a DataLoader): the configuration
+  // chosen, whose group and stage settings the knobs list by name.
+  std::optional<models::Configuration> configuration;
 };
 
 }  // namespace pipetune::tuner

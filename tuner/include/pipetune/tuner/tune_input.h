@@ -1,32 +1,24 @@
-// From traces to what the solver needs: the profile (through the analyzer),
-// the config as it ran, the spread of output arrivals, and the budgets,
-// resolved from flags, the config's `resources` and the host facts the trace
-// recorded, in that order of precedence.
+// The budgets a plan must respect, resolved from flags, the config's
+// `resources` and the limits of the host the trace recorded, in that order
+// of precedence. (Reading traces into a TuneInput is workflow's: the tuner
+// sees only models' types.)
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "pipetune/analyzer/collector.h"
 #include "pipetune/base/status.h"
-#include "pipetune/tracer/records.h"
 #include "pipetune/tuner/plan.h"
 
 namespace pipetune::tuner {
 
-struct TracedRun {
-  TuneInput input;
-  tracer::HostFacts host;   // from the first trace's header
-  std::string config_path;  // absolute path of the config the run read; empty when unknown
+// What the traced host allowed the run (the trace header's host facts, as
+// plain numbers: the tuner sees no trace type). 0 / -1: unknown.
+struct HostLimits {
+  double cores = 0;
+  int64_t memory_bytes = -1;
 };
-
-// Profiles traces already read (the tuner itself reads no files; the
-// workflow's CollectProfile reads them): the main trace is profiled, the
-// others add scaling points. The output spread is the index of dispersion of
-// consumer steps per snapshot interval over the steady window. Errors are the
-// analyzer's.
-StatusOr<TracedRun> MakeTracedRun(const analyzer::TraceSet& traces);
 
 // Budgets the user gave on the command line; unset ones fall back.
 struct BudgetFlags {
@@ -44,7 +36,7 @@ inline constexpr double kDefaultMemoryShare = 0.9;
 // cores: flag, else config resources.cores, else the host's usable cores;
 // memory: flag, else resources.memory, else 90% of the host's usable memory
 // (cgroup limit or MemAvailable). kInvalidInput when none is known.
-StatusOr<Resources> ResolveResources(const TuneInput& input, const tracer::HostFacts& host,
+StatusOr<Resources> ResolveResources(const TuneInput& input, const HostLimits& host,
                                      const BudgetFlags& flags);
 
 }  // namespace pipetune::tuner

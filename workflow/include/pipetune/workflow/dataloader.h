@@ -13,7 +13,7 @@
 
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/base/status.h"
-#include "pipetune/tuner/dataloader_tuner.h"
+#include "pipetune/tuner/plan.h"
 #include "pipetune/tuner/tune_input.h"
 
 namespace pipetune::workflow {
@@ -41,21 +41,34 @@ StatusOr<nlohmann::json> ReadDataLoaderKwargs(const std::string& path);
 // Whether a trace is a DataLoader's (the bootstrap's main-process trace).
 bool IsDataLoaderTrace(const std::string& trace_path);
 
+// What is specific to a DataLoader once the one model has planned: the
+// keyword arguments the bootstrap applies, {"num_workers": N,
+// "prefetch_factor": P or null, "persistent_workers": B, "pin_memory": B},
+// and the one-line code change.
+nlohmann::json DataLoaderKwargs(const analyzer::DataLoaderKnobs& knobs);
+std::string DataLoaderCodeChange(const analyzer::DataLoaderKnobs& knobs);
+
 struct DataLoaderTuneRequest {
   std::string trace;
   tuner::BudgetFlags budgets;  // cores and memory; unset: the traced host's (90% of its memory)
-  std::string output;          // the kwargs JSON; empty: beside the trace as STEM.dataloader.json
+  tuner::Objective objective = tuner::Objective::kMax;
+  std::string output;  // the kwargs JSON; empty: beside the trace as STEM.dataloader.json
 };
 
 struct DataLoaderTuneResult {
-  analyzer::DataLoaderProfile profile;
-  tuner::DataLoaderPlan plan;
+  analyzer::DataLoaderProfile run;
+  tuner::Plan plan;  // the one solver's, over analyzer::DataLoaderModelProfile
+  analyzer::DataLoaderKnobs knobs;
   std::string output;  // the JSON of keyword arguments written
   std::string code_change;
+  // Said loudly (stderr) as well as in the plan's notes: an IterableDataset
+  // the plan gives workers while its traced workers did not shard it.
+  std::vector<std::string> warnings;
 };
 
-// Reads the run's traces, tunes under the budgets, writes the keyword
-// arguments (as `pipetune profile --apply` reads them).
+// Reads the run's traces, describes them to the model as stages, solves
+// under the budgets (resolved as for a config: flags, then the traced host),
+// writes the keyword arguments (as `pipetune profile --apply` reads them).
 StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request);
 
 // Where the kwargs go by default: TRACE's stem + ".dataloader.json".
@@ -70,6 +83,7 @@ struct DataLoaderVerifyOptions {
   std::string trace = "pipetune.trace";  // round 0's; round N's: STEM-round-N.EXT (DataLoaderRoundTrace)
   std::string output;                    // the best round's kwargs; empty: DataLoaderKwargsPath("", trace)
   int rounds = 1;                        // applied runs after the first
+  tuner::Objective objective = tuner::Objective::kMax;
   int interval_ms = 100;
 };
 struct DataLoaderRound {
@@ -79,10 +93,12 @@ struct DataLoaderRound {
   double measured_batches_per_second = 0;
   double predicted_batches_per_second = 0;  // by the plan that chose these settings; 0 in round 0
   int exit_code = 0;
+  int workers = 0;  // num_workers that ran
 };
 struct DataLoaderVerifyResult {
   std::vector<DataLoaderRound> rounds;
-  size_t best = 0;
+  size_t best = 0;          // PickBestRound's (verify.h): the one rule for configs and DataLoaders
+  std::string stop_reason;  // "1 round of tuning", "the plan changed nothing"
   std::string output;
   std::string code_change;
 };

@@ -10,18 +10,29 @@
 
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
+#include "pipetune/tracer/records.h"
 #include "pipetune/tuner/plan.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/tuner/tune_input.h"
 
 namespace pipetune::workflow {
 
+// A traced run as the tuner takes it: the profile, the config as it ran, the
+// spread of output arrivals (consumer steps per snapshot interval over the
+// steady window), and the limits of the host it ran on.
+struct TracedRun {
+  tuner::TuneInput input;
+  tracer::HostFacts host;   // from the first trace's header
+  std::string config_path;  // absolute path of the config the run read; empty when unknown
+  tuner::HostLimits Limits() const { return {host.UsableCores(), host.UsableMemoryBytes()}; }
+};
+
 // Reads traces of one pipeline into one profile: the first is measured, the
 // others (other parallelism levels) add scaling points. Errors: the reader's
 // (file, byte offset) and the analyzer's (traces of different pipelines, a
 // trace too short to measure). A JSON file given where a trace belongs is
 // refused with a hint (trace a run first, or --verify).
-StatusOr<tuner::TracedRun> CollectProfile(const std::vector<std::string>& trace_paths);
+StatusOr<TracedRun> CollectProfile(const std::vector<std::string>& trace_paths);
 
 // Budgets as the user spells them: a memory size ("4GiB"; empty: unset), and a
 // cache directory whose free space bounds a disk cache (empty: no disk cache).

@@ -71,6 +71,17 @@ struct VerifyResult {
   std::string stop_reason;  // "3 rounds", "the plan changed nothing", ...
 };
 
+// The round a tuning loop keeps, for configs and DataLoaders alike. max: the
+// highest measured throughput. demand: among the rounds that measured at
+// least 95% of the demand, the one with the fewest threads (workers); else
+// the highest. An empty list: 0.
+struct RoundScore {
+  double measured_throughput = 0;
+  int threads = 0;
+};
+size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective objective,
+                     std::optional<double> demand);
+
 // Errors: the config does not build or a run fails (kInvalidInput /
 // kFailed), traces cannot be written (kIoError), no plan fits the budgets.
 StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const VerifyOptions& options);

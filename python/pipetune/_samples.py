@@ -1,0 +1,281 @@
+"""Per-sample recording, in whichever process fetches a DataLoader's samples
+(a worker process, or the main process at num_workers=0): `load` (each
+dataset[i], or each element of an iterable dataset's stream, less its
+transforms), each transform of the dataset's `transform`, and `collate`.
+docs/pytorch.md says what is recorded.
+
+Each recorded call is timed on the monotonic clock (the tracer's) and on the
+thread's CPU clock (time.thread_time_ns), so that each stage is charged its
+own CPU rather than the whole thread's: load, the transforms and collate all
+run on one thread.
+
+Wrapping rules. The fetcher torch makes per epoch (at num_workers=0), per
+worker, or per epoch of a persistent worker of an iterable dataset is
+instrumented each time; the dataset's `transform` is wrapped once, the first
+time, and its wrappers keep reporting to the one SampleContext of that
+dataset, so that `load` never includes a transform's time.
+"""
+import functools
+import operator
+import time
+
+_now = time.monotonic_ns
+_cpu = time.thread_time_ns
+
+# True while a dataset's stream is being read (its iterator made, or its
+# next()): what get_worker_info() calls are noted as sharding (dataloader.py).
+reading_stream = [False]
+
+
+class SampleContext:
+    """One dataset's recording state, shared by its transforms' wrappers: the
+    recorder and stage-name prefix of the sample being fetched, and what its
+    transforms took so far (subtracted from `load`). Outside a fetch
+    (`active` false) the transforms run unrecorded."""
+
+    __slots__ = ("rec", "prefix", "index", "active", "transform_ns", "transform_cpu_ns")
+
+    def __init__(self, rec):
+        self.rec = rec
+        self.prefix = ""
+        self.index = 0
+        self.active = False
+        self.transform_ns = 0
+        self.transform_cpu_ns = 0
+
+    def begin(self, rec, prefix, index):
+        self.rec = rec
+        self.prefix = prefix
+        self.index = index
+        self.transform_ns = 0
+        self.transform_cpu_ns = 0
+        self.active = True
+
+    def record_load(self, begin, end, cpu_ns):
+        self.rec.element(self.prefix + "load", begin, max(begin, end - self.transform_ns), self.index,
+                         op="read", cpu_ns=max(0, cpu_ns - self.transform_cpu_ns))
+
+
+def _original(wrapper):
+    # Pickled or copied, a wrapper is its original (operator.getitem of a list
+    # holding it): a spawned worker gets the user's transforms and wraps them
+    # itself, and a saved dataset does not need pipetune to load.
+    return (operator.getitem, ([wrapper.__dict__["_pt_original"]], 0))
+
+
+class TimedTransform:
+    """One transform of a Compose (or of a list) recorded as its own stage."""
+
+    def __init__(self, transform, name, ctx):
+        self._pt_original = transform
+        self.name = name
+        self.ctx = ctx
+
+    def __call__(self, *args, **kwargs):
+        ctx = self.ctx
+        if not ctx.active:
+            return self._pt_original(*args, **kwargs)
+        begin = _now()
+        cpu = _cpu()
+        out = self._pt_original(*args, **kwargs)
+        cpu_ns = _cpu() - cpu
+        end = _now()
+        ctx.transform_ns += end - begin
+        ctx.transform_cpu_ns += cpu_ns
+        ctx.rec.element(ctx.prefix + self.name, begin, end, ctx.index, cpu_ns=cpu_ns)
+        return out
+
+    def __getattr__(self, name):
+        if name == "_pt_original":
+            raise AttributeError(name)
+        return getattr(self._pt_original, name)
+
+    def __repr__(self):
+        return repr(self._pt_original)
+
+    def __reduce_ex__(self, protocol):
+        return _original(self)
+
+
+class TimedCompose:
+    """Stands for a Compose: calls its transforms' recording wrappers in turn."""
+
+    def __init__(self, compose, timed, ctx):
+        self._pt_original = compose
+        self.transforms = timed
+        self.ctx = ctx
+
+    def __call__(self, x):
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+    def __getattr__(self, name):
+        if name == "_pt_original":
+            raise AttributeError(name)
+        return getattr(self._pt_original, name)
+
+    def __repr__(self):
+        return repr(self._pt_original)
+
+    def __reduce_ex__(self, protocol):
+        return _original(self)
+
+
+def _transform_name(k, t):
+    return "transform[%d]:%s" % (k, type(t).__name__)
+
+
+def _existing_context(transform):
+    if isinstance(transform, TimedCompose):
+        return transform.ctx
+    if isinstance(transform, list) and transform and all(isinstance(t, TimedTransform) for t in transform):
+        return transform[0].ctx
+    return None
+
+
+def _wrap_transform(dataset, transform, ctx):
+    """Replaces dataset.transform by one that records each transform, when it
+    is a Compose (torchvision's, or any class so named with a `transforms`
+    list) or a list of callables."""
+    try:
+        if isinstance(transform, list) and transform and all(callable(t) for t in transform):
+            dataset.transform = [TimedTransform(t, _transform_name(k, t), ctx) for k, t in enumerate(transform)]
+            return
+        inner = getattr(transform, "transforms", None)
+        if type(transform).__name__ == "Compose" and isinstance(inner, (list, tuple)):
+            timed = [TimedTransform(t, _transform_name(k, t), ctx) for k, t in enumerate(inner)]
+            dataset.transform = TimedCompose(transform, timed, ctx)
+    except (AttributeError, TypeError):  # a read-only attribute: the transforms go unrecorded
+        pass
+
+
+def context_of(dataset, rec):
+    """The dataset's SampleContext, its transforms wrapped the first time."""
+    transform = getattr(dataset, "transform", None)
+    ctx = _existing_context(transform)
+    if ctx is not None:
+        ctx.rec = rec  # wrapped in a forked parent, or by another DataLoader
+        return ctx
+    ctx = SampleContext(rec)
+    if transform is not None:
+        _wrap_transform(dataset, transform, ctx)
+    return ctx
+
+
+class TimedDataset:
+    """Stands for a map-style dataset in its fetcher: dataset[i] is recorded
+    as `load` (its time less the transforms') and each transform's stage."""
+
+    def __init__(self, dataset, ctx, rec, prefix):
+        self._pt_dataset = dataset
+        self._pt_ctx = ctx
+        self._pt_rec = rec
+        self._pt_prefix = prefix
+
+    def __getitem__(self, index):
+        ctx = self._pt_ctx
+        ctx.begin(self._pt_rec, self._pt_prefix, index if isinstance(index, int) else 0)
+        begin = _now()
+        cpu = _cpu()
+        try:
+            item = self._pt_dataset[index]
+        finally:
+            ctx.active = False
+        cpu_ns = _cpu() - cpu
+        ctx.record_load(begin, _now(), cpu_ns)
+        return item
+
+    def __len__(self):
+        return len(self._pt_dataset)
+
+    def __getattr__(self, name):
+        if name == "__getitems__" or name.startswith("_pt_"):  # batch fetching would bypass the timing
+            raise AttributeError(name)
+        return getattr(self._pt_dataset, name)
+
+
+class TimedIterator:
+    """Stands for an iterable dataset's iterator in its fetcher: each next()
+    is recorded as `load` (less the transforms') and each transform's stage,
+    the elements numbered in stream order."""
+
+    def __init__(self, iterator, ctx, rec, prefix):
+        self._pt_iterator = iterator
+        self._pt_ctx = ctx
+        self._pt_rec = rec
+        self._pt_prefix = prefix
+        self._pt_count = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        ctx = self._pt_ctx
+        ctx.begin(self._pt_rec, self._pt_prefix, self._pt_count)
+        reading_stream[0] = True
+        begin = _now()
+        cpu = _cpu()
+        try:
+            item = next(self._pt_iterator)
+        finally:
+            ctx.active = False
+            reading_stream[0] = False
+        cpu_ns = _cpu() - cpu
+        ctx.record_load(begin, _now(), cpu_ns)
+        self._pt_count += 1
+        return item
+
+    def __getattr__(self, name):
+        if name.startswith("_pt_"):
+            raise AttributeError(name)
+        return getattr(self._pt_iterator, name)
+
+
+def batch_bytes(data, depth=0):
+    """A batch's bytes: its tensors' (and arrays') nbytes, nested up to 6 deep."""
+    if depth > 6:
+        return 0
+    nbytes = getattr(data, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    try:
+        if hasattr(data, "element_size") and hasattr(data, "numel"):
+            return int(data.element_size() * data.numel())
+    except Exception:
+        return 0
+    if isinstance(data, (list, tuple)):
+        return sum(batch_bytes(x, depth + 1) for x in data)
+    if isinstance(data, dict):
+        return sum(batch_bytes(x, depth + 1) for x in data.values())
+    return 0
+
+
+def timed_collate(collate_fn, rec, prefix):
+    counter = [0]
+
+    @functools.wraps(collate_fn)
+    def collate(batch):
+        begin = _now()
+        cpu = _cpu()
+        out = collate_fn(batch)
+        cpu_ns = _cpu() - cpu
+        rec.element(prefix + "collate", begin, _now(), counter[0], batch_bytes(out), op="batch", cpu_ns=cpu_ns)
+        counter[0] += 1
+        return out
+
+    return collate
+
+
+def instrument_fetcher(fetcher, rec, prefix):
+    """Records the samples and collate of a fetcher torch just made (its
+    dataset, or its iterable dataset's iterator, and its collate_fn)."""
+    dataset = fetcher.dataset
+    ctx = context_of(dataset, rec)
+    if hasattr(fetcher, "dataset_iter"):  # _IterableDatasetFetcher
+        if not isinstance(fetcher.dataset_iter, TimedIterator):
+            fetcher.dataset_iter = TimedIterator(fetcher.dataset_iter, ctx, rec, prefix)
+    elif not isinstance(dataset, TimedDataset):
+        fetcher.dataset = TimedDataset(dataset, ctx, rec, prefix)
+    if getattr(fetcher, "collate_fn", None) is not None:
+        fetcher.collate_fn = timed_collate(fetcher.collate_fn, rec, prefix)

@@ -1,0 +1,238 @@
+// ReadDataLoaderProfile on golden traces of real DataLoader runs
+// (tests/analyzer/dataloader_golden/, made by its make_goldens.py): a
+// synthetic dataset whose costs are known, so counts are exact and times
+// near what the dataset spends. Per sample: load sleeps 2 ms and spins 1 ms
+// of CPU, transform[0]:Spin spins 0.5 ms, transform[1]:Nap sleeps 1 ms; per
+// batch of 4 the loop sleeps 3 ms and spins 1 ms. The runs shared a busy
+// 2-core host, so the bounds above the costs are loose.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "pipetune/analyzer/dataloader_trace.h"
+
+namespace pipetune::analyzer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string GoldenTrace(const std::string& name) {
+  return std::string(PIPETUNE_SOURCE_DIR) + "/tests/analyzer/dataloader_golden/" + name + "/trace";
+}
+
+DataLoaderProfile ReadGolden(const std::string& name) {
+  StatusOr<DataLoaderProfile> p = ReadDataLoaderProfile(GoldenTrace(name));
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return p.ok() ? *p : DataLoaderProfile{};
+}
+
+std::vector<std::string> SampleStageNames(const DataLoaderProfile& p) {
+  std::vector<std::string> names;
+  for (const DataLoaderStage& s : p.sample_stages) names.push_back(s.name);
+  return names;
+}
+
+std::vector<uint64_t> EpochBatches(const DataLoaderProfile& p) {
+  std::vector<uint64_t> batches;
+  for (const DataLoaderEpoch& e : p.epochs) batches.push_back(e.batches);
+  return batches;
+}
+
+// Every sample stage counted `samples` times, with its wall time and its
+// own CPU near the dataset's costs (and not the thread's whole CPU).
+void ExpectSampleCosts(const DataLoaderProfile& p, uint64_t samples) {
+  ASSERT_THAT(SampleStageNames(p), ElementsAre("load", "transform[0]:Spin", "transform[1]:Nap"));
+  for (const DataLoaderStage& s : p.sample_stages) EXPECT_EQ(s.count, samples) << s.name;
+  const DataLoaderStage& load = p.sample_stages[0];
+  const DataLoaderStage& spin = p.sample_stages[1];
+  const DataLoaderStage& nap = p.sample_stages[2];
+  // load: 3 ms of wall, 1 ms of CPU, the transforms' time not included.
+  EXPECT_GT(load.seconds_each, 0.0029);
+  EXPECT_LT(load.seconds_each, 0.02);
+  EXPECT_GT(load.cpu_seconds_each, 0.00095);
+  EXPECT_LT(load.cpu_seconds_each, 0.003);
+  EXPECT_DOUBLE_EQ(load.per_batch, load.seconds_each * 4);
+  EXPECT_GT(spin.cpu_seconds_each, 0.00048);
+  EXPECT_LT(spin.cpu_seconds_each, 0.002);
+  EXPECT_GE(spin.seconds_each, spin.cpu_seconds_each * 0.99);
+  EXPECT_GT(nap.seconds_each, 0.00095);
+  EXPECT_LT(nap.cpu_seconds_each, 0.0004);  // asleep, not on the CPU
+  EXPECT_GE(p.collate.cpu_seconds_each, 0.0);
+}
+
+// The loop's step: 4 ms of wall, 1 ms of the main thread's CPU.
+void ExpectStepCosts(const DataLoaderProfile& p) {
+  EXPECT_GT(p.step.seconds_each, 0.0039);
+  EXPECT_LT(p.step.seconds_each, 0.03);
+  EXPECT_GT(p.step.cpu_seconds_each, 0.00095);
+  EXPECT_LT(p.step.cpu_seconds_each, 0.003);
+}
+
+TEST(DataLoaderTraceTest, MapStyleAtZeroWorkersOverThreeEpochs) {
+  DataLoaderProfile p = ReadGolden("map_workers0");
+  EXPECT_EQ(p.settings.num_workers, 0);
+  EXPECT_EQ(p.settings.batch_size, 4);
+  EXPECT_EQ(p.settings.dataset, "Samples");
+  EXPECT_FALSE(p.settings.iterable);
+  EXPECT_EQ(p.settings.dataset_length, 16);
+  EXPECT_EQ(p.settings.batches_per_epoch, 4);
+  EXPECT_EQ(p.worker_traces, 0);
+  EXPECT_TRUE(p.ended_cleanly);
+  EXPECT_TRUE(p.warnings.empty());
+  EXPECT_EQ(p.batches, 12u);
+  EXPECT_THAT(EpochBatches(p), ElementsAre(4, 4, 4));
+  // Every epoch wraps the samples again; each transform still counts once.
+  ExpectSampleCosts(p, 48);
+  EXPECT_EQ(p.collate.count, 12u);
+  EXPECT_EQ(p.step.count, 12u);
+  EXPECT_EQ(p.transfer.count, 0u);
+  ExpectStepCosts(p);
+  EXPECT_NEAR(p.step_seconds, p.step.seconds_each * 12, 1e-9);
+  EXPECT_GT(p.wait_seconds, 12 * 4 * 0.0045);  // the samples load inside next()
+  EXPECT_GT(p.batch_bytes, 4 * 3 * 8 * 8 * 4 - 1);
+  // The main process's CPU besides the samples' own: the step's 1 ms a batch
+  // and the loop's overhead (the samples' stages' CPU, not their wall time,
+  // is what is left out).
+  EXPECT_GT(p.main_other_cpu_per_batch, 0.0009);
+  EXPECT_LT(p.main_other_cpu_per_batch, 0.02);
+  EXPECT_FALSE(p.hostname.empty());
+  EXPECT_FALSE(p.rank.has_value());  // not a distributed run
+  EXPECT_FALSE(p.world_size.has_value());
+}
+
+TEST(DataLoaderTraceTest, MapStyleWithTwoPersistentForkedWorkers) {
+  std::vector<std::string> paths = DataLoaderTracePaths(GoldenTrace("map_workers2_fork"));
+  ASSERT_EQ(paths.size(), 3u);  // the main trace and its two T.<pid>
+  DataLoaderProfile p = ReadGolden("map_workers2_fork");
+  EXPECT_EQ(p.settings.num_workers, 2);
+  EXPECT_EQ(p.settings.start_method, "fork");
+  EXPECT_TRUE(p.settings.persistent_workers);
+  EXPECT_EQ(p.worker_traces, 2);
+  EXPECT_EQ(p.batches, 8u);
+  EXPECT_THAT(EpochBatches(p), ElementsAre(4, 4));
+  ASSERT_EQ(p.epochs.size(), 2u);
+  EXPECT_EQ(p.epochs[0].workers_started, 2);
+  EXPECT_GT(p.epochs[0].startup_seconds, 0.0);
+  EXPECT_EQ(p.epochs[1].workers_started, 0);  // persistent: started once
+  ExpectSampleCosts(p, 32);
+  EXPECT_EQ(p.collate.count, 8u);
+  EXPECT_EQ(p.transfer.count, 8u);
+  EXPECT_GE(p.transfer.cpu_seconds_each, 0.0);
+  EXPECT_EQ(p.step.count, 8u);
+  ExpectStepCosts(p);
+  EXPECT_GT(p.worker_rss_bytes, 0.0);
+  EXPECT_GT(p.worker_cpu_seconds, 0.0);
+}
+
+TEST(DataLoaderTraceTest, IterableDatasetAtZeroWorkers) {
+  DataLoaderProfile p = ReadGolden("iterable_workers0");
+  EXPECT_TRUE(p.settings.iterable);
+  EXPECT_EQ(p.settings.dataset, "Stream");
+  EXPECT_FALSE(p.settings.dataset_length.has_value());  // a stream has no len()
+  EXPECT_EQ(p.batches, 8u);
+  EXPECT_THAT(EpochBatches(p), ElementsAre(4, 4));
+  ExpectSampleCosts(p, 32);  // each element of the stream, less its transforms
+  EXPECT_EQ(p.collate.count, 8u);
+  EXPECT_EQ(p.worker_traces, 0);
+  EXPECT_FALSE(p.sharded_by_worker_info);
+  // Recorded with the environment torchrun gives rank 1 of 2.
+  EXPECT_EQ(p.rank, 1);
+  EXPECT_EQ(p.local_rank, 1);
+  EXPECT_EQ(p.world_size, 2);
+  EXPECT_FALSE(p.hostname.empty());
+}
+
+TEST(DataLoaderTraceTest, IterableDatasetShardedByWorkerInfo) {
+  DataLoaderProfile p = ReadGolden("iterable_workers2");
+  EXPECT_TRUE(p.settings.iterable);
+  EXPECT_EQ(p.worker_traces, 2);
+  EXPECT_EQ(p.sharded_workers, 2);
+  EXPECT_TRUE(p.sharded_by_worker_info);
+  EXPECT_EQ(p.batches, 4u);  // 16 samples, each once
+  ExpectSampleCosts(p, 16);
+  EXPECT_EQ(p.transfer.count, 4u);  // the workers' end-of-stream markers are not batches
+  EXPECT_EQ(p.epochs.size(), 1u);
+}
+
+TEST(DataLoaderTraceTest, IterableDatasetNotSharded) {
+  DataLoaderProfile p = ReadGolden("iterable_workers2_unsharded");
+  EXPECT_TRUE(p.settings.iterable);
+  EXPECT_EQ(p.worker_traces, 2);
+  EXPECT_EQ(p.sharded_workers, 0);
+  EXPECT_FALSE(p.sharded_by_worker_info);
+  EXPECT_EQ(p.batches, 8u);  // each worker read the whole stream
+  ExpectSampleCosts(p, 32);
+}
+
+TEST(DataLoaderTraceTest, KilledRunGivesTheBatchesItRecorded) {
+  // SIGKILLed after 6 batches, in its second epoch, once a snapshot held them.
+  DataLoaderProfile p = ReadGolden("killed");
+  EXPECT_FALSE(p.ended_cleanly);
+  EXPECT_EQ(p.batches, 6u);
+  EXPECT_THAT(EpochBatches(p), ElementsAre(4, 2));
+  ExpectSampleCosts(p, 24);
+  EXPECT_EQ(p.collate.count, 6u);
+  EXPECT_EQ(p.step.count, 5u);  // the sixth batch's step never ended
+}
+
+TEST(DataLoaderTraceTest, TruncatedTraceIsReadUpToItsLastWholeChunk) {
+  std::ifstream in(GoldenTrace("killed"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 100u);
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pipetune_dataloader_truncated." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "trace").string();
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 7));
+  StatusOr<DataLoaderProfile> p = ReadDataLoaderProfile(path);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_FALSE(p->warnings.empty());
+  EXPECT_THAT(p->warnings[0], HasSubstr("truncated"));
+  EXPECT_GT(p->batches, 0u);
+  EXPECT_LE(p->batches, 6u);
+}
+
+TEST(DataLoaderTraceTest, WorkerTraceNamesItsMainTrace) {
+  std::vector<std::string> paths = DataLoaderTracePaths(GoldenTrace("map_workers2_fork"));
+  ASSERT_EQ(paths.size(), 3u);
+  StatusOr<DataLoaderProfile> p = ReadDataLoaderProfile(paths[1]);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(p.status().message(),
+            paths[1] + " is a DataLoader worker's trace; report its main trace " + GoldenTrace("map_workers2_fork"));
+}
+
+TEST(DataLoaderTraceTest, ProgramThatBuiltNoDataLoader) {
+  StatusOr<DataLoaderProfile> p = ReadDataLoaderProfile(GoldenTrace("no_dataloader"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(p.status().message(), GoldenTrace("no_dataloader") + ": the program built no DataLoader");
+}
+
+TEST(DataLoaderTraceTest, ProgramThatTookNoBatch) {
+  StatusOr<DataLoaderProfile> p = ReadDataLoaderProfile(GoldenTrace("no_batch"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidInput);
+  EXPECT_THAT(p.status().message(), HasSubstr(GoldenTrace("no_batch") + ": "));
+  EXPECT_THAT(p.status().message(), HasSubstr("took no batch"));
+}
+
+TEST(DataLoaderTraceTest, TraceOfAnotherProgramIsNotADataLoaders) {
+  std::string path = std::string(PIPETUNE_SOURCE_DIR) + "/tests/cli/golden/two_stage_cpu.trace";
+  EXPECT_FALSE(IsDataLoaderTraceFile(path));
+  StatusOr<DataLoaderProfile> p = ReadDataLoaderProfile(path);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidInput);
+  EXPECT_THAT(p.status().message(), HasSubstr("not the trace of a PyTorch DataLoader's main process"));
+}
+
+}  // namespace
+}  // namespace pipetune::analyzer

@@ -1,0 +1,217 @@
+// A DataLoader described to the one rate model as stages (analyzer's
+// DataLoaderModelProfile), predicted by models::Predict and tuned by the one
+// solver, on hand-made run profiles with known costs.
+#include <gtest/gtest.h>
+
+#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/what_if.h"
+#include "pipetune/tuner/solver.h"
+
+namespace pipetune::tuner {
+namespace {
+
+using analyzer::DataLoaderKnobs;
+using analyzer::DataLoaderProfile;
+using analyzer::DataLoaderStage;
+using analyzer::DataLoaderStageKind;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+DataLoaderStage Stage(const std::string& name, DataLoaderStageKind kind, double each, uint64_t count) {
+  DataLoaderStage s;
+  s.name = name;
+  s.kind = kind;
+  s.count = count;
+  s.seconds_each = each;
+  s.cpu_seconds_each = each;  // CPU-bound: all of it on a core
+  return s;
+}
+
+// batch 32: load 2 ms, crop 1 ms, to-tensor 3 ms per sample; collate 5 ms;
+// a 40 ms step. One worker needs 197 ms per batch. 100 batches in one epoch.
+DataLoaderProfile LoaderRun(int num_workers = 0) {
+  DataLoaderProfile p;
+  p.settings.batch_size = 32;
+  p.settings.num_workers = num_workers;
+  p.settings.prefetch_factor = 2;
+  p.settings.batches_per_epoch = 100;
+  p.sample_stages = {Stage("load", DataLoaderStageKind::kLoad, 0.002, 3200),
+                     Stage("transform[0]:RandomResizedCrop", DataLoaderStageKind::kTransform, 0.001, 3200),
+                     Stage("transform[1]:ToTensor", DataLoaderStageKind::kTransform, 0.003, 3200)};
+  p.collate = Stage("collate", DataLoaderStageKind::kCollate, 0.005, 100);
+  if (num_workers > 0) p.transfer = Stage("transfer", DataLoaderStageKind::kTransfer, 0.001, 100);
+  p.transfer.name = "transfer";
+  p.pin_memory.name = "pin_memory";
+  p.step = Stage("training step", DataLoaderStageKind::kStep, 0.040, 100);
+  p.step.cpu_seconds_each = 0;  // a GPU step: the CPU waits
+  p.batches = 100;
+  p.wait_seconds = 10;
+  p.step_seconds = 4;
+  p.batch_bytes = 20 * kMiB;
+  p.main_rss_bytes = 400 * kMiB;
+  p.worker_rss_bytes = 300 * kMiB;
+  p.host.cores_allowed = 16;
+  // Workers started in next to no time (the start-up tests set their own).
+  p.epochs.push_back({100, 1e-9 * num_workers, num_workers});
+  return p;
+}
+
+models::Prediction PredictAt(const DataLoaderProfile& run, DataLoaderKnobs knobs, double cores) {
+  models::Profile profile = analyzer::DataLoaderModelProfile(run);
+  models::Configuration config = analyzer::ConfigurationFor(profile, knobs);
+  config.cores = cores;
+  return models::Predict(profile, config);
+}
+
+std::string BottleneckOf(const DataLoaderProfile& run, const models::Prediction& p) {
+  models::Profile profile = analyzer::DataLoaderModelProfile(run);
+  return p.bottleneck_stage ? profile.stages[*p.bottleneck_stage].name : "";
+}
+
+TEST(DataLoaderModel, AtZeroWorkersTheConsumerThreadRunsEverythingAndTheInputSideIsToBlame) {
+  DataLoaderProfile run = LoaderRun();
+  models::Prediction x = PredictAt(run, {0, 2, false, false}, 4);
+  EXPECT_NEAR(x.throughput, 1.0 / (0.197 + 0.040), 1e-9);  // no transfer without workers
+  EXPECT_EQ(x.binding.kind, models::BoundKind::kConsumer);
+  EXPECT_EQ(BottleneckOf(run, x), "transform[1]:ToTensor");  // 96 ms of the 197 per batch
+}
+
+TEST(DataLoaderModel, WorkersScaleUntilTheConsumerThreadBinds) {
+  DataLoaderProfile run = LoaderRun(2);
+  double two = PredictAt(run, {2, 2, false, false}, 16).throughput;
+  double four = PredictAt(run, {4, 2, false, false}, 16).throughput;
+  EXPECT_NEAR(four / two, 2.0, 1e-6);
+  models::Prediction many = PredictAt(run, {12, 2, false, false}, 16);
+  // The step (40 ms) and the transfer (1 ms): the step takes most, so no
+  // input stage is to blame.
+  EXPECT_EQ(many.binding.kind, models::BoundKind::kConsumer);
+  EXPECT_NEAR(many.steady_throughput, 1.0 / 0.041, 1e-9);
+  EXPECT_FALSE(many.bottleneck_stage.has_value());
+}
+
+TEST(DataLoaderModel, CoresBindBeforeWorkers) {
+  models::Prediction x = PredictAt(LoaderRun(2), {4, 2, false, false}, 2);
+  EXPECT_EQ(x.binding.kind, models::BoundKind::kCpu);
+  EXPECT_NEAR(x.throughput, 2 / 0.198, 1e-6);  // workers' 197 ms and the transfer's 1 ms of CPU per batch
+}
+
+TEST(DataLoaderModel, TheStepsCpuCompetesWithTheWorkers) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.step.cpu_seconds_each = 0.040;  // a training step on the CPU
+  models::Prediction x = PredictAt(run, {4, 2, false, false}, 2);
+  EXPECT_NEAR(x.throughput, 2 / 0.238, 1e-6);
+}
+
+TEST(DataLoaderModel, StartUpIsPaidEveryEpochUnlessPersistent) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.epochs.assign(5, {20, 1.0, 2});  // 0.5 s per worker, five epochs of 20 batches
+  run.settings.batches_per_epoch = 20;
+  models::Prediction fresh = PredictAt(run, {2, 2, false, false}, 16);
+  models::Prediction kept = PredictAt(run, {2, 2, true, false}, 16);
+  double steady = 2 / 0.197;
+  EXPECT_NEAR(fresh.throughput, 20 / (20 / steady + 1.0), 1e-6);
+  EXPECT_NEAR(kept.throughput, 20 / (20 / steady + 1.0 / 5), 1e-6);
+}
+
+TEST(DataLoaderModel, MemoryCountsTheProcessesAndTheBatchesInFlight) {
+  models::Profile profile = analyzer::DataLoaderModelProfile(LoaderRun(2));
+  models::Configuration config = analyzer::ConfigurationFor(profile, {3, 4, false, false});
+  EXPECT_NEAR(models::WorkerMemoryBytes(profile, config), (400 + 3 * 300 + 12 * 20) * kMiB, 1);
+}
+
+TEST(DataLoaderModel, WhatIfAnswersTheDataLoadersOwnSettings) {
+  models::Profile profile = analyzer::DataLoaderModelProfile(LoaderRun(1));
+  StatusOr<analyzer::WhatIf> question = analyzer::ParseWhatIf("num_workers=4,prefetch_factor=3,cores=8");
+  ASSERT_TRUE(question.ok()) << question.status().message();
+  StatusOr<analyzer::WhatIfOutcome> outcome = analyzer::EvaluateWhatIf(profile, *question);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_NEAR(outcome->throughput, 4 / 0.197, 1e-6);
+  StatusOr<analyzer::WhatIfOutcome> pin =
+      analyzer::EvaluateWhatIf(profile, *analyzer::ParseWhatIf("num_workers=12,pin_memory=true"));
+  ASSERT_TRUE(pin.ok());
+  EXPECT_LT(pin->throughput, 1.0 / 0.041);  // pinning 20 MiB per batch costs its own thread time
+}
+
+TEST(DataLoaderModel, WhatIfRefusesAKnobThePipelineDoesNotHave) {
+  models::Profile profile = analyzer::DataLoaderModelProfile(LoaderRun());
+  StatusOr<analyzer::WhatIfOutcome> outcome =
+      analyzer::EvaluateWhatIf(profile, *analyzer::ParseWhatIf("decode.parallelism=2"));
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_NE(outcome.status().message().find("no stage \"decode\""), std::string::npos);
+}
+
+Resources LoaderBudget(double cores, double memory_mib) {
+  Resources r;
+  r.cores = cores;
+  r.memory_bytes = static_cast<uint64_t>(memory_mib * kMiB);
+  return r;
+}
+
+DataLoaderKnobs Tuned(const DataLoaderProfile& run, const Resources& resources, Plan* out = nullptr) {
+  TuneInput input;
+  input.profile = analyzer::DataLoaderModelProfile(run);
+  StatusOr<Plan> plan = Solve(input, resources, Objective::kMax);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  if (!plan.ok()) return {};
+  if (out != nullptr) *out = *plan;
+  return analyzer::KnobsOf(input.profile, *plan->configuration);
+}
+
+TEST(DataLoaderTuner, PicksWorkersUpToTheCores) {
+  Plan plan;
+  DataLoaderKnobs knobs = Tuned(LoaderRun(), LoaderBudget(2, 64 * 1024), &plan);
+  EXPECT_EQ(knobs.num_workers, 2);  // 2 / 197 ms per batch meets the cores' 2 / 198 ms
+  EXPECT_EQ(knobs.prefetch_factor, 2);
+  EXPECT_FALSE(knobs.pin_memory);
+  EXPECT_EQ(plan.binding, models::BoundKind::kCpu);
+  EXPECT_GT(plan.predicted_throughput, 1.5 * plan.predicted_throughput_before);
+}
+
+TEST(DataLoaderTuner, MemoryBelowWhatTheWorkersNeedMeansFewerWorkers) {
+  // 4 workers would help on 8 cores, but 1000 MiB leaves room for one worker
+  // (the main process 400 MiB, a worker 300 MiB, each batch in flight 20 MiB).
+  Plan plan;
+  DataLoaderKnobs knobs = Tuned(LoaderRun(), LoaderBudget(8, 1000), &plan);
+  EXPECT_EQ(knobs.num_workers, 1);
+  EXPECT_LE(plan.memory.Total(), 1000 * kMiB);
+  ASSERT_FALSE(plan.notes.empty());
+  EXPECT_NE(plan.notes[0].find("memory binds"), std::string::npos);
+}
+
+TEST(DataLoaderTuner, NeverOverTheMemoryBudget) {
+  for (double mib : {800.0, 1000.0, 1500.0, 2000.0, 4000.0}) {
+    Plan plan;
+    Tuned(LoaderRun(), LoaderBudget(16, mib), &plan);
+    EXPECT_LE(plan.memory.Total(), mib * kMiB) << mib;
+  }
+  TuneInput input;
+  input.profile = analyzer::DataLoaderModelProfile(LoaderRun());
+  StatusOr<Plan> none = Solve(input, LoaderBudget(16, 300), Objective::kMax);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("memory budget"), std::string::npos);
+}
+
+TEST(DataLoaderTuner, PersistentWorkersWhenStartUpRepeatsEveryEpoch) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.epochs.assign(5, {20, 1.5, 2});
+  run.settings.batches_per_epoch = 20;
+  EXPECT_TRUE(Tuned(run, LoaderBudget(2, 64 * 1024)).persistent_workers);
+}
+
+TEST(DataLoaderTuner, PinMemoryOffWithoutCudaKeptWithIt) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.settings.pin_memory = true;
+  EXPECT_FALSE(Tuned(run, LoaderBudget(2, 64 * 1024)).pin_memory);
+  run.cuda_available = true;
+  EXPECT_TRUE(Tuned(run, LoaderBudget(2, 64 * 1024)).pin_memory);
+}
+
+TEST(DataLoaderTuner, NoWorkersWhenTheStepIsTheLimitAnyway) {
+  DataLoaderProfile run = LoaderRun();
+  run.step = Stage("training step", DataLoaderStageKind::kStep, 50.0, 100);  // loading is 0.4% of a step
+  run.step.cpu_seconds_each = 0;
+  EXPECT_EQ(Tuned(run, LoaderBudget(4, 64 * 1024)).num_workers, 0);
+}
+
+}  // namespace
+}  // namespace pipetune::tuner

@@ -1,0 +1,48 @@
+// Traces -> one diagnosis -> the report (report.h).
+#include "pipetune/workflow/report.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/models/config.h"
+
+namespace pipetune::workflow {
+namespace {
+
+StatusOr<analyzer::Diagnosis> DiagnoseAny(const ReportRequest& request) {
+  analyzer::DiagnoseOptions options;
+  options.what_ifs = request.what_ifs;
+  if (!analyzer::IsDataLoaderTraceFile(request.traces[0])) {
+    return analyzer::DiagnoseTraces(request.traces, options);
+  }
+  // A DataLoader run is its main trace and the worker traces beside it;
+  // other runs cannot feed its fit.
+  if (request.traces.size() > 1) {
+    return InvalidInput(
+        fmt::format("{}: a DataLoader's trace is reported alone (its worker traces are read "
+                    "from beside it)",
+                    request.traces[1]));
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run,
+                            analyzer::ReadDataLoaderProfile(request.traces[0]));
+  return analyzer::DiagnoseDataLoader(run, options);
+}
+
+}  // namespace
+
+StatusOr<ReportResult> Report(const ReportRequest& request) {
+  if (request.traces.empty()) return InvalidInput("report: no trace given");
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::Diagnosis diagnosis, DiagnoseAny(request));
+  ReportResult result;
+  result.text = analyzer::RenderReport(diagnosis, request.format);
+  result.diagnosis = std::move(diagnosis);
+  if (!request.output.empty() && request.output != "-") {
+    PIPETUNE_RETURN_IF_ERROR(models::WriteFileAtomically(request.output, result.text));
+    result.written = true;
+  }
+  return result;
+}
+
+}  // namespace pipetune::workflow
