@@ -23,8 +23,9 @@ bash scripts/setup.sh --minimal
 configure=()
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   # -O2 without debug info, and a unity build (each library's sources
-  # compiled as a few files): the quickest build of fast code.
-  configure=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON
+  # compiled as one file): the quickest build of fast code.
+  configure=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"
+             -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=0
              -DPIPETUNE_BUILD_TESTS=OFF -DPIPETUNE_BUILD_BENCH=OFF -DPIPETUNE_WITH_CLANG=OFF)
 fi
 echo "== building pipetune and pipetune_make_images in $build/"
