@@ -116,7 +116,10 @@ StatusOr<TuneResult> Tune(const TuneRequest& request) {
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                             tuner::ResolveResources(traced.input, traced.Limits(), request.budgets));
   PIPETUNE_ASSIGN_OR_RETURN(
-      tuner::Plan plan, tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver));
+      tuner::Plan plan,
+      request.graph_rewrites
+          ? tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver)
+          : tuner::Solve(traced.input, resources, request.objective, request.solver));
   TuneResult result;
   result.plan = std::move(plan);
   const std::optional<models::PipelineConfig>& config = traced.input.config;
