@@ -10,6 +10,7 @@
 
 #include "explain.h"
 #include "gpu_diagnosis.h"
+#include "pipetune/models/decode_crop.h"
 
 namespace pipetune::analyzer {
 const char* StageLimitName(StageLimit limit) {
@@ -305,6 +306,10 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
   d.ended_cleanly = trace.read_report.ended_cleanly || trace.has_end;
   if (trace.pipeline.config_json.empty()) {
     d.assumptions.push_back("the trace has no pipeline config: every ratio is measured");
+  }
+  if (run.config) {  // a graph change the tuner would propose (models/decode_crop.h)
+    if (std::optional<models::DecodeCropPrice> price = models::PriceDecodeCropFusion(*run.config, d.profile))
+      d.summary += " " + models::DescribeDecodeCropFusion(*run.config, *price);
   }
   d.timeline = Timeline(trace);
   return d;

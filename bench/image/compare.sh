@@ -4,6 +4,13 @@
 # costs of both, then each side's images/s, then the ratio LAST. First it
 # checks that both sides compute the same pixels (check_pixels.py).
 #
+# The pipetune side is the config `pipetune tune` writes, as in
+# scripts/demo.sh: examples/image/image_train.json is traced for
+# TRACE_SECONDS and tuned from the trace (out/compare/image_train.tuned.json;
+# with the decode-and-crop fusion when the plan proposes it), then measured
+# for RUN_SECONDS per round. The hand-tuned image_train_tuned.json (separate
+# decode and crop, as PyTorch does them) is measured too, for reference.
+#
 # usage: bench/image/compare.sh [BUILD_DIR]      (default: <repo>/build)
 # environment:
 #   CORES=0,1     the cores both sides are pinned to (taskset)
@@ -12,8 +19,11 @@
 #   COUNT=4000    images generated (examples/image/data)
 #   TORCH_SECONDS=20  cap on each DataLoader setting's run (num_workers=0 is slow)
 #   SKIP_STAGES=1 skip the per-stage single-thread costs
-# pipetune runs one epoch over the images (image_train_tuned.json, consumer
-# draining), each DataLoader setting one epoch or TORCH_SECONDS; both report
+#   TRACE_SECONDS=10  the traced run that `pipetune tune` plans from
+#   RUN_SECONDS=20    each measured run of the tuned config
+# pipetune runs the tuned config for RUN_SECONDS (it repeats its files) and
+# the hand-tuned one for an epoch, consumer draining; each DataLoader setting
+# runs one epoch or TORCH_SECONDS; all report
 # the steady rate from the first batch out to the last, and images per
 # CPU-second of all their threads and processes, which other load on the
 # machine disturbs less than wall-clock rates.
@@ -27,14 +37,16 @@ workers="${WORKERS:-0,1,2,3,4}"
 count="${COUNT:-4000}"
 python=/usr/bin/python3  # Debian's, with python3-torch and python3-torchvision
 data="$root/examples/image/data"
-config="$root/examples/image/image_train_tuned.json"
+hand_tuned="$root/examples/image/image_train_tuned.json"
+out_dir="$root/out/compare"
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-echo "== building pipetune_image_bench and pipetune_make_images in $build"
-cmake --build "$build" --target pipetune_image_bench pipetune_make_images -j2 >/dev/null
+echo "== building pipetune, pipetune_image_bench and pipetune_make_images in $build"
+cmake --build "$build" --target pipetune pipetune_image_bench pipetune_make_images -j2 >/dev/null
 bench="$build/bench/image/pipetune_image_bench"
+pipetune="$build/cli/pipetune"
 
 echo "== images: $data"
 "$build/examples/image/pipetune_make_images" --out "$data" --count "$count" --quiet
@@ -52,7 +64,15 @@ if [[ "${SKIP_STAGES:-0}" != 1 ]]; then
   taskset -c "$first_core" "$python" "$root/bench/image/torch_dataloader.py" stages "$data" --count 300
 fi
 
+mkdir -p "$out_dir"
+echo "== tracing examples/image/image_train.json for ${TRACE_SECONDS:-10} s and tuning it (as scripts/demo.sh does)"
+taskset -c "$cores" "$pipetune" run "$root/examples/image/image_train.json" --seconds "${TRACE_SECONDS:-10}" \
+  --trace "$out_dir/image_train.trace" >/dev/null
+"$pipetune" tune "$out_dir/image_train.trace" -o "$out_dir/image_train.tuned.json" | grep -E '^(throughput|rewrite|\*)'
+config="$out_dir/image_train.tuned.json"
+
 max() { awk -v a="$1" -v b="$2" 'BEGIN {print (b > a) ? b : a}'; }
+best_hand=0
 best_pipetune=0
 best_torch=0
 best_torch_line=""
@@ -60,8 +80,13 @@ cpu_pipetune=0
 cpu_torch=0
 echo "== load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg) (other work on these cores skews absolute numbers)"
 for round in $(seq 1 "$rounds"); do
-  echo "== round $round/$rounds: pipetune, $(basename "$config")"
-  out="$(taskset -c "$cores" "$bench" pipeline "$config")"
+  echo "== round $round/$rounds: pipetune, the hand-tuned $(basename "$hand_tuned") (separate decode and crop)"
+  out="$(taskset -c "$cores" "$bench" pipeline "$hand_tuned")"
+  echo "$out" | grep -v '^pipetune_images_per'
+  best_hand="$(max "$best_hand" "$(echo "$out" | awk '/^pipetune_images_per_second/ {print $2}')")"
+
+  echo "== round $round/$rounds: pipetune, $(basename "$config") as \`pipetune tune\` wrote it"
+  out="$(taskset -c "$cores" "$bench" pipeline "$config" --seconds "${RUN_SECONDS:-20}")"
   echo "$out" | grep -v '^pipetune_images_per'
   rate="$(echo "$out" | awk '/^pipetune_images_per_second/ {print $2}')"
   best_pipetune="$(max "$best_pipetune" "$rate")"
@@ -83,7 +108,8 @@ done
 echo "== load average after the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== result (best of $rounds rounds, cores $cores)"
 echo "images per CPU-second: pipetune $cpu_pipetune, DataLoader $cpu_torch ($(awk -v a="$cpu_pipetune" -v b="$cpu_torch" 'BEGIN {printf "%.2fx", a / b}'))"
-echo "pipetune (image_train_tuned.json):      $best_pipetune images/s"
+echo "pipetune, hand-tuned image_train_tuned.json (separate ops): $best_hand images/s"
+echo "pipetune, tuned by pipetune tune (out/compare/image_train.tuned.json): $best_pipetune images/s"
 torch_workers="$(echo "$best_torch_line" | sed -n 's/.*(num_workers \([0-9]*\)).*/\1/p')"
-echo "PyTorch DataLoader (num_workers $torch_workers):    $best_torch images/s"
-awk -v a="$best_pipetune" -v b="$best_torch" 'BEGIN {printf "ratio pipetune / DataLoader: %.2fx\n", a / b}'
+echo "PyTorch DataLoader (num_workers $torch_workers): $best_torch images/s"
+awk -v a="$best_pipetune" -v b="$best_torch" 'BEGIN {printf "ratio pipetune (tuned) / best DataLoader: %.2fx\n", a / b}'

@@ -12,13 +12,19 @@
 //   pipetune_image_bench stages DIR [--count N]
 //     Single-thread cost of each image function, microseconds of CPU per
 //     image over N files of DIR held in memory (file reads excluded):
-//     jpeg_decode, random_crop_flip 224, normalize, and the fused
-//     jpeg_decode{crop_size: 224}. Outputs are dropped in batches of 64, as
+//     jpeg_decode, random_crop_flip 224, normalize, the fused
+//     jpeg_decode{crop_size: 224} (exact), and the fused one with DCT-scaled
+//     decoding allowed (max_scale_down 8); and that option's difference from
+//     the exact output in levels, at crop_size 112 (at 224 our files' crops
+//     are rarely large enough for it to apply). Outputs are dropped in batches of 64, as
 //     a pipeline's consumer drops them, so buffer reuse is what a run sees.
 //
-//   pipetune_image_bench dump FILE OUT_PREFIX
-//     Writes OUT_PREFIX.decoded.rgb (jpeg_decode) and OUT_PREFIX.224.rgb
-//     (resize to 224x224) as raw RGB bytes, and prints their shapes:
+//   pipetune_image_bench dump FILE OUT_PREFIX [SEED]
+//     Writes OUT_PREFIX.decoded.rgb (jpeg_decode), OUT_PREFIX.224.rgb
+//     (resize to 224x224) and OUT_PREFIX.crop.rgb (the fused
+//     jpeg_decode{crop_size: 224} with FnContext seed SEED, default 1) as raw
+//     RGB bytes, prints their shapes, and prints the crop the fused op drew
+//     ("crop X Y WIDTH HEIGHT FLIP", the same draw random_crop_flip makes):
 //     check_pixels.py compares them with Pillow's.
 //
 // Every result line is "key value"; compare.sh greps them.
@@ -37,6 +43,8 @@
 #include <string>
 #include <vector>
 
+#include "image_kernels.h"  // runtime/src: SampleResizedCrop, to tell Pillow the crop
+#include "pipetune/base/rng.h"
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/function_registry.h"
 #include "pipetune/runtime/pipeline.h"
@@ -146,6 +154,25 @@ StatusOr<std::vector<double>> TimeChain(const std::vector<runtime::Element>& fil
   return micros;
 }
 
+// The opt-in DCT-scaled fused decode against the exact one, same seeds.
+void PrintScaledError(const std::vector<runtime::Element>& files, const runtime::MapFunction& exact,
+                      const runtime::MapFunction& scaled) {
+  double total = 0, values = 0;
+  int max_difference = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    runtime::Element a = files[i], b = files[i];
+    if (!exact.Apply(a, runtime::FnContext{i}).ok() || !scaled.Apply(b, runtime::FnContext{i}).ok()) continue;
+    for (size_t k = 0; k < a.data->size(); ++k) {
+      const int d = std::abs(int((*a.data)[k]) - int((*b.data)[k]));
+      total += d;
+      max_difference = std::max(max_difference, d);
+    }
+    values += static_cast<double>(a.data->size());
+  }
+  std::printf("scaled_decode_112_mean_abs_difference %.3f\n", values > 0 ? total / values : 0.0);
+  std::printf("scaled_decode_112_max_abs_difference %d\n", max_difference);
+}
+
 int RunStagesMode(const std::string& dir, size_t count) {
   glob_t matches;
   const std::string pattern = dir + "/*.jpg";
@@ -197,7 +224,18 @@ int RunStagesMode(const std::string& dir, size_t count) {
     c.stages.emplace_back("normalize", make("normalize", Json::object(), false));
     chains.push_back(std::move(c));
   }
+  {
+    Chain c{"fused_scaled", {}};
+    c.stages.emplace_back("decode_crop_flip",
+                          make("jpeg_decode", {{"crop_size", 224}, {"max_scale_down", 8}}, true));
+    c.stages.emplace_back("normalize", make("normalize", Json::object(), false));
+    chains.push_back(std::move(c));
+  }
   std::printf("%zu files from %s, single thread, CPU us per image\n", files.size(), dir.c_str());
+  // At 224 our files' crops are rarely 448 px on both sides, so the error
+  // is measured at 112, where most crops allow 1/2 or 1/4.
+  PrintScaledError(files, *make("jpeg_decode", {{"crop_size", 112}}, true),
+                   *make("jpeg_decode", {{"crop_size", 112}, {"max_scale_down", 8}}, true));
   for (const Chain& chain : chains) {
     std::vector<const runtime::MapFunction*> fns;
     for (const auto& stage : chain.stages) fns.push_back(stage.second.get());
@@ -213,26 +251,48 @@ int RunStagesMode(const std::string& dir, size_t count) {
   return 0;
 }
 
-int RunDumpMode(const std::string& file, const std::string& out_prefix) {
+Status Dump(const runtime::Element& element, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(element.data->data()),
+            static_cast<std::streamsize>(element.data->size()));
+  if (!out) return Failed("cannot write " + path);
+  return Status::Ok();
+}
+
+int RunDumpMode(const std::string& file, const std::string& out_prefix, uint64_t seed) {
   runtime::FunctionRegistry registry;
   runtime::RegisterImageFunctions(registry);
   auto decode = Make(registry, "jpeg_decode", Json::object(), false);
   auto resize = Make(registry, "resize", {{"height", 224}, {"width", 224}}, false);
-  if (!decode.ok() || !resize.ok()) return Fail("cannot build the functions");
+  auto fused = Make(registry, "jpeg_decode", {{"crop_size", 224}}, true);
+  if (!decode.ok() || !resize.ok() || !fused.ok()) return Fail("cannot build the functions");
   std::ifstream in(file, std::ios::binary);
-  runtime::Element element;
-  element.path = file;
-  element.dtype = runtime::DType::kBytes;
-  element.data =
+  runtime::Element jpeg;
+  jpeg.path = file;
+  jpeg.dtype = runtime::DType::kBytes;
+  jpeg.data =
       std::make_shared<runtime::Bytes>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  runtime::Element element = jpeg;
+  int height = 0, width = 0;
   for (const auto& [fn, suffix] : {std::pair{decode->get(), ".decoded.rgb"}, {resize->get(), ".224.rgb"}}) {
     Status status = fn->Apply(element, runtime::FnContext{0});
+    if (status.ok()) status = Dump(element, out_prefix + suffix);
     if (!status.ok()) return Fail(status.message());
-    std::ofstream out(out_prefix + suffix, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(element.data->data()),
-              static_cast<std::streamsize>(element.data->size()));
     std::printf("%s %d %d\n", suffix + 1, element.shape[0], element.shape[1]);
+    if (height == 0) height = element.shape[0], width = element.shape[1];
   }
+  runtime::Element cropped = jpeg;
+  Status status = (*fused)->Apply(cropped, runtime::FnContext{seed});
+  if (status.ok()) status = Dump(cropped, out_prefix + ".crop.rgb");
+  if (!status.ok()) return Fail(status.message());
+  // The draw the fused op made (image_functions.cc's DrawCrop): the crop,
+  // then the flip, from one stream seeded by the element's seed.
+  pipetune::Rng rng(seed);
+  const runtime::image::PixelCrop crop =
+      runtime::image::SampleResizedCrop(height, width, runtime::image::ResizedCropSampling{}, rng);
+  const bool flip = rng.Uniform(0.0, 1.0) < 0.5;
+  std::printf("crop.rgb %d %d\n", cropped.shape[0], cropped.shape[1]);
+  std::printf("crop %d %d %d %d %d\n", crop.x, crop.y, crop.width, crop.height, flip ? 1 : 0);
   return 0;
 }
 
@@ -240,7 +300,7 @@ int Usage() {
   std::fprintf(stderr,
                "usage: pipetune_image_bench pipeline CONFIG [--seconds S] [--runs N]\n"
                "       pipetune_image_bench stages DIR [--count N]\n"
-               "       pipetune_image_bench dump FILE OUT_PREFIX\n");
+               "       pipetune_image_bench dump FILE OUT_PREFIX [SEED]\n");
   return 2;
 }
 
@@ -266,6 +326,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "pipeline") return RunPipelineMode(target, seconds, runs);
   if (mode == "stages") return RunStagesMode(target, count);
-  if (mode == "dump" && argc == 4) return RunDumpMode(target, argv[3]);
+  if (mode == "dump" && (argc == 4 || argc == 5)) {
+    return RunDumpMode(target, argv[3], argc == 5 ? std::strtoull(argv[4], nullptr, 10) : 1);
+  }
   return Usage();
 }

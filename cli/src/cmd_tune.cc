@@ -91,6 +91,7 @@ int TuneTraces(const TuneFlags& flags) {
   request.objective = ObjectiveFrom(flags);
   request.output = flags.output;
   request.diff = flags.diff;
+  request.graph_rewrites = flags.source.empty();  // a C++ source takes knobs only
   StatusOr<workflow::TuneResult> result = workflow::Tune(request);
   if (!result.ok()) return ReportError(result.status());
   std::optional<workflow::SourceRewriteResult> rewritten;

@@ -21,6 +21,10 @@ std::string FormatRunSummary(const models::PipelineConfig& config, const runtime
       "the consumer waited for data {:.1f}% of the time\n",
       name, s.outputs, s.source_elements, s.seconds, s.stopped_early ? " (time limit)" : "", s.throughput,
       s.examples_per_second, 100.0 * s.stall_fraction);
+  if (s.steady_from_seconds > 0) {
+    out += fmt::format("  steady state (after {:.1f} s of warm-up): {:.1f} examples/s\n",
+                       s.steady_from_seconds, s.steady_examples_per_second);
+  }
   size_t name_width = 5;
   for (const runtime::StageSummary& stage : s.stages) name_width = std::max(name_width, stage.name.size());
   out += fmt::format("  {:<{}}  {:<10}  {:>11}  {:>10}  {:>7}  {:>6}\n", "stage", name_width, "op",

@@ -219,29 +219,34 @@ class JpegDecode final : public MapFunction {
   }
 
   // Fused decode + random resized crop + flip: the crop is drawn from the
-  // header's dimensions, so the decode can run at the smallest DCT scale
-  // whose pixels still cover the crop at >= the output resolution. The
-  // decoded image lives in per-thread scratch; the output is the only
-  // per-element buffer.
+  // header's dimensions (the same draws random_crop_flip makes on the
+  // decoded image), and only the window the crop covers is decoded, at the
+  // smallest allowed DCT scale whose pixels still cover the crop at >= the
+  // output resolution. The window lives in per-thread scratch; the output is
+  // the only per-element buffer.
   Status DecodeCropped(Element& element, const image::JpegInfo& info, uint64_t seed) const {
     const CropDraw draw = DrawCrop(*crop_, info.height, info.width, seed);
     image::JpegDecodeOptions options = options_;
     options.scale_down =
         ChooseScaleDown(draw.crop.width, draw.crop.height, crop_->size, crop_->size, max_scale_down_);
-    const int width = image::ScaledDimension(info.width, options.scale_down);
-    const int height = image::ScaledDimension(info.height, options.scale_down);
-    thread_local Bytes decoded;
-    decoded.resize(static_cast<size_t>(width) * height * kChannels);
-    PIPETUNE_RETURN_IF_ERROR(
-        image::DecodeJpeg(element.data->data(), element.data->size(), info, options, decoded.data()));
     const double s = 1.0 / options.scale_down;
     const CropRect rect{draw.crop.x * s, draw.crop.y * s, draw.crop.width * s, draw.crop.height * s};
+    thread_local Bytes window;
+    PIPETUNE_ASSIGN_OR_RETURN(image::ImageView view,
+                              image::DecodeJpegRegion(element.data->data(), element.data->size(), options,
+                                                      CoveringPixels(rect), window));
     auto out = image::AcquireBuffer(static_cast<size_t>(crop_->size) * crop_->size * kChannels);
-    image::ResampleCrop({decoded.data(), height, width, static_cast<ptrdiff_t>(width) * kChannels}, rect,
-                        crop_->size, crop_->size, draw.flip, crop_->antialias, out->data());
-    if (decoded.capacity() > (64u << 20)) Bytes().swap(decoded);  // do not pin a huge image per thread
+    image::ResampleCrop(view, rect, crop_->size, crop_->size, draw.flip, crop_->antialias, out->data());
+    if (window.capacity() > (64u << 20)) Bytes().swap(window);  // do not pin a huge image per thread
     SetImage(element, DType::kU8, crop_->size, crop_->size, std::move(out));
     return Status::Ok();
+  }
+
+  // The whole pixels a fractional rect touches: what ResampleCrop reads.
+  static image::PixelCrop CoveringPixels(const CropRect& rect) {
+    const int x = static_cast<int>(std::floor(rect.x)), y = static_cast<int>(std::floor(rect.y));
+    return {x, y, static_cast<int>(std::ceil(rect.x + rect.width)) - x,
+            static_cast<int>(std::ceil(rect.y + rect.height)) - y};
   }
 
   image::JpegDecodeOptions options_;
@@ -267,14 +272,16 @@ StatusOr<std::unique_ptr<MapFunction>> MakeJpegDecode(const StageConfig& stage) 
     if (target_size)
       return KeyError(stage, "target_size", "not allowed with crop_size (the crop sets the scale)");
   }
-  // Scaled decode is opt-in: only a size hint (target_size or crop_size)
-  // enables it, and then max_scale_down (default 8) bounds it.
+  // Scaled decode is opt-in: target_size enables it (max_scale_down, default
+  // 8, bounds it); with crop_size only an explicit max_scale_down does,
+  // because the fused crop's default is to be exact (pixels identical to
+  // jpeg_decode then random_crop_flip).
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> max_scale, models::ArgInt(stage, "max_scale_down", 1));
   if (max_scale && *max_scale > 1 && !target_size && !crop) {
     return KeyError(stage, "max_scale_down",
                     "has no effect without a size hint: give target_size (or crop_size) too");
   }
-  const int64_t max_scale_down = max_scale.value_or(target_size || crop ? 8 : 1);
+  const int64_t max_scale_down = max_scale.value_or(target_size ? 8 : 1);
   if (max_scale_down != 1 && max_scale_down != 2 && max_scale_down != 4 && max_scale_down != 8) {
     return KeyError(stage, "max_scale_down", "expected 1, 2, 4 or 8, got " + std::to_string(max_scale_down));
   }

@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "image_kernels.h"
 #include "pipetune/base/status.h"
 
 namespace pipetune::runtime::image {
@@ -39,5 +41,26 @@ int ScaledDimension(int dimension, int scale_down);
 // ScaledDimension(height) rows of ScaledDimension(width) * 3 bytes.
 Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info, const JpegDecodeOptions& options,
                   uint8_t* out);
+
+// Decodes only the part of the image that `region` covers (in the scaled
+// image's pixels, 1/options.scale_down) into `scratch`, through libjpeg's own
+// API (TurboJPEG 2.1 has no cropped decode): rows above the region are
+// entropy-decoded and skipped (jpeg_skip_scanlines: no IDCT, upsampling or
+// colour conversion), rows below it are not decoded at all, and only the
+// iMCU columns (8-32 pixels) around the region are transformed
+// (jpeg_crop_scanline). The returned view's left and top place the window in
+// the whole scaled image; ResampleCrop takes it as it is.
+//
+// Exactness: every pixel inside `region` equals the whole-image decode's
+// (DecodeJpeg with the same options). The window is widened by a few pixels
+// where the image goes on, so that chroma upsampling at the window's edges
+// sees the same neighbours.
+//
+// Errors as DecodeJpeg's, with one difference: the data below the region is
+// never read, so corruption there goes unnoticed; truncation is still an
+// error (the EOI marker is looked for at the end of the data).
+// Preconditions: `region` non-empty and inside the scaled image.
+StatusOr<ImageView> DecodeJpegRegion(const uint8_t* data, size_t size, const JpegDecodeOptions& options,
+                                     const PixelCrop& region, std::vector<uint8_t>& scratch);
 
 }  // namespace pipetune::runtime::image

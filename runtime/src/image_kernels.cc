@@ -142,7 +142,8 @@ void VerticalPass(const ImageView& src, const AxisPlan& y_plan, int out_row, int
                   int16_t* row) {
   const int taps = y_plan.taps;
   const int16_t* w = &y_plan.weights[static_cast<size_t>(out_row) * taps];
-  const uint8_t* base = src.data + static_cast<ptrdiff_t>(y_plan.first[out_row]) * src.stride + column_begin;
+  const uint8_t* base = src.data + static_cast<ptrdiff_t>(y_plan.first[out_row] - src.top) * src.stride +
+                        (column_begin - src.left * kChannels);
   int k = 0;
 #if defined(__SSE2__)
   const __m128i zero = _mm_setzero_si128();
@@ -230,6 +231,7 @@ void ResampleCrop(const ImageView& src, const CropRect& crop, int out_height, in
   PlanAxis(crop.y, crop.height, src.height, out_height, /*mirror=*/false, antialias, kVerticalOne,
            /*even_taps=*/false, scratch, scratch.y_plan);
   const AxisPlan& x_plan = scratch.x_plan;
+  PIPETUNE_CHECK(x_plan.lo >= src.left && scratch.y_plan.lo >= src.top);
   const int lanes = (x_plan.hi - x_plan.lo) * kChannels;
   scratch.row.resize(static_cast<size_t>(lanes) + kRowPadding);
   std::fill(scratch.row.begin() + lanes, scratch.row.end(), 0);

@@ -22,6 +22,10 @@ struct ImageView {
   int height = 0;
   int width = 0;
   ptrdiff_t stride = 0;  // bytes from one row to the next
+  // `data` is pixel (left, top) of the height x width image: a view of a
+  // decoded window holds only the rows and columns a crop reads.
+  int left = 0;
+  int top = 0;
 };
 
 // A region of the source in pixel units. Fractional edges are allowed: a crop
@@ -46,7 +50,10 @@ struct CropRect {
 // 16-bit intermediate row, one rounding at the end.
 //
 // Preconditions (checked by the callers): crop non-empty and inside the
-// image, output sizes >= 1.
+// image, output sizes >= 1, and `src` holds the columns
+// [floor(crop.x), ceil(crop.x + crop.width)) and the rows likewise: the only
+// pixels read. Coordinates are the whole image's, whatever src.left and
+// src.top are, so a window gives the same weights as the whole image.
 void ResampleCrop(const ImageView& src, const CropRect& crop, int out_height, int out_width, bool flip,
                   bool antialias, uint8_t* out);
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <thread>
+#include <vector>
 
 #include "pipetune/runtime/pipeline.h"
 #include "pipetune/tracer/tracer.h"
@@ -79,8 +80,10 @@ class ConsumerLoop {
       }
       uint64_t wait = got - t;
       wait_ns_.fetch_add(wait, std::memory_order_relaxed);
-      examples_.fetch_add(Examples(element), std::memory_order_relaxed);
+      const uint64_t examples =
+          examples_.fetch_add(Examples(element), std::memory_order_relaxed) + Examples(element);
       outputs_.fetch_add(1, std::memory_order_relaxed);
+      RecordOutput(got, examples);
       if (options_.on_output) options_.on_output(element);
       if (step_ns_ > 0) {
         uint64_t until = got + step_ns_;
@@ -93,6 +96,36 @@ class ConsumerLoop {
         stopped_early_ = true;
         return Status::Ok();
       }
+    }
+  }
+
+  // Keeps (time, examples so far) at most every sample_interval_ns_ (and
+  // always the latest output), for the steady rate; the history is halved
+  // and the interval doubled whenever it fills, so a long run costs no more.
+  void RecordOutput(uint64_t now_ns, uint64_t examples) {
+    last_output_ = {now_ns, examples};
+    if (!history_.empty() && now_ns - history_.back().ns < sample_interval_ns_) return;
+    history_.push_back(last_output_);
+    if (history_.size() < kMaxHistory) return;
+    for (size_t i = 0; i < history_.size() / 2; ++i) history_[i] = history_[2 * i];
+    history_.resize(history_.size() / 2);
+    sample_interval_ns_ *= 2;
+  }
+
+  // The rate from the end of the warm-up to the last output (RunSummary).
+  void SteadyRate(uint64_t end_ns, RunSummary& s) const {
+    s.steady_examples_per_second = s.examples_per_second;
+    const double run = static_cast<double>(end_ns - start_ns_) * 1e-9;
+    const double warm_up = std::max(0.1 * run, std::min(1.0, 0.25 * run));
+    const uint64_t from_ns = start_ns_ + static_cast<uint64_t>(warm_up * 1e9);
+    for (const OutputMark& mark : history_) {
+      if (mark.ns < from_ns) continue;
+      const double seconds = static_cast<double>(last_output_.ns - mark.ns) * 1e-9;
+      // At least a tenth of the run after the mark, or the rate is noise.
+      if (seconds <= 0.1 * run || last_output_.examples <= mark.examples) return;
+      s.steady_examples_per_second = static_cast<double>(last_output_.examples - mark.examples) / seconds;
+      s.steady_from_seconds = static_cast<double>(mark.ns - start_ns_) * 1e-9;
+      return;
     }
   }
 
@@ -160,6 +193,7 @@ class ConsumerLoop {
       s.throughput = static_cast<double>(s.outputs) / s.seconds;
       s.examples_per_second = static_cast<double>(s.source_elements) / s.seconds;
       s.stall_fraction = static_cast<double>(wait_ns_.load(std::memory_order_relaxed)) * 1e-9 / s.seconds;
+      SteadyRate(end_ns, s);
     }
     s.peak_buffer_bytes = pipeline_.PeakBufferBytes();
     s.cache_bytes = pipeline_.CacheBytes();
@@ -182,6 +216,15 @@ class ConsumerLoop {
   std::atomic<uint64_t> outputs_{0};
   std::atomic<uint64_t> examples_{0};
   std::atomic<uint64_t> wait_ns_{0};
+  // The consumer thread's alone (RecordOutput), read after it finished.
+  struct OutputMark {
+    uint64_t ns = 0;
+    uint64_t examples = 0;
+  };
+  static constexpr size_t kMaxHistory = 4096;
+  std::vector<OutputMark> history_;
+  OutputMark last_output_;
+  uint64_t sample_interval_ns_ = 10'000'000;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -203,6 +246,8 @@ nlohmann::ordered_json SummaryToJson(const RunSummary& summary) {
   nlohmann::ordered_json j;
   j["throughput"] = summary.throughput;
   j["examples_per_second"] = summary.examples_per_second;
+  j["steady_examples_per_second"] = summary.steady_examples_per_second;
+  j["steady_from_seconds"] = summary.steady_from_seconds;
   j["elements"] = summary.outputs;
   j["source_elements"] = summary.source_elements;
   j["seconds"] = summary.seconds;

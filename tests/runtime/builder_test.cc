@@ -44,6 +44,7 @@ TEST(BuilderTest, ImagePipelineEqualsItsJsonTwin) {
   PipelineBuilder b("image_train");
   b.Cores(2).Memory("4GiB").StepTimeMs(20);
   b.ListFiles("files", "data/*.jpg").Arg("shuffle_seed", 7);
+  b.Repeat("repeat");
   b.ReadFile("read").Parallelism(1);
   b.Map("decode", "jpeg_decode").Parallelism(1);
   b.Map("augment", "random_crop_flip").Arg("size", 224).Parallelism(1).Random();

@@ -211,8 +211,8 @@ TEST(JpegDecodeTest, FusedCropWithScaledDecodeStaysClose) {
                                                                 static_cast<uint8_t>(y * 255 / 480), 128};
                                 }),
                          width, height);
-  auto scaled = Make("jpeg_decode", {{"crop_size", 32}}, /*random=*/true);
-  auto exact = Make("jpeg_decode", {{"crop_size", 32}, {"max_scale_down", 1}}, /*random=*/true);
+  auto scaled = Make("jpeg_decode", {{"crop_size", 32}, {"max_scale_down", 8}}, /*random=*/true);
+  auto exact = Make("jpeg_decode", {{"crop_size", 32}}, /*random=*/true);  // exact is the default
   for (uint64_t seed = 1; seed <= 5; ++seed) {
     Element a = Apply(*scaled, BytesElement(jpeg), seed);
     Element b = Apply(*exact, BytesElement(jpeg), seed);

@@ -35,6 +35,24 @@ TEST(RunTest, MaxSecondsStopsAnEndlessPipelinePromptly) {
   EXPECT_EQ(summary->source_elements, summary->outputs * 8);
 }
 
+TEST(RunTest, SteadyRateExcludesTheWarmUp) {
+  // 5 ms per element, one worker: about 200 elements/s from the first one on.
+  auto config = Config(R"({"name": "steady", "stages": [
+      {"name": "src", "op": "range"},
+      {"name": "fetch", "op": "map", "fn": "io_wait", "args": {"ms": 5}}]})");
+  RunOptions options;
+  options.max_seconds = 1.0;
+  auto summary = RunPipeline(config, options);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  // The report's rule: at least the first quarter of a 1 s run is warm-up.
+  EXPECT_GE(summary->steady_from_seconds, 0.25);
+  EXPECT_LT(summary->steady_from_seconds, 0.5);
+  EXPECT_GT(summary->steady_examples_per_second, 100);
+  EXPECT_LT(summary->steady_examples_per_second, 210);
+  auto json = SummaryToJson(*summary);
+  EXPECT_EQ(json["steady_examples_per_second"].get<double>(), summary->steady_examples_per_second);
+}
+
 TEST(RunTest, SlowConsumerSetsThePaceAndDoesNotStall) {
   auto config = Config(R"({"name": "slow_consumer", "stages": [
       {"name": "src", "op": "range", "args": {"count": 30}},
@@ -133,7 +151,8 @@ TEST(MemoryTest, ShuffleBufferIsAccounted) {
 TEST(ScalingTest, IoWaitAtParallelism8IsAbout8TimesFaster) {
   auto run = [](int parallelism) {
     auto config = RangeThen(48, fmt::format(R"({{"name": "fetch", "op": "map", "fn": "io_wait",
-                                                 "args": {{"ms": 10}}, "parallelism": {}}})", parallelism));
+                                                 "args": {{"ms": 10}}, "parallelism": {}}})",
+                                            parallelism));
     auto summary = RunPipeline(config);
     EXPECT_TRUE(summary.ok());
     return summary.ok() ? summary->throughput : 0.0;

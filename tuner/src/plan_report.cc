@@ -93,6 +93,10 @@ std::string FormatPlanText(const Plan& plan) {
     text += fmt::format("demand:     the consumer takes {} ({})\n", Rate(*plan.demand_throughput),
                         plan.demand_met ? "met" : "not met");
   }
+  for (const GraphRewrite& rewrite : plan.rewrites) {
+    text += fmt::format("rewrite:    {} (x{:.2f} predicted): {}\n", rewrite.description,
+                        rewrite.predicted_gain, rewrite.reason);
+  }
   text += fmt::format("binds:      {}\n", plan.binding_reason);
   text += fmt::format("uses:       {:.2f} cores ({} needed), {} threads, memory {}\n", plan.cores_used,
                       plan.cores_needed, plan.threads, MemoryLine(plan));
@@ -168,6 +172,17 @@ Json PlanToJson(const Plan& plan) {
                      {"reason", k.reason}});
   }
   json["knobs"] = std::move(knobs);
+  if (!plan.rewrites.empty()) {  // absent otherwise: plans without one read as before
+    Json rewrites = Json::array();
+    for (const GraphRewrite& r : plan.rewrites) {
+      rewrites.push_back({{"kind", r.kind},
+                          {"stages", r.stages},
+                          {"description", r.description},
+                          {"predicted_gain", number(r.predicted_gain)},
+                          {"reason", r.reason}});
+    }
+    json["rewrites"] = std::move(rewrites);
+  }
   Json stages = Json::array();
   for (const PlannedStage& s : plan.stages) {
     Json stage = {{"name", s.name}, {"op", s.op_name}};

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <set>
 
+#include "pipetune/tuner/fusion.h"
+
 namespace pipetune::tuner {
 namespace {
 
@@ -38,6 +40,12 @@ Status SetKnobs(const PlannedStage& planned, models::StageConfig& stage) {
 }  // namespace
 
 StatusOr<models::PipelineConfig> ApplyPlan(const models::PipelineConfig& config, const Plan& plan) {
+  if (!plan.rewrites.empty()) {  // the graph first (fusion.h), then the knobs of the stages it leaves
+    PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig rewritten, ApplyRewrites(config, plan.rewrites));
+    Plan knobs = plan;
+    knobs.rewrites.clear();
+    return ApplyPlan(rewritten, knobs);
+  }
   std::set<std::string> planned_names, removed(plan.removed_stages.begin(), plan.removed_stages.end());
   for (const PlannedStage& planned : plan.stages) planned_names.insert(planned.name);
   for (const models::StageConfig& stage : config.stages) {

@@ -8,6 +8,7 @@
 #include "pipetune/analyzer/collector.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/models/queue_model.h"
+#include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/run.h"
@@ -114,8 +115,11 @@ StatusOr<TuneResult> Tune(const TuneRequest& request) {
   PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(request.traces));
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                             tuner::ResolveResources(traced.input, traced.Limits(), request.budgets));
-  PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan,
-                            tuner::Solve(traced.input, resources, request.objective, request.solver));
+  PIPETUNE_ASSIGN_OR_RETURN(
+      tuner::Plan plan,
+      request.graph_rewrites
+          ? tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver)
+          : tuner::Solve(traced.input, resources, request.objective, request.solver));
   TuneResult result;
   result.plan = std::move(plan);
   const std::optional<models::PipelineConfig>& config = traced.input.config;

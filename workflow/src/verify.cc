@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/run.h"
 #include "run_directory.h"
@@ -127,10 +128,13 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     }
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                               tuner::ResolveResources(traced.input, traced.Limits(), options.budgets));
-    PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan,
-                              tuner::Solve(traced.input, resources, options.objective, options.solver));
+    PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::SolveWithRewrites(traced.input, resources,
+                                                                         options.objective, options.solver));
     if (r == 0) round.predicted_throughput = plan.predicted_throughput_before;
     PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig next, tuner::ApplyPlan(current, plan));
+    // A graph rewrite (fusion.h) makes the earlier traces another pipeline's:
+    // their stages no longer match, so they cannot add scaling points.
+    if (!plan.rewrites.empty()) traces.clear();
     round.plan = std::move(plan);
     round.has_plan = true;
     result.rounds.push_back(std::move(round));

@@ -98,6 +98,12 @@ struct RunSummary {
   uint64_t source_elements = 0;    // examples inside them (a batch of 64 counts 64)
   double throughput = 0;           // outputs / seconds
   double examples_per_second = 0;  // source_elements / seconds
+  // The rate after the warm-up, the report's rule (analyzer/window.h): from
+  // the first 10% of the run, and at least its first second or quarter,
+  // whichever is shorter, to the last output. The whole run's rate when too
+  // few outputs came after the warm-up.
+  double steady_examples_per_second = 0;
+  double steady_from_seconds = 0;  // where that window starts
   double stall_fraction = 0;       // consumer time waiting for an output / seconds
   uint64_t peak_buffer_bytes = 0;  // peak bytes held by all buffers together
   uint64_t cache_bytes = 0;        // bytes held by memory caches at the end
@@ -111,11 +117,10 @@ struct RunSummary {
 };
 
 // JSON for `pipetune run --summary`: throughput, examples_per_second,
-// elements (= outputs), seconds, stall_fraction, failed_elements,
-// peak_buffer_bytes, cache_bytes, disk_cache_bytes, stopped_early, errors,
-// and stages[] {name, op, elements, consumed, parallelism, failed, bytes,
-// busy_seconds, wait_input_seconds, wait_output_seconds, peak_buffer_bytes,
-// cache_bytes}.
+// steady_examples_per_second, steady_from_seconds, elements (= outputs), seconds, stall_fraction,
+// failed_elements, peak_buffer_bytes, cache_bytes, disk_cache_bytes, stopped_early, errors, and stages[]
+// {name, op, elements, consumed, parallelism, failed, bytes, busy_seconds, wait_input_seconds,
+// wait_output_seconds, peak_buffer_bytes, cache_bytes}.
 nlohmann::ordered_json SummaryToJson(const RunSummary& summary);
 
 // Builds the pipeline (bad fn or args: kInvalidInput naming stage and key),

@@ -123,6 +123,16 @@ struct CacheOption {
   std::string note;  // why not admissible or not feasible, or what limits it
 };
 
+// A change of the pipeline's graph that the plan makes before its knobs
+// (fusion.h): the stages it replaces, the first keeping its name.
+struct GraphRewrite {
+  std::string kind;                 // "fuse_decode_crop"
+  std::vector<std::string> stages;  // {"decode", "augment"}
+  std::string description;          // one line: what the stages become
+  double predicted_gain = 1;        // tuned throughput with the rewrite over without
+  std::string reason;               // one line: why, with the numbers it was priced from
+};
+
 struct Plan {
   std::string pipeline_name;
   Objective objective = Objective::kMax;
@@ -132,6 +142,7 @@ struct Plan {
   CacheChoice cache;
   std::optional<size_t> cache_stage;  // index into `stages` of the cache stage, if any
   std::vector<KnobChange> knobs;
+  std::vector<GraphRewrite> rewrites;  // applied to the config before the knobs
 
   double measured_throughput = 0;          // of the traced run
   double predicted_throughput_before = 0;  // the model on the traced config

@@ -67,6 +67,9 @@ struct TuneRequest {
   tuner::SolverOptions solver;
   std::string output;  // empty: TunedConfigPath's default
   bool diff = false;
+  // Graph rewrites (tuner/fusion.h) may be proposed. Off for `--source`: the
+  // C++ source rewrite changes knobs only.
+  bool graph_rewrites = true;
 };
 
 struct TuneResult {

@@ -1,0 +1,51 @@
+// Graph rewrites: changes of the pipeline's stages, not of their knobs, that
+// the tuner proposes when the model says they pay. One so far: fusing a JPEG
+// decode with the random resized crop after it (models/decode_crop.h), so
+// that only the crop's window is decoded.
+//
+// How it is decided: the traced profile is rewritten as if the stages were
+// fused (the fused stage priced from the two stages' measured costs and the
+// share of the decode a crop needs), the solver plans both pipelines under
+// the same budgets, and the rewrite is kept when its plan is better: higher
+// throughput by at least kMinRewriteGain, or, for the demand objective, the
+// demand met with fewer cores. The plan then carries the rewrite (Plan::
+// rewrites, applied by ApplyPlan before the knobs), a "stage" change for each
+// stage it touches, and the prediction of the fused pipeline, which
+// `tune --verify` measures like any other.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "pipetune/base/status.h"
+#include "pipetune/models/config.h"
+#include "pipetune/tuner/plan.h"
+#include "pipetune/tuner/solver.h"
+
+namespace pipetune::tuner {
+
+// A rewrite must buy at least this share of throughput to be proposed:
+// below it the difference is within the model's error.
+inline constexpr double kMinRewriteGain = 0.03;
+
+// The traced input as if the rewrite were made: the config and the profile
+// with the stages fused. nullopt when the input has no config or no
+// decode -> crop pair, or the profile does not name the pair's stages.
+struct RewrittenInput {
+  TuneInput input;
+  GraphRewrite rewrite;  // predicted_gain not yet known
+};
+std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input);
+
+// Solve (solver.h), with each proposed rewrite planned too and kept when it
+// pays (above). Errors as Solve's, for the pipeline as traced.
+StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resources, Objective objective,
+                                 const SolverOptions& options = {});
+
+// The config with the rewrites made, in order. Errors (kInvalidInput): a
+// rewrite names stages the config does not have in that arrangement (a plan
+// of another pipeline).
+StatusOr<models::PipelineConfig> ApplyRewrites(const models::PipelineConfig& config,
+                                               const std::vector<GraphRewrite>& rewrites);
+
+}  // namespace pipetune::tuner
