@@ -98,6 +98,33 @@ double Contention(const DataLoaderProfile& p, double window_seconds, double core
   return std::max(1.0, 1.0 / p.loading_cpu_share);
 }
 
+// A worker's CPU outside every recorded stage (the fetch loop, pickling each
+// batch onto the result queue) is per batch: charged to collate, the
+// group's per-batch stage, as CPU only (the sampler thread is part of it and
+// runs beside the work, so it is not time the worker is busy). Only with
+// per-call CPU recorded (the stages' CPU is their own then) and workers that
+// recorded their process CPU over their sessions.
+void ChargeWorkerOverhead(const DataLoaderProfile& run, models::Profile& profile, size_t group_last) {
+  models::StageProfile& collate = profile.stages[group_last];
+  if (run.settings.num_workers == 0 || run.worker_session_cpu_seconds <= 0 || collate.elements <= 0) return;
+  double stage_cpu = 0;
+  for (size_t i = 0; i <= group_last; ++i) {
+    const DataLoaderStage* measured = i < run.sample_stages.size() ? &run.sample_stages[i] : &run.collate;
+    if (measured->cpu_seconds_each < 0) return;
+    stage_cpu += profile.stages[i].cpu_seconds;
+  }
+  double per_batch = std::max(0.0, run.worker_session_cpu_seconds - stage_cpu) / collate.elements;
+  if (per_batch <= 0) return;
+  collate.cpu_seconds_per_element += per_batch;
+  collate.cpu_seconds += per_batch * collate.elements;
+  collate.cpu_seconds_per_output = collate.cpu_seconds_per_element * collate.visit_ratio;
+
+  profile.assumptions.push_back(fmt::format(
+      "the workers spent {:.3f} ms of CPU per batch outside every recorded stage (their fetch loop, "
+      "pickling the batch for the main process): charged to collate",
+      per_batch * 1e3));
+}
+
 void NoteAssumptions(const DataLoaderProfile& run, models::Profile& profile) {
   profile.assumptions.push_back(
       "workers are taken to scale linearly: each worker process runs the group's stages one after another");
@@ -158,6 +185,7 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
   models::StageProfile& collate = profile.stages[group_last];
   collate.bytes_per_element = run.batch_bytes;
   collate.bytes = run.batch_bytes * collate.elements;
+  ChargeWorkerOverhead(run, profile, group_last);
   models::StageProfile& transfer = profile.stages[group_last + 1];
   transfer.on_consumer_thread = true;
   transfer.needs_workers_of = 0;

@@ -334,7 +334,13 @@ void ReadCpuShares(const tracer::Trace& main, const std::vector<const tracer::Tr
                    const StageSum& main_data, uint64_t worker_data_ns, DataLoaderProfile& p) {
   const uint64_t main_data_ns = main_data.work_ns;
   double worker_cpu = 0;
-  for (const tracer::Trace* w : workers) worker_cpu += CpuSeconds(*w);
+  for (const tracer::Trace* w : workers) {
+    worker_cpu += CpuSeconds(*w);
+    if (w->process_samples.size() >= 2) {
+      p.worker_session_cpu_seconds +=
+          (w->process_samples.back().cpu_ns - w->process_samples.front().cpu_ns) / 1e9;
+    }
+  }
   p.worker_cpu_seconds = worker_cpu;
   double main_cpu = CpuSeconds(main);
   if (worker_data_ns > 0 && worker_cpu > 0) {

@@ -85,7 +85,11 @@ struct DataLoaderProfile {
   double main_rss_bytes = 0;      // the main process's peak
   double worker_rss_bytes = 0;    // a worker's peak (the largest); 0 when no worker ran
   double worker_cpu_seconds = 0;  // all worker processes' CPU (user + system)
-  double worker_cpu_ratio = 1;    // workers' CPU over their busy wall time
+  // The same from each worker's first process sample to its last: what the
+  // workers spent while recording, without a spawned worker's start-up
+  // (starting Python, importing torch) before its session began.
+  double worker_session_cpu_seconds = 0;
+  double worker_cpu_ratio = 1;  // workers' CPU over their busy wall time
   // The CPU the process loading samples got while it was loading, over that
   // time (the workers' ratio, or the main process's at num_workers=0). Well
   // under 1 for CPU-bound transforms means the host was shared: other
