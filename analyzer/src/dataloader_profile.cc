@@ -148,37 +148,6 @@ Status CheckMainRecord(const json& record, const std::string& path) {
 
 }  // namespace
 
-const char* DataLoaderStageKindName(DataLoaderStageKind kind) {
-  switch (kind) {
-    case DataLoaderStageKind::kLoad:
-      return "load";
-    case DataLoaderStageKind::kTransform:
-      return "transform";
-    case DataLoaderStageKind::kCollate:
-      return "collate";
-    case DataLoaderStageKind::kTransfer:
-      return "transfer";
-    case DataLoaderStageKind::kPinMemory:
-      return "pin_memory";
-    case DataLoaderStageKind::kStep:
-      return "training step";
-    case DataLoaderStageKind::kStartup:
-      return "worker start-up";
-  }
-  return "?";
-}
-
-double DataLoaderProfile::WorkerSecondsPerBatch() const {
-  double total = collate.seconds_each;
-  for (const DataLoaderStage& s : sample_stages) total += s.per_batch;
-  return total;
-}
-
-double DataLoaderProfile::MeasuredBatchesPerSecond() const {
-  double seconds = wait_seconds + step_seconds;
-  return seconds > 0 && batches > 0 ? static_cast<double>(batches) / seconds : 0.0;
-}
-
 bool IsDataLoaderTrace(const tracer::Trace& trace) { return !RecordOf(trace.header.pipeline).is_null(); }
 
 bool IsDataLoaderTraceFile(const std::string& path) {

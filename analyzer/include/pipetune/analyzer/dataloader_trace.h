@@ -31,9 +31,9 @@ struct DataLoaderSettings {
   std::optional<int64_t> batches_per_epoch;
 };
 
-// What limits a DataLoader's throughput, as a type; words only at the edges.
+// Which of a DataLoader's stages a recorded stage is (the start-up and the
+// step are kinds the reader fills in too).
 enum class DataLoaderStageKind { kLoad, kTransform, kCollate, kTransfer, kPinMemory, kStep, kStartup };
-const char* DataLoaderStageKindName(DataLoaderStageKind kind);
 
 struct DataLoaderStage {
   std::string name;  // "load", "transform[0]:RandomResizedCrop", "collate", "transfer", ...
@@ -101,11 +101,6 @@ struct DataLoaderProfile {
   bool shared_host = false;
   double main_other_cpu_per_batch = 0;  // main-process CPU per batch besides loading samples
   std::vector<DataLoaderEpoch> epochs;
-
-  // Seconds a worker spends on one batch: samples and collate.
-  double WorkerSecondsPerBatch() const;
-  // Measured batches per second (batches over the consumer's wait + step time).
-  double MeasuredBatchesPerSecond() const;
 };
 
 // A trace the Python bootstrap wrote (its config is the DataLoader's record).
