@@ -73,6 +73,15 @@ int GroupWorkers(const Profile& profile, const Configuration& config, size_t gro
   return config.group_workers.empty() ? profile.groups[group].workers : config.group_workers[group];
 }
 
+// The CPU per output that worker groups with workers spend outside their stages.
+double GroupOverheadCpu(const Profile& profile, const Configuration& config) {
+  double cpu = 0;
+  for (size_t g = 0; g < profile.groups.size(); ++g) {
+    if (GroupWorkers(profile, config, g) > 0) cpu += profile.groups[g].overhead_cpu_seconds_per_output;
+  }
+  return cpu;
+}
+
 // The stage among `indices` with the largest V_i * L_i: the one to blame
 // when the thread they share binds.
 std::optional<size_t> Costliest(const Profile& profile, const std::vector<size_t>& indices) {
@@ -234,7 +243,8 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
   }
   AddGroupBounds(profile, config, counted, prediction);
   double stage_cores = StageCores(profile, config);
-  cpu_per_output += profile.consumer_cpu_seconds_per_output;
+  const double overhead_per_output = GroupOverheadCpu(profile, config);
+  cpu_per_output += profile.consumer_cpu_seconds_per_output + overhead_per_output;
   prediction.bounds.push_back(
       {BoundKind::kCpu, std::nullopt, cpu_per_output > 0 ? stage_cores / cpu_per_output : kInfinity});
   double storage = kInfinity;
@@ -257,8 +267,8 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
   prediction.steady_throughput = prediction.throughput;
   ApplyStartup(profile, config, prediction);
 
-  prediction.cores_used =
-      profile.other_cpu_cores + prediction.throughput * profile.consumer_cpu_seconds_per_output;
+  prediction.cores_used = profile.other_cpu_cores + prediction.throughput * (profile.consumer_cpu_seconds_per_output +
+                                                                           overhead_per_output);
   for (size_t i = 0; i < n; ++i) {
     StagePrediction& stage_prediction = prediction.stages[i];
     const StageProfile& stage = profile.stages[i];

@@ -79,6 +79,13 @@ struct WorkerGroup {
   // of the dataset); paid every epoch unless persistent.
   double startup_seconds_per_worker = 0;
   double memory_bytes_per_worker = 0;  // one worker's resident memory
+  // CPU seconds per output the workers spend outside every stage (a
+  // DataLoader worker's fetch loop, pickling each batch for the consumer):
+  // counted in the CPU bound only while the group has workers, since with
+  // none its stages run inline on the consumer's thread and that work is
+  // not done. Kept out of the stages so that each stage's cost is its own
+  // (the CI gate judges it).
+  double overhead_cpu_seconds_per_output = 0;
   // The names a user sets these by, for reports, what-ifs and plans
   // ("num_workers", "prefetch_factor", "persistent_workers"); empty: none.
   std::string workers_knob;

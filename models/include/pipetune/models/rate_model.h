@@ -10,7 +10,8 @@
 //   consumer:     X * (step + sum_{i on it} V_i L_i) <= 1   (stages on its thread)
 //
 // CPU counts the consumer's CPU per output too, where the profile measured
-// it. With worker start-up (s per worker, per epoch of E outputs), the
+// it, and each worker group's own CPU outside its stages while it has
+// workers (WorkerGroup::overhead_cpu_seconds_per_output). With worker start-up (s per worker, per epoch of E outputs), the
 // throughput over an epoch is E / (E / X + w * s); persistent workers pay it
 // once per run, spread over the run's epochs.
 //
