@@ -102,6 +102,28 @@ TEST(DataLoaderModel, TheStepsCpuCompetesWithTheWorkers) {
   EXPECT_NEAR(x.throughput, 2 / 0.238, 1e-6);
 }
 
+TEST(DataLoaderModel, TheWorkersOwnCpuIsTheGroupsPaidOnlyWithWorkersAndNoStagesCost) {
+  DataLoaderProfile run = LoaderRun(2);
+  // 197 ms per batch in the stages, 20 ms more in the workers' fetch loop
+  // and pickling: their process CPU over their sessions.
+  run.worker_session_cpu_seconds = (0.197 + 0.020) * 100;
+  models::Profile profile = analyzer::DataLoaderModelProfile(run);
+  ASSERT_EQ(profile.groups.size(), 1u);
+  EXPECT_NEAR(profile.groups[0].overhead_cpu_seconds_per_output, 0.020, 1e-9);
+  for (const models::StageProfile& stage : profile.stages) {
+    if (stage.name == "collate") {
+      EXPECT_NEAR(stage.cpu_seconds_per_element, 0.005, 1e-12);  // its own
+    }
+  }
+  models::Prediction cpu_bound = PredictAt(run, {4, 2, false, false}, 2);
+  EXPECT_EQ(cpu_bound.binding.kind, models::BoundKind::kCpu);
+  EXPECT_NEAR(cpu_bound.throughput, 2 / (0.198 + 0.020), 1e-6);
+  EXPECT_NEAR(cpu_bound.cores_used, 2.0, 1e-6);
+  // Without workers nothing is pickled: the consumer's thread runs the
+  // stages alone.
+  EXPECT_NEAR(PredictAt(run, {0, 2, false, false}, 2).throughput, 1.0 / (0.197 + 0.040), 1e-9);
+}
+
 TEST(DataLoaderModel, StartUpIsPaidEveryEpochUnlessPersistent) {
   DataLoaderProfile run = LoaderRun(2);
   run.epochs.assign(5, {20, 1.0, 2});  // 0.5 s per worker, five epochs of 20 batches
