@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "format_util.h"
+#include "pipetune/base/size.h"
 
 namespace pipetune::analyzer::internal {
 namespace {
@@ -116,7 +117,7 @@ std::optional<Remedy> BestCache(const models::Profile& profile, const models::Co
     if (!best || p.throughput >= best->prediction.throughput) {
       std::optional<double> bytes = models::CacheBytes(profile, k);
       best = Remedy{fmt::format("a cache after stage {} ({})", profile.stages[k].name,
-                                bytes ? models::FormatBytes(*bytes) : "size unknown"),
+                                bytes ? FormatBytes(*bytes) : "size unknown"),
                     p};
     }
   }
@@ -190,8 +191,8 @@ std::string StorageLimits(const models::Profile& profile, const models::Configur
                           const models::Prediction& now) {
   std::string head =
       fmt::format("Storage bandwidth limits throughput at {} outputs/s ({}/s of {}/s)", Rate(now.throughput),
-                  models::FormatBytes(now.throughput * profile.storage_bytes_per_output),
-                  models::FormatBytes(profile.storage_bytes_per_second.value_or(0)));
+                  FormatBytes(now.throughput * profile.storage_bytes_per_output),
+                  FormatBytes(profile.storage_bytes_per_second.value_or(0)));
   if (std::optional<Remedy> cache = BestCache(profile, observed, now)) {
     return head + "; " + Reach(profile, *cache) + ".";
   }

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "format_util.h"
+#include "pipetune/base/size.h"
 #include "pipetune/models/config.h"
 #include "report_rows.h"
 #include "svg.h"
@@ -198,7 +199,7 @@ class HtmlWriter : public ReportWriter {
     html += Card("consumer stall", Percent(d.stall_fraction));
     html +=
         Card("cores used", d.cores_used >= 0 ? Cores(d.cores_used) + " of " + CoreCount(d.cores) : "unknown");
-    html += Card("peak RSS", models::FormatBytes(static_cast<double>(d.peak_rss_bytes)));
+    html += Card("peak RSS", FormatBytes(static_cast<double>(d.peak_rss_bytes)));
     html += Card("dropped events",
                  DropsText(d) == "none" ? "none" : DropsText(d).substr(0, DropsText(d).find(" (")));
     html += "</div>\n";

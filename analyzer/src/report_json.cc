@@ -7,12 +7,11 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "pipetune/base/json.h"
 #include "writers.h"
 
 namespace pipetune::analyzer::internal {
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 // A finite number rounded to six significant figures; null for +-inf/NaN
 // (an unbounded stage has no maximum throughput).

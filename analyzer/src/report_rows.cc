@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "format_util.h"
+#include "pipetune/base/size.h"
 #include "pipetune/models/config.h"
 
 namespace pipetune::analyzer::internal {
@@ -77,9 +78,9 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
                         : fmt::format("{} cores (process CPU not measured)", CoreCount(d.cores));
   if (d.cpu_contention > 1.01) cpu += fmt::format("; oversubscribed {:.2f}x", d.cpu_contention);
   lines.emplace_back("cpu", cpu);
-  lines.emplace_back("memory", fmt::format("peak RSS {}, buffers {}",
-                                           models::FormatBytes(static_cast<double>(d.peak_rss_bytes)),
-                                           models::FormatBytes(d.buffer_bytes)));
+  lines.emplace_back(
+      "memory", fmt::format("peak RSS {}, buffers {}", FormatBytes(static_cast<double>(d.peak_rss_bytes)),
+                            FormatBytes(d.buffer_bytes)));
   if (d.gpu) {
     const GpuAnalysis& a = d.gpu->analysis;
     if (a.verdict == GpuVerdict::kNoActivity) {
@@ -122,7 +123,7 @@ std::vector<std::string> WhatIfLines(const Diagnosis& d) {
     std::string line = fmt::format("{}: {} outputs/s ({:.2f}x), bound: {}", w.question, Rate(w.throughput),
                                    w.speedup, models::BoundKindName(w.bound));
     if (w.bottleneck) line += fmt::format(", stage {}", *w.bottleneck);
-    if (w.cache_bytes) line += fmt::format("; cache holds {}", models::FormatBytes(*w.cache_bytes));
+    if (w.cache_bytes) line += fmt::format("; cache holds {}", FormatBytes(*w.cache_bytes));
     if (!w.note.empty()) line += fmt::format(" ({})", w.note);
     lines.push_back(line);
   }

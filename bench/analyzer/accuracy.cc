@@ -179,7 +179,7 @@ void InsertCache(models::PipelineConfig& config, const std::string& after) {
   cache.name = "cache";
   cache.op = models::Op::kCache;
   cache.location = models::CacheLocation::Memory();
-  cache.raw = models::Json{{"name", "cache"}, {"op", "cache"}, {"location", "memory"}};
+  cache.raw = Json{{"name", "cache"}, {"op", "cache"}, {"location", "memory"}};
   config.stages.insert(config.stages.begin() + static_cast<long>(index), cache);
   for (size_t i = 0; i < config.stages.size(); ++i) config.stages[i].index = i;
 }

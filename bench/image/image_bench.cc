@@ -52,7 +52,6 @@
 namespace {
 
 using namespace pipetune;
-using models::Json;
 
 double ThreadCpuMicros() {
   timespec now;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "pipetune/base/files.h"
 #include "peers.h"
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/rewrite.h"
@@ -77,7 +78,7 @@ models::PipelineConfig GridConfig(const models::PipelineConfig& start, const std
     models::StageConfig stage;
     stage.name = name;
     stage.op = op;
-    stage.raw = models::Json{{"name", name}, {"op", models::OpName(op)}};
+    stage.raw = Json{{"name", name}, {"op", models::OpName(op)}};
     if (op == models::Op::kPrefetch) stage.buffer = 8;
     if (op == models::Op::kCache) stage.location = models::CacheLocation::Memory();
     config.stages.insert(config.stages.begin() + static_cast<long>(at), stage);
@@ -291,7 +292,7 @@ int main(int argc, char** argv) {
   std::string ratio = bench::RatioLine(rows);
   fmt::print("{}\n{}", table, ratio);
   if (!flags.markdown.empty()) {
-    Status written = models::WriteFileAtomically(flags.markdown, table + "\n" + ratio);
+    Status written = WriteFileAtomically(flags.markdown, table + "\n" + ratio);
     if (!written.ok()) fmt::print(stderr, "tuner_quality: {}\n", written.message());
   }
   return 0;

@@ -10,6 +10,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "pipetune/base/files.h"
 #include "pipetune/models/config.h"
 #include "pipetune/workflow/check.h"
 
@@ -49,11 +50,11 @@ int RunCheck(const CheckFlags& flags) {
   StatusOr<workflow::CheckReport> report = workflow::Check(request);
   if (!report.ok()) return ReportError(report.status());
   if (!flags.junit.empty()) {
-    Status written = models::WriteFileAtomically(flags.junit, workflow::FormatCheckJunit(*report));
+    Status written = WriteFileAtomically(flags.junit, workflow::FormatCheckJunit(*report));
     if (!written.ok()) return ReportError(written);
   }
   if (!flags.markdown.empty()) {
-    Status written = models::WriteFileAtomically(flags.markdown, workflow::FormatCheckMarkdown(*report));
+    Status written = WriteFileAtomically(flags.markdown, workflow::FormatCheckMarkdown(*report));
     if (!written.ok()) return ReportError(written);
   }
   if (flags.format == "json") {

@@ -12,6 +12,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "pipetune/base/files.h"
 #include "pipetune/tracer/chrome_export.h"
 #include "pipetune/workflow/export.h"
 
@@ -28,27 +29,12 @@ struct ExportFlags {
 int Export(const ExportFlags& flags) {
   tracer::ChromeExportOptions options;
   options.max_events = flags.max_events;
-  const std::string temp_path = flags.output_path + ".tmp." + std::to_string(getpid());
   StatusOr<workflow::ExportResult> result = workflow::ExportResult{};
-  Status status;
-  {
-    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return ReportError(IoError(flags.output_path + ": cannot create the output file"));
-    }
+  Status status = WriteFileAtomically(flags.output_path, [&](std::ostream& out) {
     result = workflow::ExportTimeline(flags.trace_path, out, options);
-    status = result.status();
-    out.close();
-    if (status.ok() && !out) status = IoError(flags.output_path + ": cannot write the output file");
-  }
-  if (!status.ok()) {
-    std::remove(temp_path.c_str());
-    return ReportError(status);
-  }
-  if (std::rename(temp_path.c_str(), flags.output_path.c_str()) != 0) {
-    std::remove(temp_path.c_str());
-    return ReportError(IoError(flags.output_path + ": cannot rename the finished output into place"));
-  }
+    return result.status();
+  });
+  if (!status.ok()) return ReportError(status);
   for (const std::string& warning : result->warnings) fmt::print(stderr, "pipetune: warning: {}\n", warning);
   fmt::print("wrote {} events to {}", result->events_written, flags.output_path);
   if (result->traces.size() > 1) fmt::print(" from {} traces (one process each)", result->traces.size());

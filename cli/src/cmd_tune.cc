@@ -64,7 +64,7 @@ int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
   if (!result.ok()) return ReportError(result.status());
   for (const std::string& warning : result->warnings) fmt::print(stderr, "pipetune: WARNING: {}\n", warning);
   if (flags.format == "json") {
-    models::Json j = tuner::PlanToJson(result->plan);
+    Json j = tuner::PlanToJson(result->plan);
     j["output"] = result->output;
     j["dataloader_kwargs"] = workflow::DataLoaderKwargs(result->knobs);
     j["code_change"] = result->code_change;

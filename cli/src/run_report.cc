@@ -4,13 +4,15 @@
 
 #include <algorithm>
 
+#include "pipetune/base/size.h"
+
 namespace pipetune::cli {
 
 std::string FormatProgress(const runtime::Progress& p) {
   std::string line = fmt::format("{:7.1f} s  {:>9.1f} outputs/s  {:>9} outputs  stall {:3.0f}%", p.seconds,
                                  p.throughput, p.outputs, 100.0 * p.stall_fraction);
-  if (p.buffer_bytes > 0) line += "  buffers " + models::FormatBytes(static_cast<double>(p.buffer_bytes));
-  if (p.cache_bytes > 0) line += "  cache " + models::FormatBytes(static_cast<double>(p.cache_bytes));
+  if (p.buffer_bytes > 0) line += "  buffers " + FormatBytes(static_cast<double>(p.buffer_bytes));
+  if (p.cache_bytes > 0) line += "  cache " + FormatBytes(static_cast<double>(p.cache_bytes));
   return line;
 }
 
@@ -35,8 +37,8 @@ std::string FormatRunSummary(const models::PipelineConfig& config, const runtime
   }
   if (s.peak_buffer_bytes > 0 || s.cache_bytes > 0) {
     out += fmt::format("  memory: buffers peaked at {}, memory caches hold {}\n",
-                       models::FormatBytes(static_cast<double>(s.peak_buffer_bytes)),
-                       models::FormatBytes(static_cast<double>(s.cache_bytes)));
+                       FormatBytes(static_cast<double>(s.peak_buffer_bytes)),
+                       FormatBytes(static_cast<double>(s.cache_bytes)));
   }
   if (s.failed_elements > 0) {
     out += fmt::format("  {} elements failed and were skipped; first errors:\n", s.failed_elements);

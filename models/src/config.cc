@@ -20,6 +20,8 @@
 #include <sstream>
 
 #include "config_internal.h"
+#include "pipetune/base/files.h"
+#include "pipetune/base/size.h"
 
 namespace pipetune::models {
 
@@ -406,39 +408,6 @@ std::string Serialize(const PipelineConfig& config) { return ToJson(config).dump
 Status SaveConfig(const PipelineConfig& config, const std::string& path) {
   PIPETUNE_RETURN_IF_ERROR(Validate(config).WithContext("refusing to save an invalid config"));
   return WriteFileAtomically(path, Serialize(config));
-}
-
-Status WriteFileAtomically(const std::string& path, std::string_view contents) {
-  std::string temporary = fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError(fmt::format("{}: cannot create: {}", temporary, std::strerror(errno)));
-  size_t written = 0;
-  while (written < contents.size()) {
-    ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int saved = errno;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      return IoError(fmt::format("{}: write failed: {}", temporary, std::strerror(saved)));
-    }
-    written += static_cast<size_t>(n);
-  }
-  // The descriptor is closed whether fsync fails or not, and a file that may
-  // be half on disk is removed, so a failure leaks neither.
-  int flush_errno = ::fsync(fd) != 0 ? errno : 0;
-  int close_errno = ::close(fd) != 0 ? errno : 0;
-  if (flush_errno != 0 || close_errno != 0) {
-    int saved = flush_errno != 0 ? flush_errno : close_errno;
-    ::unlink(temporary.c_str());
-    return IoError(fmt::format("{}: cannot flush: {}", temporary, std::strerror(saved)));
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    int saved = errno;
-    ::unlink(temporary.c_str());
-    return IoError(fmt::format("{}: cannot rename into place: {}", path, std::strerror(saved)));
-  }
-  return Status::Ok();
 }
 
 }  // namespace pipetune::models

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "config_internal.h"
+#include "pipetune/base/size.h"
 #include "pipetune/models/config.h"
 
 namespace pipetune::models {

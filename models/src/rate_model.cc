@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "pipetune/base/check.h"
+#include "pipetune/base/size.h"
 
 namespace pipetune::models {
 namespace {
@@ -267,8 +268,9 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
   prediction.steady_throughput = prediction.throughput;
   ApplyStartup(profile, config, prediction);
 
-  prediction.cores_used = profile.other_cpu_cores + prediction.throughput * (profile.consumer_cpu_seconds_per_output +
-                                                                           overhead_per_output);
+  prediction.cores_used =
+      profile.other_cpu_cores +
+      prediction.throughput * (profile.consumer_cpu_seconds_per_output + overhead_per_output);
   for (size_t i = 0; i < n; ++i) {
     StagePrediction& stage_prediction = prediction.stages[i];
     const StageProfile& stage = profile.stages[i];

@@ -1,5 +1,6 @@
 // Plan -> edits -> tooling::Replacements -> new file contents, a diff, or the
 // files rewritten all-or-nothing.
+#include "pipetune/base/json.h"
 #include "pipetune/rewrite/apply.h"
 
 #include <clang/Tooling/Core/Replacement.h>
@@ -14,12 +15,12 @@
 #include <set>
 #include <sstream>
 
+#include "pipetune/base/files.h"
 #include "pipetune/tuner/rewrite.h"
 
 namespace pipetune::rewrite {
 namespace {
 
-using Json = nlohmann::ordered_json;
 
 std::string EscapeString(const std::string& s) {
   std::string out = "\"";
@@ -213,35 +214,14 @@ std::string DiffAll(const std::map<std::string, std::pair<std::string, std::stri
 }
 
 Status WriteAll(const std::map<std::string, std::pair<std::string, std::string>>& files) {
-  std::vector<std::pair<std::string, std::string>> temps;  // temp -> final
-  auto cleanup = [&temps] {
-    for (const auto& t : temps) ::unlink(t.first.c_str());
-  };
+  // Every file is written and flushed before any is renamed into place, so a
+  // failure leaves every source as it was.
+  std::vector<PendingFile> pending;
   for (const auto& [file, texts] : files) {
-    std::string temp = fmt::format("{}.pipetune-rewrite.{}.tmp", file, ::getpid());
-    FILE* f = std::fopen(temp.c_str(), "wb");
-    if (f == nullptr) {
-      cleanup();
-      return IoError(fmt::format("{}: cannot write: {}", temp, std::strerror(errno)));
-    }
-    temps.emplace_back(temp, file);
-    struct stat info {};
-    if (::stat(file.c_str(), &info) == 0) ::fchmod(fileno(f), info.st_mode & 07777);  // keep the file's mode
-    bool ok = std::fwrite(texts.second.data(), 1, texts.second.size(), f) == texts.second.size();
-    ok = std::fflush(f) == 0 && ok;
-    ok = ::fsync(fileno(f)) == 0 && ok;
-    ok = std::fclose(f) == 0 && ok;
-    if (!ok) {
-      cleanup();
-      return IoError(fmt::format("{}: cannot write: {}", temp, std::strerror(errno)));
-    }
+    PIPETUNE_ASSIGN_OR_RETURN(PendingFile written, PendingFile::Write(file, texts.second));
+    pending.push_back(std::move(written));
   }
-  for (const auto& [temp, file] : temps) {
-    if (std::rename(temp.c_str(), file.c_str()) != 0) {
-      cleanup();
-      return IoError(fmt::format("{}: cannot replace: {}", file, std::strerror(errno)));
-    }
-  }
+  for (PendingFile& file : pending) PIPETUNE_RETURN_IF_ERROR(file.Commit());
   return Status::Ok();
 }
 

@@ -3,6 +3,8 @@
 // or at a named constant's definition) or to the reason it has none.
 #include "pipetune/rewrite/finder.h"
 
+#include "pipetune/base/json.h"
+
 #include <clang/AST/ASTConsumer.h>
 #include <clang/AST/ASTContext.h>
 #include <clang/AST/ExprCXX.h>
@@ -671,7 +673,6 @@ std::string FormatFindText(const FindResult& result) {
 }
 
 std::string FormatFindJson(const FindResult& result) {
-  using Json = nlohmann::ordered_json;
   Json doc = Json::object();
   Json pipelines = Json::array();
   for (const FoundPipeline& p : result.pipelines) {

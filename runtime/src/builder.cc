@@ -11,8 +11,6 @@
 namespace pipetune::runtime {
 namespace {
 
-using models::Json;
-
 class CallableMap final : public MapFunction {
  public:
   explicit CallableMap(MapCallable fn) : fn_(std::move(fn)) {}
@@ -64,7 +62,7 @@ StageBuilder& StageBuilder::OnError(models::OnError on_error) {
   return *this;
 }
 
-StageBuilder& StageBuilder::Arg(const std::string& key, models::Json value) {
+StageBuilder& StageBuilder::Arg(const std::string& key, Json value) {
   args_[key] = std::move(value);
   return *this;
 }
@@ -194,7 +192,7 @@ StageBuilder& PipelineBuilder::Take(const std::string& name, int64_t count) {
   return Add(name, "take").Arg("count", count);
 }
 
-StatusOr<models::Json> PipelineBuilder::Document() const {
+StatusOr<Json> PipelineBuilder::Document() const {
   const std::string source = fmt::format("pipeline \"{}\" (builder)", name_);
   // Errors recorded while building, and the custom functions' names (one
   // name, one callable), come first: they name the stage as the parser would.

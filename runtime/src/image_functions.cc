@@ -25,7 +25,6 @@ namespace {
 using image::CropRect;
 using image::ImageView;
 using image::kChannels;
-using models::Json;
 using models::StageConfig;
 
 std::string DescribeElement(const Element& element) {

@@ -17,10 +17,10 @@ namespace {
 // random), hashed with FNV-1a: a disk cache is reused only by a pipeline
 // whose stages before it compute the same thing. Knobs do not count.
 uint64_t Fingerprint(const models::PipelineConfig& config, size_t index) {
-  models::Json what = models::Json::array();
+  Json what = Json::array();
   for (size_t i = 0; i <= index; ++i) {
     const models::StageConfig& stage = config.stages[i];
-    models::Json one = models::Json::object();
+    Json one = Json::object();
     one["op"] = models::OpName(stage.op);
     one["fn"] = stage.fn;
     one["args"] = stage.args;

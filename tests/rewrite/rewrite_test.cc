@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "pipetune/base/json.h"
 #include "pipetune/models/config.h"
 #include "pipetune/rewrite/apply.h"
 #include "pipetune/rewrite/finder.h"
@@ -20,7 +21,6 @@
 namespace pipetune::rewrite {
 namespace {
 
-using Json = nlohmann::ordered_json;
 
 // The builder's interface as the finder sees it (the real header pulls in
 // nlohmann/json, which would make every parse a second slower).

@@ -18,7 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-models::StageConfig MapStage(const std::string& fn, models::Json args) {
+models::StageConfig MapStage(const std::string& fn, Json args) {
   models::StageConfig stage;
   stage.name = "work";
   stage.index = 1;
@@ -135,7 +135,7 @@ TEST(KeepEveryTest, KeepsOneInN) {
 }
 
 TEST(KeepEveryTest, NeedsN) {
-  models::StageConfig stage = MapStage("keep_every", models::Json::object());
+  models::StageConfig stage = MapStage("keep_every", Json::object());
   stage.op = models::Op::kFilter;
   auto fn = FunctionRegistry::Builtins().MakeFilter(stage);
   ASSERT_FALSE(fn.ok());

@@ -21,7 +21,6 @@
 namespace pipetune::runtime::fused_crop_test {
 namespace {
 
-using models::Json;
 using ::testing::HasSubstr;
 
 std::unique_ptr<MapFunction> Make(const std::string& fn, Json args, bool random) {

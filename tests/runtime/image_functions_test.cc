@@ -21,7 +21,6 @@
 namespace pipetune::runtime {
 namespace {
 
-using models::Json;
 using ::testing::HasSubstr;
 
 models::StageConfig Stage(const std::string& fn, Json args, bool random = false) {

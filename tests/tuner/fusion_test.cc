@@ -81,7 +81,7 @@ TEST(FusionTest, TheTunedConfigHasTheFusedStage) {
   EXPECT_EQ(decode.fn, "jpeg_decode");
   EXPECT_TRUE(decode.random);
   EXPECT_EQ(decode.args.at("crop_size"), 224);
-  EXPECT_EQ(decode.args.at("scale"), models::Json::array({0.08, 1.0}));
+  EXPECT_EQ(decode.args.at("scale"), Json::array({0.08, 1.0}));
   EXPECT_EQ(decode.args.at("fast_dct"), false);  // the decoder's own args stay
   EXPECT_GT(decode.parallelism, 1);              // and its knobs are tuned
   EXPECT_THAT(models::Serialize(*tuned), ::testing::Not(HasSubstr("random_crop_flip")));

@@ -40,16 +40,16 @@ TEST(ApplyPlan, ChangesKnobsInsertsStagesAndKeepsEverythingElse) {
   ASSERT_TRUE(tuned.ok()) << tuned.status().message();
   ASSERT_TRUE(models::Validate(*tuned).ok());
 
-  models::Json json = models::ToJson(*tuned);
+  Json json = models::ToJson(*tuned);
   std::vector<std::string> keys;
   for (auto& [key, value] : json.items()) keys.push_back(key);
   EXPECT_EQ(keys,
             (std::vector<std::string>{"comment", "name", "stages", "consumer", "resources", "trailer"}));
   EXPECT_EQ(json["comment"], "owned by the data team");
   EXPECT_EQ(json["consumer"]["device"], "gpu0");
-  EXPECT_EQ(json["trailer"], models::Json::parse("[1,2,3]"));
+  EXPECT_EQ(json["trailer"], Json::parse("[1,2,3]"));
 
-  const models::Json& stages = json["stages"];
+  const Json& stages = json["stages"];
   EXPECT_EQ(stages[0]["x-owner"], "alice");
   EXPECT_EQ(stages[0].begin().key(), "op");  // the user's key order inside a stage
   EXPECT_EQ(stages[1]["note"], "slow");

@@ -238,7 +238,7 @@ TEST(Solver, EveryKnobHasAReasonAndChangesAreMarked) {
     EXPECT_FALSE(knob.reason.empty()) << knob.stage << "." << KnobName(knob.knob);
     EXPECT_EQ(knob.changed, knob.old_value != knob.new_value) << knob.stage;
   }
-  models::Json json = PlanToJson(plan);
+  Json json = PlanToJson(plan);
   EXPECT_TRUE(json["predicted_throughput"].is_number());
   EXPECT_EQ(json["binding"]["kind"], "cpu");
   std::string text = FormatPlanText(plan);

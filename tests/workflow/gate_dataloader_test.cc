@@ -132,7 +132,7 @@ TEST(GateDataLoaderTest, EveryStageSlowerByOneFactorIsTheMachine) {
 
 TEST(GateDataLoaderTest, BaselineRoundTripsThroughJsonWithItsSettingsAndCommand) {
   Baseline b = LoaderBaseline();
-  models::Json j = BaselineToJson(b);
+  Json j = BaselineToJson(b);
   EXPECT_EQ(j["kind"], "dataloader");
   StatusOr<Baseline> back = ParseBaseline(j.dump(2), "b.json");
   ASSERT_TRUE(back.ok()) << back.status().message();

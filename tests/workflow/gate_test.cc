@@ -250,7 +250,7 @@ TEST(GateJudgeTest, ReportRendersEveryFormat) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(520, 100, 500.0 / 620);
   CheckReport report = Judge(b, Config(), &runs, {});
-  models::Json j = CheckReportToJson(report);
+  Json j = CheckReportToJson(report);
   EXPECT_EQ(j["verdict"], "regression");
   EXPECT_TRUE(j["throughput"].contains("baseline"));
   EXPECT_EQ(j["stages"][1]["name"], "decode");
@@ -292,7 +292,7 @@ TEST(GateInputTest, MalformedJsonNamesTheByteOffset) {
 }
 
 TEST(GateInputTest, WrongTypeAndMissingKeysAreNamed) {
-  models::Json j = BaselineToJson(MakeBaseline());
+  Json j = BaselineToJson(MakeBaseline());
   j["runs"][1]["stages"][0]["cpu_seconds_per_element"] = "fast";
   StatusOr<Baseline> parsed = ParseBaseline(j.dump(), "base.json");
   ASSERT_FALSE(parsed.ok());

@@ -37,7 +37,7 @@ class SourceRewriteTest : public ::testing::Test {
 TEST_F(SourceRewriteTest, RunsTheRewriterWithThePlan) {
   SourceRewriteRequest request;
   request.source = "prog.cc";
-  request.plan = {{"pipeline", "demo"}, {"knobs", models::Json::array()}};
+  request.plan = {{"pipeline", "demo"}, {"knobs", Json::array()}};
   request.rewriter = FakeRewriter(0, "rewrote prog.cc");
   request.build_dir = "builddir";
   StatusOr<SourceRewriteResult> result = RewriteSource(request);
@@ -51,7 +51,7 @@ TEST_F(SourceRewriteTest, RunsTheRewriterWithThePlan) {
 TEST_F(SourceRewriteTest, AFailedRewriteIsAnErrorWithTheRewritersMessage) {
   SourceRewriteRequest request;
   request.source = "prog.cc";
-  request.plan = {{"pipeline", "demo"}, {"knobs", models::Json::array()}};
+  request.plan = {{"pipeline", "demo"}, {"knobs", Json::array()}};
   request.rewriter = FakeRewriter(2, "stage \"decode\": knob parallelism cannot be rewritten");
   StatusOr<SourceRewriteResult> result = RewriteSource(request);
   ASSERT_FALSE(result.ok());
@@ -64,7 +64,7 @@ TEST_F(SourceRewriteTest, AFailedRewriteIsAnErrorWithTheRewritersMessage) {
 TEST_F(SourceRewriteTest, AMissingRewriterSaysHowToGetOne) {
   SourceRewriteRequest request;
   request.source = "prog.cc";
-  request.plan = {{"pipeline", "demo"}, {"knobs", models::Json::array()}};
+  request.plan = {{"pipeline", "demo"}, {"knobs", Json::array()}};
   request.rewriter = (dir_ / "no-such-rewriter").string();
   StatusOr<SourceRewriteResult> result = RewriteSource(request);
   ASSERT_FALSE(result.ok());

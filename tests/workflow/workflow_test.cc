@@ -96,7 +96,7 @@ TEST_F(WorkflowTest, TracedRunRecordsTheConfigSoTuneWritesBesideIt) {
   EXPECT_GT(tuned->stages[*tuned->FindStage("work")].parallelism, 1);
   ASSERT_TRUE(result->config->diff.has_value());
   EXPECT_TRUE(HasAddedLineWith(*result->config->diff, "\"parallelism\"")) << *result->config->diff;
-  models::Json json = TuneResultToJson(*result);
+  Json json = TuneResultToJson(*result);
   EXPECT_EQ(json["config_path"], result->config->path);
   EXPECT_TRUE(json.contains("diff"));
   EXPECT_GT(json["predicted_throughput"].get<double>(), 0);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <set>
 
+#include "pipetune/base/size.h"
+
 namespace pipetune::tuner {
 namespace {
 
@@ -240,9 +242,9 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
     if (choice.kind == CacheKind::kDisk && resources.disk_free_bytes &&
         cache.cache_bytes > static_cast<double>(*resources.disk_free_bytes)) {
       return InvalidInput(fmt::format("a disk cache after \"{}\" needs {} and {} has {} free",
-                                      profile.stages[i].name, models::FormatBytes(cache.cache_bytes),
+                                      profile.stages[i].name, FormatBytes(cache.cache_bytes),
                                       *resources.disk_cache_dir,
-                                      models::FormatBytes(static_cast<double>(*resources.disk_free_bytes))));
+                                      FormatBytes(static_cast<double>(*resources.disk_free_bytes))));
     }
     double seconds = kPassThroughSeconds;
     if (choice.kind == CacheKind::kDisk) seconds += cache.bytes_per_element * kDiskReplaySecondsPerByte;

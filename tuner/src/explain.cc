@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipetune/base/size.h"
+
 namespace pipetune::tuner {
 namespace {
 
@@ -62,10 +64,9 @@ std::string CacheReason(const TuneInput& input, const Candidate& candidate, cons
   }
   std::string where =
       !cache.location || cache.location->in_memory()
-          ? fmt::format("memory ({} of the {} budget)", models::FormatBytes(cache.cache_bytes),
-                        models::FormatBytes(static_cast<double>(resources.memory_bytes)))
-          : fmt::format("{} on disk in {}", models::FormatBytes(cache.cache_bytes),
-                        cache.location->directory);
+          ? fmt::format("memory ({} of the {} budget)", FormatBytes(cache.cache_bytes),
+                        FormatBytes(static_cast<double>(resources.memory_bytes)))
+          : fmt::format("{} on disk in {}", FormatBytes(cache.cache_bytes), cache.location->directory);
   const std::string& after = input.profile.stages[candidate.choice.after].name;
   return fmt::format(
       "after the first epoch it replays \"{}\"'s output, saving {} of CPU per output; it holds {}", after,

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipetune/base/size.h"
+
 namespace pipetune::tuner {
 namespace {
 
-using models::FormatBytes;
-using models::Json;
 
 std::string Rate(double x) { return std::isfinite(x) ? fmt::format("{:.4g}/s", x) : "unbounded"; }
 

@@ -17,7 +17,7 @@ models::StageConfig InsertedStage(const PlannedStage& planned) {
   models::StageConfig stage;
   stage.name = planned.name;
   stage.op = planned.op;
-  stage.raw = models::Json::object();
+  stage.raw = Json::object();
   stage.raw["name"] = planned.name;
   stage.raw["op"] = models::OpName(planned.op);
   if (planned.op == Op::kPrefetch) stage.buffer = planned.buffer.value_or(1);

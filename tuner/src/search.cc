@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "pipetune/base/check.h"
+#include "pipetune/base/size.h"
 
 namespace pipetune::tuner {
 namespace {
@@ -43,12 +44,11 @@ Status ParallelismSearch::Prepare() {
   }
   models::MemoryEstimate memory = Memory(candidate_);
   if (memory.Total() > static_cast<double>(resources_.memory_bytes)) {
-    return InvalidInput(
-        fmt::format("with every knob at its minimum it holds {} of memory ({} cache, {} queues and buffers); "
-                    "the budget is {}",
-                    models::FormatBytes(memory.Total()), models::FormatBytes(memory.cache),
-                    models::FormatBytes(memory.Total() - memory.cache),
-                    models::FormatBytes(static_cast<double>(resources_.memory_bytes))));
+    return InvalidInput(fmt::format(
+        "with every knob at its minimum it holds {} of memory ({} cache, {} queues and buffers); "
+        "the budget is {}",
+        FormatBytes(memory.Total()), FormatBytes(memory.cache), FormatBytes(memory.Total() - memory.cache),
+        FormatBytes(static_cast<double>(resources_.memory_bytes))));
   }
   max_parallelism_ = std::min(kParallelismCap, resources_.max_threads - threads + 1);
 
@@ -160,8 +160,8 @@ std::string ParallelismSearch::DescribeFailure(double x) {
     return fmt::format("{} would need {} threads; the limit is {}", Rate(x), threads, resources_.max_threads);
   }
   double memory = Memory(candidate_).Total();
-  return fmt::format("{} would need {} of memory; the budget is {}", Rate(x), models::FormatBytes(memory),
-                     models::FormatBytes(static_cast<double>(resources_.memory_bytes)));
+  return fmt::format("{} would need {} of memory; the budget is {}", Rate(x), FormatBytes(memory),
+                     FormatBytes(static_cast<double>(resources_.memory_bytes)));
 }
 
 double ParallelismSearch::Maximise(double tolerance) {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <vector>
 
+#include "pipetune/base/size.h"
+
 namespace pipetune::tuner {
 namespace {
 
@@ -115,8 +117,8 @@ void AddKnobs(const TuneInput& input, const Trial& chosen, Plan& plan) {
     add(group.buffer_knob, group.workers > 0 ? std::to_string(group.buffer_per_worker) : "-",
         std::to_string(c.group_buffer[0]),
         fmt::format("{} outputs in flight ({} of memory)", c.group_workers[0] * c.group_buffer[0],
-                    models::FormatBytes(c.group_workers[0] * c.group_buffer[0] *
-                                        profile.stages[group.last_stage].bytes_per_element)));
+                    FormatBytes(c.group_workers[0] * c.group_buffer[0] *
+                                profile.stages[group.last_stage].bytes_per_element)));
     bool persistent = c.group_persistent[0];
     add(group.persistent_knob, BoolText(group.persistent), BoolText(persistent),
         persistent ? fmt::format("workers start once, not every epoch ({:.3f} s each)",
@@ -156,7 +158,7 @@ StatusOr<Plan> SolveWorkerGroups(const TuneInput& input, const Resources& resour
   }
   if (trials.empty()) {
     return InvalidInput(fmt::format("no setting fits the {} memory budget: the least needs {}",
-                                    models::FormatBytes(budget), models::FormatBytes(least_memory)));
+                                    FormatBytes(budget), FormatBytes(least_memory)));
   }
   std::optional<double> demand;
   if (profile.step_time_seconds && *profile.step_time_seconds > 0) demand = 1.0 / *profile.step_time_seconds;
@@ -194,11 +196,11 @@ StatusOr<Plan> SolveWorkerGroups(const TuneInput& input, const Resources& resour
       best_over_budget > plan.predicted_throughput * (1 + options.tie_tolerance)) {
     plan.binding_reason =
         fmt::format("the memory budget: {} workers fit in {} ({:.4g} outputs/s would need more)", workers,
-                    models::FormatBytes(budget), best_over_budget);
+                    FormatBytes(budget), best_over_budget);
     plan.notes.push_back(
         fmt::format("memory binds: more workers would reach {:.4g} outputs/s but need more than "
                     "the {} budget",
-                    best_over_budget, models::FormatBytes(budget)));
+                    best_over_budget, FormatBytes(budget)));
   }
   return plan;
 }

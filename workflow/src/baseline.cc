@@ -12,6 +12,7 @@
 
 #include "gate_judge.h"
 #include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/base/files.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
 #include "run_directory.h"
@@ -20,7 +21,6 @@ namespace pipetune::workflow {
 namespace {
 
 namespace fs = std::filesystem;
-using models::Json;
 
 bool IsKnobStage(const models::StageConfig& stage) {
   return stage.op == models::Op::kPrefetch || stage.op == models::Op::kCache;
@@ -411,7 +411,7 @@ StatusOr<Baseline> LoadBaseline(const std::string& path) {
 }
 
 Status SaveBaseline(const Baseline& baseline, const std::string& path) {
-  return models::WriteFileAtomically(path, BaselineToJson(baseline).dump(2) + "\n");
+  return WriteFileAtomically(path, BaselineToJson(baseline).dump(2) + "\n");
 }
 
 }  // namespace pipetune::workflow

@@ -8,8 +8,6 @@
 namespace pipetune::workflow {
 namespace {
 
-using models::Json;
-
 Json Finite(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 
 Json ShiftJson(const Shift& s) {

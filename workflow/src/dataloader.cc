@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "pipetune/base/files.h"
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/profile_program.h"
@@ -165,8 +166,7 @@ StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& 
   result.output = DataLoaderKwargsPath(request.output, request.trace);
   result.code_change = DataLoaderCodeChange(result.knobs);
   AddStreamNotes(result);
-  PIPETUNE_RETURN_IF_ERROR(
-      models::WriteFileAtomically(result.output, DataLoaderKwargs(result.knobs).dump(2) + "\n"));
+  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, DataLoaderKwargs(result.knobs).dump(2) + "\n"));
   return result;
 }
 
@@ -244,7 +244,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     best_kwargs = DataLoaderKwargs(analyzer::CurrentKnobs(profile->settings));
   }
   result.output = DataLoaderKwargsPath(options.output, options.trace);
-  PIPETUNE_RETURN_IF_ERROR(models::WriteFileAtomically(result.output, best_kwargs.dump(2) + "\n"));
+  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, best_kwargs.dump(2) + "\n"));
   analyzer::DataLoaderKnobs knobs;
   knobs.num_workers = best_kwargs.value("num_workers", 0);
   knobs.prefetch_factor =

@@ -101,7 +101,7 @@ std::vector<StageKnobs> DataLoaderStagesOf(const models::Profile& profile) {
 
 std::string DataLoaderIdentityHash(const DataLoaderGateSettings& settings,
                                    const std::vector<StageKnobs>& stages) {
-  models::Json identity{{"batch_size", settings.batch_size}, {"dataset", settings.dataset}};
+  Json identity{{"batch_size", settings.batch_size}, {"dataset", settings.dataset}};
   for (const StageKnobs& s : stages) identity["stages"].push_back(s.name);
   uint64_t hash = 1469598103934665603ull;  // FNV-1a 64, as IdentityHash
   for (unsigned char c : identity.dump()) {

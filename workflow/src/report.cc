@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/base/files.h"
 #include "pipetune/models/config.h"
 
 namespace pipetune::workflow {
@@ -39,7 +40,7 @@ StatusOr<ReportResult> Report(const ReportRequest& request) {
   result.text = analyzer::RenderReport(diagnosis, request.format);
   result.diagnosis = std::move(diagnosis);
   if (!request.output.empty() && request.output != "-") {
-    PIPETUNE_RETURN_IF_ERROR(models::WriteFileAtomically(request.output, result.text));
+    PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(request.output, result.text));
     result.written = true;
   }
   return result;

@@ -7,6 +7,7 @@
 
 #include "pipetune/analyzer/collector.h"
 #include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/base/size.h"
 #include "pipetune/models/queue_model.h"
 #include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
@@ -72,7 +73,7 @@ StatusOr<tuner::BudgetFlags> ParseBudgets(std::optional<double> cores, const std
   tuner::BudgetFlags budgets;
   budgets.cores = cores;
   if (!memory.empty()) {
-    StatusOr<uint64_t> bytes = models::ParseSize(memory);
+    StatusOr<uint64_t> bytes = ParseSize(memory);
     if (!bytes.ok()) return bytes.status().WithContext("--memory");
     if (*bytes == 0) return InvalidInput("--memory: must be > 0");
     budgets.memory_bytes = *bytes;
@@ -142,9 +143,9 @@ StatusOr<TuneResult> Tune(const TuneRequest& request) {
   return result;
 }
 
-models::Json TuneResultToJson(const TuneResult& result) {
-  models::Json document = tuner::PlanToJson(result.plan);
-  document["config_path"] = result.config ? models::Json(result.config->path) : models::Json(nullptr);
+Json TuneResultToJson(const TuneResult& result) {
+  Json document = tuner::PlanToJson(result.plan);
+  document["config_path"] = result.config ? Json(result.config->path) : Json(nullptr);
   if (result.config && result.config->diff) document["diff"] = *result.config->diff;
   return document;
 }

@@ -165,10 +165,10 @@ StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOp
   return VerifiedTune{std::move(result), std::move(written)};
 }
 
-models::Json VerifiedTuneToJson(const VerifiedTune& verified) {
+Json VerifiedTuneToJson(const VerifiedTune& verified) {
   const VerifyResult& result = verified.result;
   const Round& best = result.rounds[result.best];
-  models::Json rounds = models::Json::array();
+  Json rounds = Json::array();
   for (const Round& round : result.rounds) {
     rounds.push_back({{"round", round.index},
                       {"changes", round.changes},
@@ -176,7 +176,7 @@ models::Json VerifiedTuneToJson(const VerifiedTune& verified) {
                       {"measured_throughput", round.measured_throughput},
                       {"threads", round.threads}});
   }
-  models::Json document = models::Json::object();
+  Json document = Json::object();
   document["rounds"] = std::move(rounds);
   document["best_round"] = best.index;
   document["measured_throughput"] = best.measured_throughput;

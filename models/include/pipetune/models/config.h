@@ -8,17 +8,15 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 
 namespace pipetune::models {
-
-using Json = nlohmann::ordered_json;
 
 struct StageConfig;
 
@@ -137,7 +135,6 @@ void RebaseRelativePaths(PipelineConfig& config, const std::string& from_dir, co
 // Writes atomically: a temporary file beside `path`, fsync, rename. A failure
 // leaves any existing file untouched.
 Status SaveConfig(const PipelineConfig& config, const std::string& path);
-Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
 // Typed access to a stage's args with errors that name stage and key.
 // Absent key: the default (nullopt when none given).
@@ -147,12 +144,5 @@ StatusOr<std::optional<std::string>> ArgString(const StageConfig& stage, std::st
 StatusOr<std::optional<bool>> ArgBool(const StageConfig& stage, std::string_view key);
 // A size: a non-negative integer of bytes or a string like "4GiB" (see ParseSize).
 StatusOr<std::optional<uint64_t>> ArgSize(const StageConfig& stage, std::string_view key);
-
-// "4GiB", "512 MiB", "1.5GB", "100k", "4096" -> bytes. Binary units (KiB, MiB,
-// GiB, TiB, also Ki/Mi/Gi/Ti) are powers of 1024, decimal ones (kB/KB, MB, GB,
-// TB, also k/K/M/G/T) powers of 1000; B or no unit is bytes.
-StatusOr<uint64_t> ParseSize(std::string_view text);
-// 4294967296 -> "4.0 GiB" for reports.
-std::string FormatBytes(double bytes);
 
 }  // namespace pipetune::models

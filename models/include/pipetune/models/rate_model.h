@@ -11,9 +11,9 @@
 //
 // CPU counts the consumer's CPU per output too, where the profile measured
 // it, and each worker group's own CPU outside its stages while it has
-// workers (WorkerGroup::overhead_cpu_seconds_per_output). With worker start-up (s per worker, per epoch of E outputs), the
-// throughput over an epoch is E / (E / X + w * s); persistent workers pay it
-// once per run, spread over the run's epochs.
+// workers (WorkerGroup::overhead_cpu_seconds_per_output). With worker start-up (s per worker, per epoch of E
+// outputs), the throughput over an epoch is E / (E / X + w * s); persistent workers pay it once per run,
+// spread over the run's epochs.
 //
 // X is the smallest of these bounds; the one that gives it binds. A cache
 // after stage k removes, once its first epoch is stored, the CPU, latency and

@@ -67,7 +67,7 @@ class StageBuilder {
   // Everything else.
   StageBuilder& OnError(models::OnError on_error);
   // An entry of the stage's "args" (any JSON value: number, string, bool).
-  StageBuilder& Arg(const std::string& key, models::Json value);
+  StageBuilder& Arg(const std::string& key, Json value);
 
   const std::string& name() const { return name_; }
 
@@ -78,7 +78,7 @@ class StageBuilder {
   std::string name_;
   std::string op_;
   std::string fn_;
-  models::Json args_ = models::Json::object();
+  Json args_ = Json::object();
   std::optional<int> parallelism_;
   std::optional<int64_t> buffer_;
   std::optional<std::string> location_;
@@ -130,7 +130,7 @@ class PipelineBuilder {
 
   // The config document (as a JSON file would hold it) and the config parsed
   // from it: the same validation, the same errors, named after the stage.
-  StatusOr<models::Json> Document() const;
+  StatusOr<Json> Document() const;
   StatusOr<models::PipelineConfig> Config() const;
   // The config as JSON, 2-space indented (models::Serialize).
   StatusOr<std::string> ToJson() const;

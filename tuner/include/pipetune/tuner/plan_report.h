@@ -20,6 +20,6 @@
 namespace pipetune::tuner {
 
 std::string FormatPlanText(const Plan& plan);
-models::Json PlanToJson(const Plan& plan);
+Json PlanToJson(const Plan& plan);
 
 }  // namespace pipetune::tuner

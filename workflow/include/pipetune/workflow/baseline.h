@@ -158,7 +158,7 @@ struct MeasuredRuns {
 };
 StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose);
 
-models::Json BaselineToJson(const Baseline& baseline);
+Json BaselineToJson(const Baseline& baseline);
 // Errors (kInvalidInput) name the file and the key, or the byte offset of
 // malformed JSON; a newer version is refused.
 StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& source_name);

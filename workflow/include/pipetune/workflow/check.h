@@ -147,7 +147,7 @@ CheckOutcome OutcomeOf(const CheckReport& report, bool strict_machine);
 // Renderings: the JSON object of `--format json`, the terminal text, the
 // Markdown of a CI job summary, and JUnit XML (one test case per stage, one
 // for throughput, one for the config).
-models::Json CheckReportToJson(const CheckReport& report);
+Json CheckReportToJson(const CheckReport& report);
 std::string FormatCheckText(const CheckReport& report);
 std::string FormatCheckMarkdown(const CheckReport& report);
 std::string FormatCheckJunit(const CheckReport& report);

@@ -15,7 +15,7 @@ namespace pipetune::workflow {
 
 struct SourceRewriteRequest {
   std::string source;  // FILE.cc, rewritten in place
-  models::Json plan;   // what `pipetune tune --format json` prints (TuneResultToJson)
+  Json plan;           // what `pipetune tune --format json` prints (TuneResultToJson)
   // A directory with compile_commands.json (pipetune-rewrite -p). Empty: the
   // build directory the rewriter sits in, when it has one, else the
   // rewriter's own search from the source's directory.

@@ -87,6 +87,6 @@ StatusOr<TuneResult> Tune(const TuneRequest& request);
 
 // The plan JSON of `pipetune tune --format json` (tuner::PlanToJson) with
 // `config_path` (null without a config) and `diff` when asked for.
-models::Json TuneResultToJson(const TuneResult& result);
+Json TuneResultToJson(const TuneResult& result);
 
 }  // namespace pipetune::workflow

@@ -98,7 +98,7 @@ StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOp
 
 // `pipetune tune --verify --format json`: rounds, best_round, measured and
 // predicted throughput, stop_reason, config_path, diff when asked for.
-models::Json VerifiedTuneToJson(const VerifiedTune& verified);
+Json VerifiedTuneToJson(const VerifiedTune& verified);
 
 // The rounds as a table: round, changes, predicted, measured, measured /
 // predicted; a line naming the best.

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "pipetune/models/config.h"
+#include "pipetune/base/size.h"
 
-namespace pipetune::models {
+namespace pipetune {
 namespace {
 
 TEST(ParseSize, AcceptsBinaryDecimalAndPlainBytes) {
@@ -32,4 +32,4 @@ TEST(FormatBytes, ReadsLikeAPerson) {
 }
 
 }  // namespace
-}  // namespace pipetune::models
+}  // namespace pipetune

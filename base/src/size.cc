@@ -1,13 +1,13 @@
 // Sizes in configs and on the command line: "4GiB", "512 MiB", "1.5GB".
+#include "pipetune/base/size.h"
+
 #include <fmt/format.h>
 
 #include <cctype>
 #include <cmath>
 #include <string>
 
-#include "pipetune/models/config.h"
-
-namespace pipetune::models {
+namespace pipetune {
 namespace {
 
 // Multiplier of a unit suffix, case-insensitive except that a lone "b" is not
@@ -81,4 +81,4 @@ std::string FormatBytes(double bytes) {
   return fmt::format("{:.1f} {}", bytes, kUnits[unit]);
 }
 
-}  // namespace pipetune::models
+}  // namespace pipetune
