@@ -101,6 +101,44 @@ TEST(VerifyTune, KeepsTheBestMeasuredAndStopsWhenNothingChanges) {
   std::filesystem::remove_all(dir);
 }
 
+// The loop both `tune --verify` paths share, on scripted rounds.
+TEST(TuningLoop, StopsAfterItsRoundsOrWhenAPlanChangesNothingAndKeepsTheBest) {
+  std::vector<double> measured = {100, 180, 150, 170};
+  std::vector<bool> planned;
+  auto step = [&](int r, bool plan_next) -> StatusOr<LoopStep> {
+    planned.push_back(plan_next);
+    return LoopStep{measured[r], 1 + r, std::nullopt, /*plan_changes_something=*/r < 2};
+  };
+  StatusOr<LoopOutcome> three = RunTuningLoop(3, tuner::Objective::kMax, step);
+  ASSERT_TRUE(three.ok());
+  EXPECT_EQ(three->rounds_run, 3u);  // round 2's plan changed nothing
+  EXPECT_EQ(three->stop_reason, "the plan changed nothing");
+  EXPECT_EQ(three->best, 1u);
+  EXPECT_EQ(planned, (std::vector<bool>{true, true, true}));
+
+  planned.clear();
+  StatusOr<LoopOutcome> one = RunTuningLoop(1, tuner::Objective::kMax, step);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->rounds_run, 2u);
+  EXPECT_EQ(one->stop_reason, "1 round of tuning");
+  EXPECT_EQ(planned, (std::vector<bool>{true, false}));  // the last round is measured, not planned
+}
+
+TEST(TuningLoop, DemandKeepsTheCheapestRoundThatReachesItAndErrorsEndTheLoop) {
+  auto step = [](int r, bool) -> StatusOr<LoopStep> {
+    if (r == 3) return Failed("round 3: train.py exited with status 1");
+    // 8 threads reach 120, 2 threads reach 99 (within 95% of the demand, 100).
+    static const LoopStep kRounds[] = {{60, 1, 100.0, true}, {120, 8, 100.0, true}, {99, 2, 100.0, true}};
+    return kRounds[r];
+  };
+  StatusOr<LoopOutcome> demand = RunTuningLoop(2, tuner::Objective::kDemand, step);
+  ASSERT_TRUE(demand.ok());
+  EXPECT_EQ(demand->best, 2u);
+  StatusOr<LoopOutcome> failed = RunTuningLoop(5, tuner::Objective::kDemand, step);
+  EXPECT_EQ(failed.status().code(), StatusCode::kFailed);
+  EXPECT_EQ(RunTuningLoop(-1, tuner::Objective::kMax, step).status().code(), StatusCode::kInvalidInput);
+}
+
 TEST(VerifyTune, BadOptionsAreInvalidInput) {
   models::PipelineConfig config = tuner::testing::ParseOrDie(R"({"name": "x", "stages": [
     {"name": "src", "op": "range"}]})");

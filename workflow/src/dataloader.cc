@@ -184,28 +184,27 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
   std::string kwargs_path;
   nlohmann::json applied;  // null: the script's own settings
   double predicted = 0;
-  std::optional<double> demand;
-  for (int round = 0;; ++round) {
+  auto step = [&](int round, bool plan_next) -> StatusOr<LoopStep> {
     DataLoaderRound r;
     r.index = round;
     r.applied = applied;
     r.predicted_batches_per_second = predicted;
     r.trace = DataLoaderRoundTrace(options.trace, round);
-    StatusOr<PythonEnvironment> env = PythonBootstrapEnvironment(round == 0 ? "" : kwargs_path);
-    if (!env.ok()) return env.status();
-    if (!env->warning.empty()) return InvalidInput(env->warning);
+    PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, PythonBootstrapEnvironment(round == 0 ? "" : kwargs_path));
+    if (!env.warning.empty()) return InvalidInput(env.warning);
     ProfileOptions profile_options;
     profile_options.trace_path = r.trace;
     profile_options.interval_ms = options.interval_ms;
     profile_options.command = options.command;
-    profile_options.environment = env->variables;
-    StatusOr<ProfiledProgram> ran = ProfileProgram(profile_options);
-    if (!ran.ok()) return ran.status();
-    r.exit_code = ran->exit_code;
-    if (ran->exit_code != 0) {
+    profile_options.environment = env.variables;
+    PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileProgram(profile_options));
+    r.exit_code = ran.exit_code;
+    if (ran.exit_code != 0) {
       return Failed(
-          fmt::format("round {}: {} exited with status {}", round, options.command[0], ran->exit_code));
+          fmt::format("round {}: {} exited with status {}", round, options.command[0], ran.exit_code));
     }
+    // Measuring a DataLoader run is reading its trace into the model, which
+    // plans as well: the plan of the last round is made and left unused.
     DataLoaderTuneRequest request;
     request.trace = r.trace;
     request.budgets = options.budgets;
@@ -215,25 +214,19 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     if (!tuned.ok()) return tuned.status().WithContext(fmt::format("round {}", round));
     r.measured_batches_per_second = tuned->plan.measured_throughput;
     r.workers = tuned->run.settings.num_workers;
-    demand = tuned->plan.demand_throughput;
     result.rounds.push_back(r);
-    if (round == options.rounds) {
-      result.stop_reason =
-          fmt::format("{} round{} of tuning", options.rounds, options.rounds == 1 ? "" : "s");
-      break;
+    LoopStep step_result{r.measured_batches_per_second, 1 + r.workers, tuned->plan.demand_throughput, false};
+    if (plan_next) {
+      step_result.plan_changes_something = !(tuned->knobs == analyzer::CurrentKnobs(tuned->run.settings));
+      kwargs_path = tuned->output;
+      applied = DataLoaderKwargs(tuned->knobs);
+      predicted = tuned->plan.predicted_throughput;
     }
-    if (tuned->knobs == analyzer::CurrentKnobs(tuned->run.settings)) {
-      result.stop_reason = "the plan changed nothing";
-      break;
-    }
-    kwargs_path = tuned->output;
-    applied = DataLoaderKwargs(tuned->knobs);
-    predicted = tuned->plan.predicted_throughput;
-  }
-  std::vector<RoundScore> scores;
-  for (const DataLoaderRound& r : result.rounds)
-    scores.push_back({r.measured_batches_per_second, 1 + r.workers});
-  result.best = PickBestRound(scores, options.objective, demand);
+    return step_result;
+  };
+  PIPETUNE_ASSIGN_OR_RETURN(LoopOutcome outcome, RunTuningLoop(options.rounds, options.objective, step));
+  result.best = outcome.best;
+  result.stop_reason = outcome.stop_reason;
   const DataLoaderRound& best = result.rounds[result.best];
   nlohmann::json best_kwargs = best.applied;
   if (best_kwargs.is_null()) {

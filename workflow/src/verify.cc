@@ -94,6 +94,31 @@ size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective obj
   return cheapest.value_or(best);
 }
 
+StatusOr<LoopOutcome> RunTuningLoop(int rounds, tuner::Objective objective,
+                                    const std::function<StatusOr<LoopStep>(int round, bool plan_next)>& step) {
+  if (rounds < 0) return InvalidInput("--rounds must be >= 0");
+  LoopOutcome outcome;
+  std::vector<RoundScore> scores;
+  std::optional<double> demand;
+  for (int r = 0;; ++r) {
+    bool plan_next = r < rounds;
+    PIPETUNE_ASSIGN_OR_RETURN(LoopStep ran, step(r, plan_next));
+    scores.push_back({ran.measured_throughput, ran.threads});
+    if (ran.demand) demand = ran.demand;
+    if (!plan_next) {
+      outcome.stop_reason = fmt::format("{} round{} of tuning", rounds, rounds == 1 ? "" : "s");
+      break;
+    }
+    if (!ran.plan_changes_something) {
+      outcome.stop_reason = "the plan changed nothing";
+      break;
+    }
+  }
+  outcome.rounds_run = scores.size();
+  outcome.best = PickBestRound(scores, objective, demand);
+  return outcome;
+}
+
 StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const VerifyOptions& options) {
   if (!(options.seconds > 0)) return InvalidInput("--seconds must be > 0");
   if (options.rounds < 0) return InvalidInput("--rounds must be >= 0");
@@ -104,7 +129,7 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
   VerifyResult result;
   std::vector<std::string> traces;  // newest first: the newest is profiled, the rest add scaling points
   models::PipelineConfig current = config;
-  for (int r = 0;; ++r) {
+  auto step = [&](int r, bool plan_next) -> StatusOr<LoopStep> {
     Announce(options, r, "running");
     Round round;
     round.index = r;
@@ -120,11 +145,10 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(traces));
     round.measured_throughput = traced.input.profile.measured_throughput;
     if (r > 0) round.predicted_throughput = result.rounds.back().plan.predicted_throughput;
-    if (r == options.rounds) {
+    LoopStep ran{round.measured_throughput, round.threads, DemandOf(config), false};
+    if (!plan_next) {
       result.rounds.push_back(std::move(round));
-      result.stop_reason =
-          fmt::format("{} round{} of tuning", options.rounds, options.rounds == 1 ? "" : "s");
-      break;
+      return ran;
     }
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                               tuner::ResolveResources(traced.input, traced.Limits(), options.budgets));
@@ -138,15 +162,13 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     round.plan = std::move(plan);
     round.has_plan = true;
     result.rounds.push_back(std::move(round));
-    if (models::Serialize(next) == models::Serialize(current)) {
-      result.stop_reason = "the plan changed nothing";
-      break;
-    }
+    ran.plan_changes_something = models::Serialize(next) != models::Serialize(current);
     current = std::move(next);
-  }
-  std::vector<RoundScore> scores;
-  for (const Round& round : result.rounds) scores.push_back({round.measured_throughput, round.threads});
-  result.best = PickBestRound(scores, options.objective, DemandOf(config));
+    return ran;
+  };
+  PIPETUNE_ASSIGN_OR_RETURN(LoopOutcome outcome, RunTuningLoop(options.rounds, options.objective, step));
+  result.best = outcome.best;
+  result.stop_reason = outcome.stop_reason;
   if (dir.temporary()) {
     for (Round& round : result.rounds) round.trace_path.clear();
   }

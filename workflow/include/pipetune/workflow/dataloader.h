@@ -97,7 +97,7 @@ struct DataLoaderRound {
 };
 struct DataLoaderVerifyResult {
   std::vector<DataLoaderRound> rounds;
-  size_t best = 0;          // PickBestRound's (verify.h): the one rule for configs and DataLoaders
+  size_t best = 0;          // RunTuningLoop's (verify.h): the one loop for configs and DataLoaders
   std::string stop_reason;  // "1 round of tuning", "the plan changed nothing"
   std::string output;
   std::string code_change;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,27 @@ struct RoundScore {
 };
 size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective objective,
                      std::optional<double> demand);
+
+// The closed loop itself, for every pipeline (a config here, a DataLoader in
+// dataloader.h): what differs is only how a round runs and how its plan is
+// applied, which `step` does. step(round, plan_next) runs round `round`'s
+// settings (round 0: as given; later: the previous round's plan), measures
+// them and, when plan_next, plans the next round. The loop stops after
+// `rounds` plans, or when a plan changes nothing, and picks the best round
+// by PickBestRound. A step's error ends the loop with it.
+struct LoopStep {
+  double measured_throughput = 0;
+  int threads = 0;                      // threads or workers the round ran
+  std::optional<double> demand;         // the consumer's rate, where known
+  bool plan_changes_something = false;  // with plan_next: the next round differs
+};
+struct LoopOutcome {
+  size_t rounds_run = 0;
+  size_t best = 0;
+  std::string stop_reason;  // "3 rounds of tuning", "the plan changed nothing"
+};
+StatusOr<LoopOutcome> RunTuningLoop(int rounds, tuner::Objective objective,
+                                    const std::function<StatusOr<LoopStep>(int round, bool plan_next)>& step);
 
 // Errors: the config does not build or a run fails (kInvalidInput /
 // kFailed), traces cannot be written (kIoError), no plan fits the budgets.
