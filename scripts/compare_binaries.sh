@@ -19,8 +19,10 @@ if (( ${#traces[@]} == 0 )); then
     traces+=("$work/$name.trace")
   done
 fi
-# Each output of one binary for one trace goes to DIR/NAME.*; exit codes too.
+# Each output of one binary for one trace goes to DIR/NAME.*; exit codes too
+# (a refused trace is an output like any other, so errors do not stop this).
 outputs() {
+  set +e
   local bin="$1" trace="$2" dir="$3"
   mkdir -p "$dir"
   for format in text json markdown html; do
@@ -29,11 +31,13 @@ outputs() {
   "$bin" report "$trace" --format json --what-if cores=+2 --what-if cache=none >"$dir/what_if" 2>&1
   echo "rc=$?" >>"$dir/what_if"
   "$bin" tune "$trace" --format json -o "$dir/tuned.json" >"$dir/plan" 2>&1; echo "rc=$?" >>"$dir/plan"
-  sed -i "s#$dir#DIR#g" "$dir/plan" "$dir/tuned.json" 2>/dev/null || true
+  sed -i "s#$dir#DIR#g" "$dir/plan" "$dir/tuned.json" 2>/dev/null
+  set -e
 }
 differences=0; compared=0
 for trace in "${traces[@]}"; do
-  name="$(basename "$trace")"
+  # Named by the path, so that traces named alike (DIR/trace) stay apart.
+  name="$(printf '%s' "$trace" | tr -c 'A-Za-z0-9._-' '_')"
   outputs "$old" "$trace" "$work/old/$name"
   outputs "$new" "$trace" "$work/new/$name"
   sed -i "s#$work/old/#W/#g" "$work"/old/"$name"/* ; sed -i "s#$work/new/#W/#g" "$work"/new/"$name"/*
