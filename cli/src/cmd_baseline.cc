@@ -27,17 +27,7 @@ int RunBaseline(const BaselineFlags& flags) {
   request.runs = flags.runs;
   request.seconds = flags.seconds;
   request.trace_dir = flags.trace_dir;
-  switch (workflow::ClassifyGateInputs(flags.inputs)) {
-    case workflow::GateInputKind::kConfig:
-      request.config_path = flags.inputs[0];
-      break;
-    case workflow::GateInputKind::kTraces:
-      request.traces = flags.inputs;
-      break;
-    case workflow::GateInputKind::kCommand:
-      request.command = flags.inputs;
-      break;
-  }
+  workflow::SetGateInputs(flags.inputs, request);
   StatusOr<workflow::Baseline> baseline = workflow::RecordBaseline(request);
   if (!baseline.ok()) return ReportError(baseline.status());
   Status saved = workflow::SaveBaseline(*baseline, flags.output);

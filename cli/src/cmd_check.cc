@@ -32,17 +32,7 @@ struct CheckFlags {
 int RunCheck(const CheckFlags& flags) {
   workflow::CheckRequest request;
   request.baseline_path = flags.baseline;
-  switch (workflow::ClassifyGateInputs(flags.inputs)) {
-    case workflow::GateInputKind::kConfig:
-      request.config_path = flags.inputs[0];
-      break;
-    case workflow::GateInputKind::kTraces:
-      request.traces = flags.inputs;
-      break;
-    case workflow::GateInputKind::kCommand:
-      request.command = flags.inputs;
-      break;
-  }
+  workflow::SetGateInputs(flags.inputs, request);
   request.runs = flags.runs;
   request.seconds = flags.seconds;
   request.judge.tolerance = flags.tolerance_percent / 100;

@@ -119,6 +119,23 @@ Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run);
 enum class GateInputKind { kConfig, kTraces, kCommand };
 GateInputKind ClassifyGateInputs(const std::vector<std::string>& inputs);
 
+// Sets a request's config_path, traces or command from the arguments as
+// ClassifyGateInputs reads them: BaselineRequest and CheckRequest alike.
+template <typename Request>
+void SetGateInputs(const std::vector<std::string>& inputs, Request& request) {
+  switch (ClassifyGateInputs(inputs)) {
+    case GateInputKind::kConfig:
+      request.config_path = inputs.front();
+      break;
+    case GateInputKind::kTraces:
+      request.traces = inputs;
+      break;
+    case GateInputKind::kCommand:
+      request.command = inputs;
+      break;
+  }
+}
+
 // Runs `config` `runs` times traced for `seconds` each (traces in `trace_dir`,
 // a temporary directory removed afterwards when empty) and builds the
 // baseline; or, given traces, reads them (each trace one run; every trace must
