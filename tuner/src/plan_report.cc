@@ -11,7 +11,6 @@
 namespace pipetune::tuner {
 namespace {
 
-
 std::string Rate(double x) { return std::isfinite(x) ? fmt::format("{:.4g}/s", x) : "unbounded"; }
 
 std::string Ratio(double after, double before) {

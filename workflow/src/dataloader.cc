@@ -190,7 +190,8 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     r.applied = applied;
     r.predicted_batches_per_second = predicted;
     r.trace = DataLoaderRoundTrace(options.trace, round);
-    PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, PythonBootstrapEnvironment(round == 0 ? "" : kwargs_path));
+    PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env,
+                              PythonBootstrapEnvironment(round == 0 ? "" : kwargs_path));
     if (!env.warning.empty()) return InvalidInput(env.warning);
     ProfileOptions profile_options;
     profile_options.trace_path = r.trace;

@@ -94,8 +94,9 @@ size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective obj
   return cheapest.value_or(best);
 }
 
-StatusOr<LoopOutcome> RunTuningLoop(int rounds, tuner::Objective objective,
-                                    const std::function<StatusOr<LoopStep>(int round, bool plan_next)>& step) {
+StatusOr<LoopOutcome> RunTuningLoop(
+    int rounds, tuner::Objective objective,
+    const std::function<StatusOr<LoopStep>(int round, bool plan_next)>& step) {
   if (rounds < 0) return InvalidInput("--rounds must be >= 0");
   LoopOutcome outcome;
   std::vector<RoundScore> scores;

@@ -27,7 +27,8 @@ class PendingFile {
   static StatusOr<PendingFile> Write(const std::string& path, std::string_view contents);
   // Streams into the temporary: `fill` writes to the stream; its error (or a
   // failed stream) is returned and nothing is left behind.
-  static StatusOr<PendingFile> Write(const std::string& path, const std::function<Status(std::ostream&)>& fill);
+  static StatusOr<PendingFile> Write(const std::string& path,
+                                     const std::function<Status(std::ostream&)>& fill);
 
   PendingFile(PendingFile&& other) noexcept;
   PendingFile& operator=(PendingFile&& other) = delete;
@@ -41,7 +42,8 @@ class PendingFile {
   const std::string& path() const { return path_; }
 
  private:
-  PendingFile(std::string path, std::string temporary) : path_(std::move(path)), temporary_(std::move(temporary)) {}
+  PendingFile(std::string path, std::string temporary)
+      : path_(std::move(path)), temporary_(std::move(temporary)) {}
   std::string path_;
   std::string temporary_;  // empty once committed or moved from
 };
