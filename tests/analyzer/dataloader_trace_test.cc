@@ -21,6 +21,7 @@ namespace pipetune::analyzer {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 
 std::string GoldenTrace(const std::string& name) {
@@ -129,6 +130,62 @@ TEST(DataLoaderTraceTest, MapStyleWithTwoPersistentForkedWorkers) {
   ExpectStepCosts(p);
   EXPECT_GT(p.worker_rss_bytes, 0.0);
   EXPECT_GT(p.worker_cpu_seconds, 0.0);
+}
+
+// The run over time: one frame per snapshot of the main process, each
+// stage's counts summed over the processes that ran it, ending at the totals.
+void ExpectTimelineEndsAtTheTotals(const DataLoaderProfile& p, const std::string& trace) {
+  StatusOr<tracer::Trace> main = tracer::LoadTrace(trace);
+  ASSERT_TRUE(main.ok());
+  ASSERT_GE(p.timeline.frames.size(), 5u);
+  EXPECT_EQ(p.timeline.frames.size(), main->process_samples.size());
+  ASSERT_EQ(p.timeline.stages.size(), p.sample_stages.size() + 3);
+  EXPECT_EQ(p.timeline.stages[0].def.name, "load");
+  EXPECT_EQ(p.timeline.stages.back().def.name, "pin_memory");
+  const Frame& first = p.timeline.frames.front();
+  const Frame& last = p.timeline.frames.back();
+  EXPECT_EQ(first.steps, 0u);  // the loop began after the session did
+  EXPECT_EQ(last.steps, p.batches);
+  EXPECT_NEAR(last.step_wait_ns / 1e9, p.wait_seconds, 1e-6);
+  for (size_t s = 0; s < p.sample_stages.size(); ++s) {
+    EXPECT_EQ(last.stages[s].produced, p.sample_stages[s].count) << p.sample_stages[s].name;
+    EXPECT_EQ(last.stages[s].parallelism, static_cast<uint32_t>(std::max(1, p.settings.num_workers)));
+  }
+  EXPECT_EQ(last.stages[p.sample_stages.size()].produced, p.collate.count);
+  // Cumulative counts never go back, and the frames are in time order.
+  for (size_t i = 1; i < p.timeline.frames.size(); ++i) {
+    const Frame& a = p.timeline.frames[i - 1];
+    const Frame& b = p.timeline.frames[i];
+    EXPECT_LT(a.time_ns, b.time_ns);
+    EXPECT_LE(a.steps, b.steps);
+    EXPECT_LE(a.process_cpu_ns, b.process_cpu_ns);
+    for (size_t s = 0; s < b.stages.size() && s < a.stages.size(); ++s)
+      EXPECT_LE(a.stages[s].work_ns, b.stages[s].work_ns);
+  }
+  EXPECT_GT(p.loop_begin_seconds, 0);
+  EXPECT_LT(p.loop_begin_seconds + p.wait_seconds + p.step_seconds, p.trace_seconds + 0.2);
+}
+
+TEST(DataLoaderTraceTest, TimelineOfAZeroWorkerRun) {
+  DataLoaderProfile p = ReadGolden("map_workers0");
+  ExpectTimelineEndsAtTheTotals(p, GoldenTrace("map_workers0"));
+}
+
+// The workers' counts come from their own traces, on the main process's clock.
+TEST(DataLoaderTraceTest, TimelineSumsTheWorkersTraces) {
+  DataLoaderProfile p = ReadGolden("map_workers2_fork");
+  ExpectTimelineEndsAtTheTotals(p, GoldenTrace("map_workers2_fork"));
+  // The main process alone has no load stage: the samples' counts are the workers'.
+  StatusOr<tracer::Trace> main = tracer::LoadTrace(GoldenTrace("map_workers2_fork"));
+  ASSERT_TRUE(main.ok());
+  for (const tracer::StageDef& stage : main->stages) EXPECT_THAT(stage.name, Not(EndsWith("/load")));
+  // The samples were loaded while the loop ran, not before it began.
+  const std::vector<Frame>& frames = p.timeline.frames;
+  for (const Frame& f : frames) {
+    if (static_cast<double>(f.time_ns) / 1e9 < p.loop_begin_seconds - 0.06) {
+      EXPECT_EQ(f.stages[0].produced, 0u);
+    }
+  }
 }
 
 TEST(DataLoaderTraceTest, IterableDatasetAtZeroWorkers) {
