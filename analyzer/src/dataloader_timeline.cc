@@ -97,6 +97,7 @@ CollectedTrace MergeDataLoaderTimeline(const tracer::Trace& main, const std::str
                                        const std::vector<const tracer::Trace*>& workers,
                                        const std::vector<DataLoaderTimelineStage>& stages) {
   std::vector<int64_t> shifts;
+  shifts.reserve(workers.size());
   for (const tracer::Trace* w : workers) shifts.push_back(ClockShift(main.header, w->header));
 
   // Per stage, every process's readings of it.
