@@ -398,28 +398,37 @@ void ReadTimeline(const tracer::Trace& main, const std::string& prefix,
 
 // Where the training loop ran, on the timeline. It began when its first
 // epoch's iterator was asked for (ReadEpochs); without that span (sampled
-// away), between the last snapshot before its first batch and the one that
-// counted it: the earlier is taken. It ended with its last step: no earlier
-// than its waits and steps after its start, nor than the last step recorded
-// as a span; no later than the first snapshot holding the loop's totals.
+// away), at its first recorded wait for a batch, or else between the last
+// snapshot before its first batch and the one that counted it: the earlier
+// is taken. It ended with its last step: no earlier than its waits and
+// steps after its start, nor than the last step recorded as a span; no
+// later than the first snapshot holding the loop's totals.
 void ReadLoopSpan(const tracer::Trace& main, const std::string& prefix, DataLoaderProfile& p) {
   const std::vector<Frame>& frames = p.timeline.frames;
   if (frames.empty()) return;
-  if (p.loop_begin_seconds <= 0) {
-    for (size_t i = 1; i < frames.size(); ++i) {
-      if (frames[i].steps == 0) continue;
-      p.loop_begin_seconds = static_cast<double>(frames[i - 1].time_ns) / 1e9;
-      break;
-    }
-  }
-  double end = p.loop_begin_seconds + p.wait_seconds + p.step_seconds;
-  tracer::StageId step = tracer::kInvalidStage;
+  tracer::StageId next = tracer::kInvalidStage, step = tracer::kInvalidStage;
   for (const tracer::StageDef& stage : main.stages) {
+    if (stage.name == prefix + "next") next = stage.id;
     if (stage.name == prefix + "step") step = stage.id;
   }
+  auto seconds = [&](uint64_t ns) {
+    return ns > main.header.clock.start_ns ? (ns - main.header.clock.start_ns) / 1e9 : 0.0;
+  };
+  if (p.loop_begin_seconds <= 0) {
+    double begin = std::numeric_limits<double>::infinity();
+    for (size_t i = 1; i < frames.size(); ++i) {
+      if (frames[i].steps == 0) continue;
+      begin = static_cast<double>(frames[i - 1].time_ns) / 1e9;
+      break;
+    }
+    for (const tracer::SpanRecord& span : main.spans) {
+      if (span.stage == next) begin = std::min(begin, seconds(span.begin_ns));
+    }
+    if (std::isfinite(begin)) p.loop_begin_seconds = begin;
+  }
+  double end = p.loop_begin_seconds + p.wait_seconds + p.step_seconds;
   for (const tracer::SpanRecord& span : main.spans) {
-    if (span.stage != step || span.end_ns <= main.header.clock.start_ns) continue;
-    end = std::max(end, (span.end_ns - main.header.clock.start_ns) / 1e9);
+    if (span.stage == step) end = std::max(end, seconds(span.end_ns));
   }
   const Frame& last = frames.back();
   for (const Frame& f : frames) {

@@ -3,7 +3,9 @@
 #include "dataloader_timeline.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
+#include <queue>
 #include <utility>
 
 namespace pipetune::analyzer::internal {
@@ -44,21 +46,81 @@ class Readings {
   size_t next_ = 0;
 };
 
-using StageReadings = Readings<tracer::StageSnapshot>;
 using ProcessReadings = Readings<tracer::ProcessSample>;
 
-// The snapshots of `trace`'s stage named `name`, as readings on the main clock.
-std::unique_ptr<StageReadings> StageOf(const tracer::Trace& trace, const std::string& name, int64_t shift) {
+// A stage's recorded calls (its sampled spans) on the main clock: how much
+// of the calls running at a time has passed by then. A call's time reaches
+// the stage's counters when it returns, so a long call (the first `next()`
+// waiting seconds for spawned workers) would land whole in the snapshot
+// interval where it ended; with this it is spread over the ones it covered.
+class CallsInFlight {
+ public:
+  explicit CallsInFlight(std::vector<std::pair<int64_t, int64_t>> calls) : calls_(std::move(calls)) {
+    std::sort(calls_.begin(), calls_.end());
+  }
+
+  // Nanoseconds, up to `time_ns`, of the calls begun before it and not yet
+  // ended. Times must not decrease from one call to the next.
+  uint64_t ElapsedAt(int64_t time_ns) {
+    while (next_ < calls_.size() && calls_[next_].first < time_ns) {
+      running_.push({calls_[next_].second, calls_[next_].first});
+      begins_ns_ += calls_[next_].first;
+      ++next_;
+    }
+    while (!running_.empty() && running_.top().first <= time_ns) {
+      begins_ns_ -= running_.top().second;
+      running_.pop();
+    }
+    return static_cast<uint64_t>(static_cast<int64_t>(running_.size()) * time_ns - begins_ns_);
+  }
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> calls_;  // (begin, end), by begin
+  size_t next_ = 0;
+  // (end, begin) of the calls begun and not yet ended, the earliest end on top.
+  std::priority_queue<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>, std::greater<>>
+      running_;
+  int64_t begins_ns_ = 0;  // the sum of their begins
+};
+
+// One process's stage: its counts at a time, with its calls in flight.
+struct StageSource {
+  Readings<tracer::StageSnapshot> snapshots;
+  CallsInFlight calls;
+
+  // The latest snapshot at or before `time_ns` with the time of the calls
+  // running then added to its work; false when there is neither yet. (A
+  // stage the recorder makes at its first call's end has no snapshot while
+  // that call runs.)
+  bool At(int64_t time_ns, tracer::StageSnapshot& counts) {
+    const tracer::StageSnapshot* latest = snapshots.LatestAt(time_ns);
+    counts = latest != nullptr ? *latest : tracer::StageSnapshot{};
+    uint64_t running = calls.ElapsedAt(time_ns);
+    counts.work_ns += running;
+    return latest != nullptr || running > 0;
+  }
+};
+
+// `trace`'s stage named `name`, on the main clock; null when it has none.
+std::unique_ptr<StageSource> StageOf(const tracer::Trace& trace, const std::string& name, int64_t shift) {
   std::vector<tracer::StageId> ids;
   for (const tracer::StageDef& def : trace.stages) {
     if (def.name == name) ids.push_back(def.id);
   }
   if (ids.empty()) return nullptr;
+  auto ours = [&](tracer::StageId id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); };
   std::vector<const tracer::StageSnapshot*> snapshots;
   for (const tracer::StageSnapshot& s : trace.snapshots) {
-    if (std::find(ids.begin(), ids.end(), s.stage) != ids.end()) snapshots.push_back(&s);
+    if (ours(s.stage)) snapshots.push_back(&s);
   }
-  return std::make_unique<StageReadings>(std::move(snapshots), shift);
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  for (const tracer::SpanRecord& span : trace.spans) {
+    if (!ours(span.stage) || span.end_ns <= span.begin_ns) continue;
+    calls.emplace_back(static_cast<int64_t>(span.begin_ns) + shift,
+                       static_cast<int64_t>(span.end_ns) + shift);
+  }
+  return std::make_unique<StageSource>(StageSource{
+      Readings<tracer::StageSnapshot>(std::move(snapshots), shift), CallsInFlight(std::move(calls))});
 }
 
 ProcessReadings ProcessOf(const tracer::Trace& trace, int64_t shift) {
@@ -101,15 +163,15 @@ CollectedTrace MergeDataLoaderTimeline(const tracer::Trace& main, const std::str
   for (const tracer::Trace* w : workers) shifts.push_back(ClockShift(main.header, w->header));
 
   // Per stage, every process's readings of it.
-  std::vector<std::vector<std::unique_ptr<StageReadings>>> sources(stages.size());
+  std::vector<std::vector<std::unique_ptr<StageSource>>> sources(stages.size());
   for (size_t s = 0; s < stages.size(); ++s) {
     if (auto r = StageOf(main, prefix + stages[s].name, 0)) sources[s].push_back(std::move(r));
     for (size_t w = 0; w < workers.size(); ++w) {
       if (auto r = StageOf(*workers[w], stages[s].name, shifts[w])) sources[s].push_back(std::move(r));
     }
   }
-  std::unique_ptr<StageReadings> next = StageOf(main, prefix + "next", 0);
-  std::unique_ptr<StageReadings> step = StageOf(main, prefix + "step", 0);
+  std::unique_ptr<StageSource> next = StageOf(main, prefix + "next", 0);
+  std::unique_ptr<StageSource> step = StageOf(main, prefix + "step", 0);
   std::vector<ProcessReadings> processes{ProcessOf(main, 0)};
   for (size_t w = 0; w < workers.size(); ++w) processes.push_back(ProcessOf(*workers[w], shifts[w]));
 
@@ -126,13 +188,12 @@ CollectedTrace MergeDataLoaderTimeline(const tracer::Trace& main, const std::str
   for (uint64_t tick : Ticks(main)) {
     const auto now = static_cast<int64_t>(tick);
     for (size_t s = 0; s < stages.size(); ++s) {
-      tracer::StageSnapshot sum;
+      tracer::StageSnapshot sum, counts;
       bool seen = false;
       for (const auto& source : sources[s]) {
-        if (const tracer::StageSnapshot* latest = source->LatestAt(now)) {
-          AddCounts(*latest, sum);
-          seen = true;
-        }
+        if (!source->At(now, counts)) continue;
+        AddCounts(counts, sum);
+        seen = true;
       }
       if (!seen) continue;
       sum.time_ns = tick;
@@ -142,11 +203,12 @@ CollectedTrace MergeDataLoaderTimeline(const tracer::Trace& main, const std::str
     }
     tracer::ConsumerTotals consumer;
     consumer.time_ns = tick;
-    if (const tracer::StageSnapshot* n = next ? next->LatestAt(now) : nullptr) {
-      consumer.steps = n->produced;
-      consumer.wait_ns = n->work_ns;
+    tracer::StageSnapshot counts;
+    if (next && next->At(now, counts)) {
+      consumer.steps = counts.produced;
+      consumer.wait_ns = counts.work_ns;
     }
-    if (const tracer::StageSnapshot* s = step ? step->LatestAt(now) : nullptr) consumer.step_ns = s->work_ns;
+    if (step && step->At(now, counts)) consumer.step_ns = counts.work_ns;
     collector.OnConsumerTotals(consumer);
     tracer::ProcessSample process;
     process.time_ns = tick;

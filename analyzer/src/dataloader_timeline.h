@@ -26,7 +26,11 @@ struct DataLoaderTimelineStage {
 // snapshot at or before that time: the main trace's stage `prefix` + name
 // (its samples at num_workers=0, the transfer, the pin thread) and each
 // worker trace's stage `name`. Workers snapshot on their own ticks, so their
-// counts lag by up to one snapshot interval. The process CPU is every
+// counts lag by up to one snapshot interval. A call reaches the counters
+// when it returns; the calls recorded as spans that are still running at a
+// frame add the time they have run so far to its work (and `next`'s to the
+// consumer's wait), so that a long call is spread over the frames it
+// covered instead of landing whole where it ended. The process CPU is every
 // process's; the RSS counts a process up to its last sample. Workers on
 // another clock than the main process's (another host) are placed through
 // both sessions' wall-clock starts.

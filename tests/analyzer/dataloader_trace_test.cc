@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "pipetune/analyzer/dataloader_trace.h"
@@ -186,6 +187,82 @@ TEST(DataLoaderTraceTest, TimelineSumsTheWorkersTraces) {
       EXPECT_EQ(f.stages[0].produced, 0u);
     }
   }
+}
+
+// A hand-made main trace at num_workers=0, snapshots every 100 ms: the loop's
+// first next() waits 1 s (from 0.05 s, as for spawned workers), then 10
+// batches of a 10 ms wait and a 40 ms step each. Every call is a span.
+tracer::Trace LongFirstWait() {
+  const uint64_t start = 1'000'000'000, ms = 1'000'000;
+  tracer::Trace t;
+  t.report.path = "long_first_wait";
+  t.header.clock.start_ns = start;
+  t.header.host.hostname = "h";
+  t.header.host.cores_allowed = 2;
+  t.header.pipeline.config_json =
+      R"({"pipetune_dataloader": {"role": "main", "version": 2, "loaders": [{"id": 1, "settings": )"
+      R"({"batch_size": 2, "num_workers": 0}}]}})";
+  const char* names[] = {"loader1/next", "loader1/step", "loader1/load", "loader1/collate"};
+  for (uint32_t id = 0; id < 4; ++id) t.stages.push_back({id, names[id], "map", 1});
+  // (stage, begin, end, elements) of every call, relative to the start.
+  std::vector<std::tuple<uint32_t, uint64_t, uint64_t, uint64_t>> calls{{0, 50 * ms, 1050 * ms, 1}};
+  for (uint64_t b = 0; b < 10; ++b) {
+    uint64_t at = 1050 * ms + b * 50 * ms;
+    if (b > 0) calls.emplace_back(0, at, at + 10 * ms, 1);
+    calls.emplace_back(1, at + 10 * ms, at + 50 * ms, 1);
+    calls.emplace_back(2, at - 10 * ms, at - 2 * ms, 2);
+    calls.emplace_back(3, at - 2 * ms, at - 1 * ms, 1);
+  }
+  for (const auto& [stage, begin, end, n] : calls) {
+    t.spans.push_back({stage, 0, 0, start + begin, start + end});
+  }
+  for (uint64_t tick = 100 * ms; tick <= 1600 * ms; tick += 100 * ms) {
+    for (uint32_t id = 0; id < 4; ++id) {
+      tracer::StageSnapshot s;
+      s.time_ns = start + tick;
+      s.stage = id;
+      for (const auto& [stage, begin, end, n] : calls) {
+        if (stage != id || end > tick) continue;
+        s.produced += n;
+        s.work_ns += end - begin;
+      }
+      t.snapshots.push_back(s);
+    }
+    tracer::ProcessSample process;
+    process.time_ns = start + tick;
+    process.cpu_ns = tick / 4;
+    t.process_samples.push_back(process);
+  }
+  return t;
+}
+
+// A call's time reaches the counters when it returns; the recorded spans
+// spread a long wait over the snapshot intervals it covered.
+TEST(DataLoaderTraceTest, TimelineSpreadsALongWaitOverTheIntervalsItCovered) {
+  tracer::Trace main = LongFirstWait();
+  StatusOr<DataLoaderProfile> p = MakeDataLoaderProfile(main, {});
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->batches, 10u);
+  ASSERT_EQ(p->timeline.frames.size(), 16u);
+  for (const Frame& f : p->timeline.frames) {
+    double t = static_cast<double>(f.time_ns) / 1e9;
+    if (t < 1.05) {
+      EXPECT_NEAR(f.step_wait_ns / 1e9, t - 0.05, 1e-9) << t;
+    }
+  }
+  EXPECT_NEAR(p->timeline.frames.back().step_wait_ns / 1e9, 1.09, 1e-9);
+  // With no epoch recorded, the loop began with its first wait.
+  EXPECT_NEAR(p->loop_begin_seconds, 0.05, 1e-9);
+  EXPECT_NEAR(p->loop_end_seconds, 1.55, 1e-9);
+
+  // Without the spans the whole second lands in the interval where it ended.
+  main.spans.clear();
+  StatusOr<DataLoaderProfile> lumped = MakeDataLoaderProfile(main, {});
+  ASSERT_TRUE(lumped.ok());
+  EXPECT_EQ(lumped->timeline.frames[5].step_wait_ns, 0u);
+  EXPECT_NEAR(lumped->timeline.frames[10].step_wait_ns / 1e9, 1.0, 1e-9);
+  // ... and the loop's start is known to a snapshot interval.
+  EXPECT_NEAR(lumped->loop_begin_seconds, 1.0, 1e-9);
 }
 
 TEST(DataLoaderTraceTest, IterableDatasetAtZeroWorkers) {
