@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "timeline.h"
 
 namespace pipetune::analyzer {
 namespace {
@@ -153,8 +154,12 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
   models::Profile profile;
   profile.pipeline_name = s.dataset.empty() ? "DataLoader" : "DataLoader(" + s.dataset + ")";
   profile.window_seconds = std::max(run.wait_seconds + run.step_seconds, 1e-9);
-  profile.window_end_seconds = profile.window_seconds;
-  profile.window_reason = "the training loop's whole time: its waits for batches and its steps";
+  profile.window_begin_seconds = run.loop_begin_seconds;
+  profile.window_end_seconds =
+      std::max(run.loop_end_seconds, run.loop_begin_seconds + profile.window_seconds);
+  profile.window_reason =
+      "the training loop, from its first epoch's iterator to its last step (throughput over its waits for "
+      "batches and its steps)";
   profile.outputs = static_cast<double>(run.batches);
   profile.measured_throughput = profile.outputs / profile.window_seconds;
   profile.consumer_stall_fraction = std::min(1.0, run.wait_seconds / profile.window_seconds);
@@ -179,7 +184,12 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     double ratio = i <= group_last ? worker_ratio : 1.0;
     models::StageProfile stage = MakeStage(inputs[i], profile.window_seconds, profile.cpu_contention, ratio);
-    if (i <= group_last) stage.group = 0;
+    if (i <= group_last) {
+      stage.group = 0;
+      // Busy is a share of the time of the workers that run it, as a config's stage's.
+      stage.busy_fraction =
+          std::min(1.0, SafeDiv(stage.work_seconds, profile.window_seconds * std::max(1, s.num_workers)));
+    }
     profile.stages.push_back(std::move(stage));
   }
   models::StageProfile& collate = profile.stages[group_last];
@@ -259,7 +269,9 @@ models::Configuration ConfigurationFor(const models::Profile& profile, const Dat
 StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const DiagnoseOptions& options) {
   PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d,
                             DiagnoseProfile(DataLoaderModelProfile(run), run.trace_path, options));
-  d.trace_seconds = d.profile.window_seconds;
+  // The same time charts as a config's, from the run's processes merged.
+  d.timeline = internal::Timeline(run.timeline);
+  d.trace_seconds = run.trace_seconds > 0 ? run.trace_seconds : d.window_end_seconds;
   d.peak_rss_bytes =
       static_cast<uint64_t>(run.main_rss_bytes + run.worker_rss_bytes * run.settings.num_workers);
   d.ended_cleanly = run.ended_cleanly;

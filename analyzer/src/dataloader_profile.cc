@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "dataloader_timeline.h"
 #include "pipetune/analyzer/dataloader_trace.h"
 
 namespace pipetune::analyzer {
@@ -286,6 +287,9 @@ void ReadEpochs(const tracer::Trace& main, const std::string& prefix, uint64_t e
     if (last_ready > begin) epoch.startup_seconds = (last_ready - begin) / 1e9;
     p.epochs.push_back(epoch);
   }
+  if (!spans.empty() && spans.front().begin_ns > main.header.clock.start_ns) {
+    p.loop_begin_seconds = (spans.front().begin_ns - main.header.clock.start_ns) / 1e9;
+  }
   if (epoch_count > spans.size()) {
     p.warnings.push_back(
         fmt::format("{} of {} epochs' starts were not recorded (sampled away): their batches "
@@ -379,6 +383,62 @@ void PlaceStages(const std::map<std::string, StageSum>& sums, DataLoaderProfile&
   if (p.collate.count > 0) p.batch_bytes = static_cast<double>(Find(sums, "collate").bytes) / p.collate.count;
 }
 
+// The run over time, stages in the model's order.
+void ReadTimeline(const tracer::Trace& main, const std::string& prefix,
+                  const std::vector<const tracer::Trace*>& workers, DataLoaderProfile& p) {
+  const auto side_by_side = static_cast<uint32_t>(std::max(1, p.settings.num_workers));
+  std::vector<internal::DataLoaderTimelineStage> stages;
+  for (const DataLoaderStage& s : p.sample_stages) stages.push_back({s.name, side_by_side});
+  stages.push_back({p.collate.name, side_by_side});
+  stages.push_back({p.transfer.name, 1});
+  stages.push_back({p.pin_memory.name, 1});
+  p.timeline = internal::MergeDataLoaderTimeline(main, prefix, workers, stages);
+  p.trace_seconds = static_cast<double>(main.DurationNs()) / 1e9;
+}
+
+// Where the training loop ran, on the timeline. It began when its first
+// epoch's iterator was asked for (ReadEpochs); without that span (sampled
+// away), at its first recorded wait for a batch, or else between the last
+// snapshot before its first batch and the one that counted it: the earlier
+// is taken. It ended with its last step: no earlier than its waits and
+// steps after its start, nor than the last step recorded as a span; no
+// later than the first snapshot holding the loop's totals.
+void ReadLoopSpan(const tracer::Trace& main, const std::string& prefix, DataLoaderProfile& p) {
+  const std::vector<Frame>& frames = p.timeline.frames;
+  if (frames.empty()) return;
+  tracer::StageId next = tracer::kInvalidStage, step = tracer::kInvalidStage;
+  for (const tracer::StageDef& stage : main.stages) {
+    if (stage.name == prefix + "next") next = stage.id;
+    if (stage.name == prefix + "step") step = stage.id;
+  }
+  auto seconds = [&](uint64_t ns) {
+    return ns > main.header.clock.start_ns ? (ns - main.header.clock.start_ns) / 1e9 : 0.0;
+  };
+  if (p.loop_begin_seconds <= 0) {
+    double begin = std::numeric_limits<double>::infinity();
+    for (size_t i = 1; i < frames.size(); ++i) {
+      if (frames[i].steps == 0) continue;
+      begin = static_cast<double>(frames[i - 1].time_ns) / 1e9;
+      break;
+    }
+    for (const tracer::SpanRecord& span : main.spans) {
+      if (span.stage == next) begin = std::min(begin, seconds(span.begin_ns));
+    }
+    if (std::isfinite(begin)) p.loop_begin_seconds = begin;
+  }
+  double end = p.loop_begin_seconds + p.wait_seconds + p.step_seconds;
+  for (const tracer::SpanRecord& span : main.spans) {
+    if (span.stage == step) end = std::max(end, seconds(span.end_ns));
+  }
+  const Frame& last = frames.back();
+  for (const Frame& f : frames) {
+    if (f.steps != last.steps || f.step_busy_ns != last.step_busy_ns) continue;
+    end = std::min(end, static_cast<double>(f.time_ns) / 1e9);
+    break;
+  }
+  p.loop_end_seconds = std::max(end, p.loop_begin_seconds);
+}
+
 }  // namespace
 
 StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
@@ -449,6 +509,8 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   p.main_rss_bytes = PeakRss(main);
   ReadCpuShares(main, used, main_data, worker_data_ns, p);
   ReadEpochs(main, prefix, Find(main_stages, "epoch").count, starts, p);
+  ReadTimeline(main, prefix, used, p);
+  ReadLoopSpan(main, prefix, p);
   return p;
 }
 

@@ -21,6 +21,14 @@ Json Number(double x) {
   return std::stod(fmt::format("{:.6g}", x));
 }
 
+// The time the throughput is measured over: the window's length, but for a
+// DataLoader its loop's waits and steps, which leave out making each
+// epoch's iterator (a GPU-only trace has no profile: its window's length).
+double MeasuredSeconds(const Diagnosis& d) {
+  return d.profile.window_seconds > 0 ? d.profile.window_seconds
+                                      : d.window_end_seconds - d.window_begin_seconds;
+}
+
 Json GpuJson(const GpuSummary& g) {
   const GpuAnalysis& a = g.analysis;
   Json devices = Json::array();
@@ -144,7 +152,7 @@ class JsonWriter : public ReportWriter {
         {"trace_seconds", Number(d.trace_seconds)},
         {"window", Json{{"begin_seconds", Number(d.window_begin_seconds)},
                         {"end_seconds", Number(d.window_end_seconds)},
-                        {"seconds", Number(d.window_end_seconds - d.window_begin_seconds)},
+                        {"seconds", Number(MeasuredSeconds(d))},
                         {"reason", d.window_reason}}},
         {"throughput", Number(d.measured_throughput)},
         {"predicted_throughput", Number(d.predicted_throughput)},

@@ -110,6 +110,77 @@ TEST(DataLoaderReport, AKilledRunReportsWhatItRecorded) {
   EXPECT_GT(d.measured_throughput, 0);
 }
 
+// The SVG of the chart titled `title` in `html`; empty when there is none.
+std::string Chart(const std::string& html, const std::string& title) {
+  size_t at = html.find("aria-label=\"" + title + "\"");
+  if (at == std::string::npos) return "";
+  size_t begin = html.rfind("<svg", at);
+  size_t end = html.find("</svg>", at);
+  return end == std::string::npos ? "" : html.substr(begin, end - begin);
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The points of the line drawn in `color` ("M x,y L x,y ...").
+size_t LinePoints(const std::string& svg, const std::string& color) {
+  size_t at = svg.find("fill=\"none\" stroke=\"" + color + "\"");
+  if (at == std::string::npos) return 0;
+  size_t d = svg.rfind(" d=\"", at);
+  return Count(svg.substr(d, at - d), ",");
+}
+
+// A DataLoader run's report has a config's time charts: the throughput,
+// the consumer's wait and every stage's busy share over time, one point per
+// stretch of the main process's snapshots, the workers' stages from their
+// own traces.
+TEST(DataLoaderReport, TheTimeChartsDrawTheRunOverTime) {
+  for (const char* name : {"map_workers0", "map_workers2_fork", "killed"}) {
+    SCOPED_TRACE(name);
+    StatusOr<DataLoaderProfile> run = ReadDataLoaderProfile(GoldenPath(name));
+    ASSERT_TRUE(run.ok());
+    Diagnosis d = DiagnoseGolden(name);
+    // Few batches a snapshot: a point per snapshot interval.
+    ASSERT_EQ(d.timeline.size(), run->timeline.frames.size() - 1);
+    // Summed over the points, the rates give back the loop's batches and
+    // most of its waits (a wait counts when it ends: one that began in an
+    // earlier interval can fill this one, and the share stops at 100%).
+    double batches = 0, wait = 0, peak_busy = 0;
+    double previous = static_cast<double>(run->timeline.frames.front().time_ns) / 1e9;
+    for (const TimelinePoint& p : d.timeline) {
+      ASSERT_EQ(p.stage_busy.size(), d.stages.size());
+      batches += p.throughput * (p.seconds - previous);
+      wait += p.stall_fraction * (p.seconds - previous);
+      previous = p.seconds;
+      peak_busy = std::max(peak_busy, p.stage_busy[0]);
+      EXPECT_GE(p.cores_used, 0);
+    }
+    EXPECT_NEAR(batches, static_cast<double>(run->batches), 1e-6);
+    EXPECT_LE(wait, run->wait_seconds + 1e-6);
+    EXPECT_GT(wait, 0.6 * run->wait_seconds);
+    EXPECT_GT(peak_busy, 0.2);  // load: 3 ms of every 4.5 ms of a sample
+    // The window is where the loop ran, inside the trace; it holds the
+    // loop's waits and steps (the measured time) and making its iterators.
+    EXPECT_GT(d.window_begin_seconds, 0);
+    EXPECT_GE(d.window_end_seconds - d.window_begin_seconds, d.profile.window_seconds - 1e-9);
+    EXPECT_LE(d.window_end_seconds, d.trace_seconds);
+    nlohmann::json window = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson))["window"];
+    EXPECT_NEAR(window["seconds"].get<double>(), d.profile.window_seconds, 1e-5);
+
+    std::string html = RenderReport(d, ReportFormat::kHtml);
+    std::string throughput = Chart(html, "Throughput over time");
+    std::string stall = Chart(html, "Consumer stall over time (waiting for input)");
+    std::string busy = Chart(html, "Per-stage busy share over time");
+    EXPECT_EQ(LinePoints(throughput, "#2166ac"), d.timeline.size());
+    EXPECT_EQ(LinePoints(stall, "#d6604d"), d.timeline.size());
+    EXPECT_EQ(Count(busy, "<rect"), d.stages.size() * d.timeline.size());
+    for (const StageDiagnosis& s : d.stages) EXPECT_THAT(busy, HasSubstr(">" + s.name));
+  }
+}
+
 TEST(DataLoaderReport, JsonIsTheOneSchemaWithTheDataLoadersSettingsAdded) {
   Diagnosis d = DiagnoseGolden("map_workers2_fork", {"num_workers=4"});
   nlohmann::json j = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson));

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "pipetune/analyzer/dataloader_trace.h"
@@ -21,6 +22,7 @@ namespace pipetune::analyzer {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 
 std::string GoldenTrace(const std::string& name) {
@@ -129,6 +131,138 @@ TEST(DataLoaderTraceTest, MapStyleWithTwoPersistentForkedWorkers) {
   ExpectStepCosts(p);
   EXPECT_GT(p.worker_rss_bytes, 0.0);
   EXPECT_GT(p.worker_cpu_seconds, 0.0);
+}
+
+// The run over time: one frame per snapshot of the main process, each
+// stage's counts summed over the processes that ran it, ending at the totals.
+void ExpectTimelineEndsAtTheTotals(const DataLoaderProfile& p, const std::string& trace) {
+  StatusOr<tracer::Trace> main = tracer::LoadTrace(trace);
+  ASSERT_TRUE(main.ok());
+  ASSERT_GE(p.timeline.frames.size(), 5u);
+  EXPECT_EQ(p.timeline.frames.size(), main->process_samples.size());
+  ASSERT_EQ(p.timeline.stages.size(), p.sample_stages.size() + 3);
+  EXPECT_EQ(p.timeline.stages[0].def.name, "load");
+  EXPECT_EQ(p.timeline.stages.back().def.name, "pin_memory");
+  const Frame& first = p.timeline.frames.front();
+  const Frame& last = p.timeline.frames.back();
+  EXPECT_EQ(first.steps, 0u);  // the loop began after the session did
+  EXPECT_EQ(last.steps, p.batches);
+  EXPECT_NEAR(last.step_wait_ns / 1e9, p.wait_seconds, 1e-6);
+  for (size_t s = 0; s < p.sample_stages.size(); ++s) {
+    EXPECT_EQ(last.stages[s].produced, p.sample_stages[s].count) << p.sample_stages[s].name;
+    EXPECT_EQ(last.stages[s].parallelism, static_cast<uint32_t>(std::max(1, p.settings.num_workers)));
+  }
+  EXPECT_EQ(last.stages[p.sample_stages.size()].produced, p.collate.count);
+  // Cumulative counts never go back, and the frames are in time order.
+  for (size_t i = 1; i < p.timeline.frames.size(); ++i) {
+    const Frame& a = p.timeline.frames[i - 1];
+    const Frame& b = p.timeline.frames[i];
+    EXPECT_LT(a.time_ns, b.time_ns);
+    EXPECT_LE(a.steps, b.steps);
+    EXPECT_LE(a.process_cpu_ns, b.process_cpu_ns);
+    for (size_t s = 0; s < b.stages.size() && s < a.stages.size(); ++s)
+      EXPECT_LE(a.stages[s].work_ns, b.stages[s].work_ns);
+  }
+  EXPECT_GT(p.loop_begin_seconds, 0);
+  EXPECT_LT(p.loop_begin_seconds + p.wait_seconds + p.step_seconds, p.trace_seconds + 0.2);
+}
+
+TEST(DataLoaderTraceTest, TimelineOfAZeroWorkerRun) {
+  DataLoaderProfile p = ReadGolden("map_workers0");
+  ExpectTimelineEndsAtTheTotals(p, GoldenTrace("map_workers0"));
+}
+
+// The workers' counts come from their own traces, on the main process's clock.
+TEST(DataLoaderTraceTest, TimelineSumsTheWorkersTraces) {
+  DataLoaderProfile p = ReadGolden("map_workers2_fork");
+  ExpectTimelineEndsAtTheTotals(p, GoldenTrace("map_workers2_fork"));
+  // The main process alone has no load stage: the samples' counts are the workers'.
+  StatusOr<tracer::Trace> main = tracer::LoadTrace(GoldenTrace("map_workers2_fork"));
+  ASSERT_TRUE(main.ok());
+  for (const tracer::StageDef& stage : main->stages) EXPECT_THAT(stage.name, Not(EndsWith("/load")));
+  // The samples were loaded while the loop ran, not before it began.
+  const std::vector<Frame>& frames = p.timeline.frames;
+  for (const Frame& f : frames) {
+    if (static_cast<double>(f.time_ns) / 1e9 < p.loop_begin_seconds - 0.06) {
+      EXPECT_EQ(f.stages[0].produced, 0u);
+    }
+  }
+}
+
+// A hand-made main trace at num_workers=0, snapshots every 100 ms: the loop's
+// first next() waits 1 s (from 0.05 s, as for spawned workers), then 10
+// batches of a 10 ms wait and a 40 ms step each. Every call is a span.
+tracer::Trace LongFirstWait() {
+  const uint64_t start = 1'000'000'000, ms = 1'000'000;
+  tracer::Trace t;
+  t.report.path = "long_first_wait";
+  t.header.clock.start_ns = start;
+  t.header.host.hostname = "h";
+  t.header.host.cores_allowed = 2;
+  t.header.pipeline.config_json =
+      R"({"pipetune_dataloader": {"role": "main", "version": 2, "loaders": [{"id": 1, "settings": )"
+      R"({"batch_size": 2, "num_workers": 0}}]}})";
+  const char* names[] = {"loader1/next", "loader1/step", "loader1/load", "loader1/collate"};
+  for (uint32_t id = 0; id < 4; ++id) t.stages.push_back({id, names[id], "map", 1});
+  // (stage, begin, end, elements) of every call, relative to the start.
+  std::vector<std::tuple<uint32_t, uint64_t, uint64_t, uint64_t>> calls{{0, 50 * ms, 1050 * ms, 1}};
+  for (uint64_t b = 0; b < 10; ++b) {
+    uint64_t at = 1050 * ms + b * 50 * ms;
+    if (b > 0) calls.emplace_back(0, at, at + 10 * ms, 1);
+    calls.emplace_back(1, at + 10 * ms, at + 50 * ms, 1);
+    calls.emplace_back(2, at - 10 * ms, at - 2 * ms, 2);
+    calls.emplace_back(3, at - 2 * ms, at - 1 * ms, 1);
+  }
+  for (const auto& [stage, begin, end, n] : calls) {
+    t.spans.push_back({stage, 0, 0, start + begin, start + end});
+  }
+  for (uint64_t tick = 100 * ms; tick <= 1600 * ms; tick += 100 * ms) {
+    for (uint32_t id = 0; id < 4; ++id) {
+      tracer::StageSnapshot s;
+      s.time_ns = start + tick;
+      s.stage = id;
+      for (const auto& [stage, begin, end, n] : calls) {
+        if (stage != id || end > tick) continue;
+        s.produced += n;
+        s.work_ns += end - begin;
+      }
+      t.snapshots.push_back(s);
+    }
+    tracer::ProcessSample process;
+    process.time_ns = start + tick;
+    process.cpu_ns = tick / 4;
+    t.process_samples.push_back(process);
+  }
+  return t;
+}
+
+// A call's time reaches the counters when it returns; the recorded spans
+// spread a long wait over the snapshot intervals it covered.
+TEST(DataLoaderTraceTest, TimelineSpreadsALongWaitOverTheIntervalsItCovered) {
+  tracer::Trace main = LongFirstWait();
+  StatusOr<DataLoaderProfile> p = MakeDataLoaderProfile(main, {});
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->batches, 10u);
+  ASSERT_EQ(p->timeline.frames.size(), 16u);
+  for (const Frame& f : p->timeline.frames) {
+    double t = static_cast<double>(f.time_ns) / 1e9;
+    if (t < 1.05) {
+      EXPECT_NEAR(f.step_wait_ns / 1e9, t - 0.05, 1e-9) << t;
+    }
+  }
+  EXPECT_NEAR(p->timeline.frames.back().step_wait_ns / 1e9, 1.09, 1e-9);
+  // With no epoch recorded, the loop began with its first wait.
+  EXPECT_NEAR(p->loop_begin_seconds, 0.05, 1e-9);
+  EXPECT_NEAR(p->loop_end_seconds, 1.55, 1e-9);
+
+  // Without the spans the whole second lands in the interval where it ended.
+  main.spans.clear();
+  StatusOr<DataLoaderProfile> lumped = MakeDataLoaderProfile(main, {});
+  ASSERT_TRUE(lumped.ok());
+  EXPECT_EQ(lumped->timeline.frames[5].step_wait_ns, 0u);
+  EXPECT_NEAR(lumped->timeline.frames[10].step_wait_ns / 1e9, 1.0, 1e-9);
+  // ... and the loop's start is known to a snapshot interval.
+  EXPECT_NEAR(lumped->loop_begin_seconds, 1.0, 1e-9);
 }
 
 TEST(DataLoaderTraceTest, IterableDatasetAtZeroWorkers) {

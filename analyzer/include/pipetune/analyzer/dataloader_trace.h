@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "pipetune/analyzer/collector.h"
 #include "pipetune/base/status.h"
 #include "pipetune/tracer/reader.h"
 
@@ -101,6 +102,21 @@ struct DataLoaderProfile {
   bool shared_host = false;
   double main_other_cpu_per_batch = 0;  // main-process CPU per batch besides loading samples
   std::vector<DataLoaderEpoch> epochs;
+
+  // The run over time, for the report's time charts: at each of the main
+  // process's snapshots, the stages above in the model's order (the sample
+  // stages, collate, transfer, pin_memory) with each one's counts summed
+  // over the processes that ran it, the training loop's batches and waits
+  // as the consumer's steps, and every process's CPU. Times are since the
+  // main process's session started. Empty for a profile not read from traces.
+  CollectedTrace timeline;
+  // Where the training loop ran, from its first epoch's iterator to its
+  // last step, and the main trace's length, on the same time. The loop's
+  // span holds more than wait_seconds + step_seconds: making each epoch's
+  // iterator (starting its workers) is in neither.
+  double loop_begin_seconds = 0;
+  double loop_end_seconds = 0;
+  double trace_seconds = 0;
 };
 
 // A trace the Python bootstrap wrote (its config is the DataLoader's record).
