@@ -243,10 +243,16 @@ std::string GroupLimits(const models::Profile& profile, const models::Configurat
 // workers): moving them to workers is the remedy.
 std::string ConsumerLimits(const models::Profile& profile, const models::Configuration& observed,
                            const models::Prediction& now) {
+  // Name what it runs: all the input stages at 0 workers, only the
+  // unpickling of the workers' batches (transfer) with workers.
+  std::vector<std::string> on_thread;
+  for (size_t i = 0; i < profile.stages.size(); ++i) {
+    if (models::StageRuns(profile, observed, i) && models::RunsOnConsumerThread(profile, observed, i))
+      on_thread.push_back(profile.stages[i].name);
+  }
   std::string head = fmt::format(
-      "The consumer's thread limits throughput at {} outputs/s: besides its step ({} ms) it runs the input "
-      "stages itself",
-      Rate(now.throughput), Millis(profile.step_time_seconds.value_or(0) * 1e3));
+      "The consumer's thread limits throughput at {} outputs/s: besides its step ({} ms) it runs {}",
+      Rate(now.throughput), Millis(profile.step_time_seconds.value_or(0) * 1e3), fmt::join(on_thread, ", "));
   if (now.bottleneck_stage) {
     head += fmt::format(", {} costing the most", profile.stages[*now.bottleneck_stage].name);
   } else {

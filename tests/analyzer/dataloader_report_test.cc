@@ -52,6 +52,10 @@ TEST(DataLoaderReport, ZeroWorkersRunsOnTheConsumersThreadAndBlamesTheInputSide)
     EXPECT_EQ(s.runs_on, "consumer") << s.name;
   }
   EXPECT_THAT(d.summary, HasSubstr("num_workers="));
+  // It names what the thread runs: the samples' stages and collate; no
+  // transfer, since without workers there is nothing to unpickle.
+  EXPECT_THAT(d.summary, HasSubstr("it runs load, transform[0]"));
+  EXPECT_THAT(d.summary, Not(HasSubstr("transfer")));
 }
 
 TEST(DataLoaderReport, WorkersAreOneGroupAndTheirStagesShareItsBound) {
