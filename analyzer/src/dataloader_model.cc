@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "gpu_diagnosis.h"
 #include "timeline.h"
 
 namespace pipetune::analyzer {
@@ -144,6 +145,23 @@ void NoteAssumptions(const DataLoaderProfile& run, models::Profile& profile) {
           "the run did not pin memory: pinning is estimated from the batch's bytes");
     }
   }
+}
+
+// The GPU's view, when the run's process recorded GPU activity (CUDA's
+// injection, MAIN.gpu.<pid>): how much of the loop it spent waiting for the
+// DataLoader, and for which stage.
+void AddGpu(const DataLoaderProfile& run, Diagnosis& d, std::vector<std::string>& notes) {
+  std::string warning;
+  d.gpu = internal::DataLoaderGpu(run.trace_path, run.loop_begin_seconds, run.loop_end_seconds, warning);
+  if (!warning.empty()) notes.push_back(warning);
+  if (!d.gpu) return;
+  const GpuAnalysis& a = d.gpu->analysis;
+  double loop = run.loop_end_seconds - run.loop_begin_seconds;
+  if (a.input_stall_seconds <= 0 || loop <= 0 || a.devices.empty()) return;
+  double share = a.input_stall_seconds / (loop * static_cast<double>(a.devices.size()));
+  d.summary += fmt::format(" The GPU waited for the DataLoader {:.0f}% of the loop{}{}.", 100 * share,
+                           a.inferred ? " (inferred from its own timeline)" : "",
+                           d.bottleneck ? fmt::format(", for {} most of all", *d.bottleneck) : "");
 }
 
 }  // namespace
@@ -304,6 +322,7 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   if (run.settings.pin_memory && !run.cuda_available) {
     section.notes.push_back("pin_memory=True but no CUDA device: pinning only costs time");
   }
+  AddGpu(run, d, section.notes);
   d.dataloader = std::move(section);
   return d;
 }

@@ -254,7 +254,7 @@ std::string ConsumerLimits(const models::Profile& profile, const models::Configu
       "The consumer's thread limits throughput at {} outputs/s: besides its step ({} ms) it runs {}",
       Rate(now.throughput), Millis(profile.step_time_seconds.value_or(0) * 1e3), fmt::join(on_thread, ", "));
   if (now.bottleneck_stage) {
-    head += fmt::format(", {} costing the most", profile.stages[*now.bottleneck_stage].name);
+    head += fmt::format("; {} costs the most", profile.stages[*now.bottleneck_stage].name);
   } else {
     head += ", and its step takes most of that time";
   }

@@ -1,6 +1,12 @@
 #include "gpu_diagnosis.h"
 
+#include <fmt/format.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <string_view>
+
+#include "pipetune/tracer/reader.h"
 
 namespace pipetune::analyzer::internal {
 
@@ -56,6 +62,54 @@ Diagnosis DiagnoseGpuOnly(const CollectedTrace& trace, const std::string& trace_
   d.assumptions.push_back(
       "only GPU activity is recorded: input stalls are inferred from the GPU's own timeline");
   return d;
+}
+
+std::optional<GpuSummary> DataLoaderGpu(const std::string& main_trace, double loop_begin_s, double loop_end_s,
+                                        std::string& warning) {
+  StatusOr<tracer::Trace> main = tracer::LoadTrace(main_trace);
+  if (!main.ok()) return std::nullopt;  // the DataLoader reader has said why
+  const std::string gpu_path = fmt::format("{}.gpu.{}", main_trace, main->header.pid);
+  struct stat info {};
+  if (::stat(gpu_path.c_str(), &info) != 0) return std::nullopt;
+  StatusOr<CollectedTrace> gpu = CollectTrace(gpu_path);
+  if (!gpu.ok()) {
+    warning = fmt::format("{}: the GPU activity cannot be read: {}", gpu_path, gpu.status().message());
+    return std::nullopt;
+  }
+  if (!gpu->read_report.warning.empty()) warning = gpu->read_report.warning;
+  // GPU times are since the GPU session's start; put them on MAIN's.
+  const int64_t shift =
+      static_cast<int64_t>(gpu->header.clock.start_ns) - static_cast<int64_t>(main->header.clock.start_ns);
+  auto on_main = [shift](uint64_t t) {
+    int64_t moved = static_cast<int64_t>(t) + shift;
+    return moved > 0 ? static_cast<uint64_t>(moved) : uint64_t{0};
+  };
+  CollectedTrace shifted = std::move(*gpu);
+  for (GpuInterval& w : shifted.gpu_work) {
+    w.start_ns = on_main(w.start_ns);
+    w.end_ns = on_main(w.end_ns);
+  }
+  // The loop's waits: every `*/next` call recorded as a span, when the
+  // spans cover all of them (the last snapshot's count says how many ran).
+  uint64_t calls = 0, spans = 0;
+  std::vector<tracer::StageId> next_stages;
+  for (const tracer::StageDef& stage : main->stages) {
+    std::string_view name = stage.name;
+    if (name.size() < 5 || name.substr(name.size() - 5) != "/next") continue;
+    next_stages.push_back(stage.id);
+    if (const tracer::StageSnapshot* last = main->LastSnapshot(stage.id)) calls += last->produced;
+  }
+  shifted.consumer_waits.clear();
+  for (const tracer::SpanRecord& span : main->spans) {
+    if (std::find(next_stages.begin(), next_stages.end(), span.stage) == next_stages.end()) continue;
+    ++spans;
+    shifted.consumer_waits.emplace_back(span.begin_ns - std::min(span.begin_ns, main->header.clock.start_ns),
+                                        span.end_ns - std::min(span.end_ns, main->header.clock.start_ns));
+  }
+  shifted.consumer_step_records = spans > 0 && spans >= calls ? spans : 0;
+  if (shifted.consumer_step_records == 0) shifted.consumer_waits.clear();  // inferred instead
+  return SummarizeGpu(shifted, static_cast<uint64_t>(std::max(0.0, loop_begin_s) * 1e9),
+                      static_cast<uint64_t>(std::max(0.0, loop_end_s) * 1e9));
 }
 
 }  // namespace pipetune::analyzer::internal

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "pipetune/analyzer/diagnosis.h"
@@ -16,5 +17,18 @@ GpuSummary SummarizeGpu(const CollectedTrace& trace, uint64_t begin_ns, uint64_t
 // through CUDA's injection), or only a GPU status (no GPU found): the window
 // is the whole trace, the summary is the GPU's verdict.
 Diagnosis DiagnoseGpuOnly(const CollectedTrace& trace, const std::string& trace_name);
+
+// A DataLoader process's GPU activity: the CUDA injection records it into
+// MAIN.gpu.<pid> (cupti/src/injection.cc), a session of its own beside the
+// recorder's MAIN. Put on MAIN's time (both are the host's CLOCK_MONOTONIC)
+// and analysed over the training loop, [loop_begin_s, loop_end_s) since
+// MAIN's start, against the loop's waits in next() (MAIN's `*/next` spans:
+// an input stall is the GPU idle while the loop waited for a batch). When
+// the spans do not cover every call (their per-second budget ran out), the
+// stalls are inferred from the GPU's own timeline, as for a program with no
+// recorder. nullopt when there is no such file or it cannot be read (the
+// reason in `warning`).
+std::optional<GpuSummary> DataLoaderGpu(const std::string& main_trace, double loop_begin_s, double loop_end_s,
+                                        std::string& warning);
 
 }  // namespace pipetune::analyzer::internal

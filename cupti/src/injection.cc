@@ -8,14 +8,32 @@
 // one took PIPETUNE_TRACE before main(), and such a program records its GPU
 // activity by linking pipetune::cupti (StartGpuTracing); the injection then
 // stays out of its way (two CUPTI subscribers cannot coexist).
+//
+// A Python program profiled by `pipetune profile` is the third case: its
+// recorder (python/pipetune) took PIPETUNE_TRACE for the DataLoader's trace
+// and set PIPETUNE_GPU_TRACE=PREFIX in its place, so the injection records
+// the process's GPU activity into a session of its own, PREFIX.<pid>, read
+// with the DataLoader's traces (analyzer/dataloader_trace.h). One file per
+// process: a worker that initialises CUDA does not share the main one's.
+#include <unistd.h>
+
 #include <cstdlib>
+#include <string>
 
 #include "pipetune/cupti/gpu_tracing.h"
 #include "pipetune/tracer/tracer.h"
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   using namespace pipetune;
-  if (!tracer::Enabled()) return 1;  // no session of ours: nothing to record into
+  if (!tracer::Enabled()) {
+    const char* prefix = std::getenv("PIPETUNE_GPU_TRACE");
+    if (prefix == nullptr || *prefix == '\0') return 1;  // no session of ours: nothing to record into
+    tracer::SessionOptions session;
+    session.path = std::string(prefix) + "." + std::to_string(::getpid());
+    session.pipeline_name = "gpu";
+    if (!tracer::Start(session).ok()) return 1;  // the program runs on, unrecorded
+    std::atexit([] { (void)tracer::Stop(); });  // runs after StopGpuTracing, registered below
+  }
   cupti::LoadOptions load;
   load.probe_devices = false;  // CUDA is initialising (it loaded us): do not call back into it
   tracer::GpuStatus status = cupti::StartGpuTracing(load);

@@ -5,6 +5,11 @@ sleeps for --step-ms, as the host does while a GPU computes. pipetune records
 and tunes it without a change (README.md beside this file):
 
     pipetune profile --trace out/train.trace -- /usr/bin/python3 examples/pytorch/train.py
+
+With --gpu (a machine with an NVIDIA GPU and a CUDA build of torch) the step
+is real: each batch is copied to the GPU and a small convolutional network
+trains on it, and `pipetune report` then says how much of the loop the GPU
+waited for the DataLoader (docs/gpu.md, "PyTorch").
 """
 import argparse
 import glob
@@ -36,6 +41,25 @@ class JpegFolder(Dataset):
         return image, index % 10
 
 
+def gpu_step():
+    """A training step on the GPU: copy the batch over, forward, backward,
+    update; synchronised, so the loop's time between batches is the GPU's."""
+    device = torch.device("cuda")
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, stride=2), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 3, stride=2), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(batch, labels):
+        batch, labels = batch.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(batch), labels).backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+    return step
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser()
@@ -44,7 +68,10 @@ def main():
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--step-ms", type=float, default=40.0, help="the fake training step")
+    parser.add_argument("--gpu", action="store_true", help="train a small network on the GPU instead")
     args = parser.parse_args()
+    if args.gpu and not torch.cuda.is_available():
+        sys.exit("--gpu: torch finds no CUDA device (torch.cuda.is_available() is False)")
     torch.set_num_threads(1)
 
     transform = transforms.Compose([
@@ -56,11 +83,15 @@ def main():
     dataset = JpegFolder(args.data, transform, limit=args.images)
     loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=0)
 
+    step = gpu_step() if args.gpu else None
     begin = time.monotonic()
     images = 0
     for epoch in range(args.epochs):
         for batch, labels in loader:
-            time.sleep(args.step_ms / 1000.0)  # the "GPU" computes; the host waits
+            if step is not None:
+                step(batch, labels)
+            else:
+                time.sleep(args.step_ms / 1000.0)  # the "GPU" computes; the host waits
             images += batch.shape[0]
     seconds = time.monotonic() - begin
     print("images/s: %.1f (%d images in %.2f s)" % (images / seconds, images, seconds))

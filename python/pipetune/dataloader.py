@@ -42,6 +42,7 @@ from pipetune import _samples
 from pipetune._recorder import Recorder as _Recorder, warn as _warn, warn_once as _warn_once
 
 TRACE_ENV = "PIPETUNE_PYTHON_TRACE"  # the main trace; workers write TRACE.<pid>
+GPU_TRACE_ENV = "PIPETUNE_GPU_TRACE"
 OWNER_ENV = "PIPETUNE_PYTHON_TRACE_OWNER"  # pid of the process that records the consumer
 APPLY_ENV = "PIPETUNE_DATALOADER_APPLY"  # a JSON file of DataLoader keyword arguments
 LOADER_ENV = "PIPETUNE_DATALOADER_ID"  # which DataLoader a worker process serves
@@ -555,6 +556,9 @@ def install():
         # anything else) must not start their own on the same file.
         os.environ[TRACE_ENV] = os.path.abspath(path)
         os.environ[OWNER_ENV] = str(os.getpid())
+        # CUDA's injection (cupti/src/injection.cc) records this process's
+        # GPU activity into T.gpu.<pid>, read with T.
+        os.environ[GPU_TRACE_ENV] = os.path.abspath(path) + ".gpu"
     apply_path = os.environ.get(APPLY_ENV)
     if apply_path:
         try:

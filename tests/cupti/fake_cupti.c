@@ -4,7 +4,9 @@
  * stamped with the registered timestamp callback, and the next drop query
  * reports 3 lost records. FAKE_CUPTI_MODE=conflict makes cuptiSubscribe
  * answer as when another subscriber (Nsight, a framework profiler) holds
- * the process. */
+ * the process. FAKE_CUPTI_BUSY_US=N makes every flush (the tracer forces
+ * one per snapshot) deliver a copy and then a kernel that ran the N
+ * microseconds before it: a GPU busy N us per snapshot interval. */
 #include <cupti.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +75,9 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   (void)flag;
-  if (g_enabled <= 0 || g_delivered || g_requested == NULL) return CUPTI_SUCCESS;
+  const char* busy_env = getenv("FAKE_CUPTI_BUSY_US");
+  uint64_t busy_ns = busy_env != NULL ? (uint64_t)strtoull(busy_env, NULL, 10) * 1000u : 0;
+  if (g_enabled <= 0 || (g_delivered && busy_ns == 0) || g_requested == NULL) return CUPTI_SUCCESS;
   uint8_t* buffer = NULL;
   size_t size = 0, max_records = 0;
   g_requested(&buffer, &size, &max_records);
@@ -81,19 +85,23 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     return CUPTI_SUCCESS;
   }
   uint64_t t = Now();
+  static uint64_t last_end;
+  if (busy_ns > 0 && t - 1000 - busy_ns < last_end + 2000) return CUPTI_SUCCESS;  /* flushed again too soon */
+  uint64_t kernel_start = busy_ns > 0 ? t - 1000 - busy_ns : t - 2000;
+  last_end = t - 1000;
   CUpti_ActivityMemcpy6 copy;
   memset(&copy, 0, sizeof(copy));
   copy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
   copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
   copy.bytes = 1u << 20;
-  copy.start = t - 3000;
-  copy.end = t - 2000;
+  copy.start = kernel_start - 1000;
+  copy.end = kernel_start;
   copy.streamId = 7;
   copy.correlationId = 1;
   CUpti_ActivityKernel10 kernel;
   memset(&kernel, 0, sizeof(kernel));
   kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  kernel.start = t - 2000;
+  kernel.start = kernel_start;
   kernel.end = t - 1000;
   kernel.streamId = 7;
   kernel.correlationId = 2;
