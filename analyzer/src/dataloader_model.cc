@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "pipetune/analyzer/dataloader.h"
 #include "gpu_diagnosis.h"
+#include "pipetune/analyzer/dataloader.h"
 #include "timeline.h"
 
 namespace pipetune::analyzer {

@@ -32,7 +32,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     session.path = std::string(prefix) + "." + std::to_string(::getpid());
     session.pipeline_name = "gpu";
     if (!tracer::Start(session).ok()) return 1;  // the program runs on, unrecorded
-    std::atexit([] { (void)tracer::Stop(); });  // runs after StopGpuTracing, registered below
+    std::atexit([] { (void)tracer::Stop(); });   // runs after StopGpuTracing, registered below
   }
   cupti::LoadOptions load;
   load.probe_devices = false;  // CUDA is initialising (it loaded us): do not call back into it
