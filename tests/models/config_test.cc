@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "pipetune/models/config.h"
 
@@ -95,7 +96,7 @@ TEST(Config, SavingWritesChangedKnobsInPlaceAndInsertedStagesWhole) {
 }
 
 TEST(Config, SaveIsAtomicAndRefusesInvalidConfigs) {
-  auto dir = std::filesystem::temp_directory_path() / "pipetune_config_test";
+  auto dir = std::filesystem::temp_directory_path() / ("pipetune_config_test." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::string path = (dir / "tuned.json").string();
   StatusOr<PipelineConfig> config = ParseConfig(kImageConfig);

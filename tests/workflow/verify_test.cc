@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 #include "pipetune/runtime/function_registry.h"
 #include "test_profiles.h"
 
@@ -83,7 +85,9 @@ TEST(VerifyTune, KeepsTheBestMeasuredAndStopsWhenNothingChanges) {
     {"name": "src", "op": "range"},
     {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 300}},
     {"name": "batch", "op": "batch", "args": {"size": 4}}]})");
-  std::string dir = (std::filesystem::temp_directory_path() / "pipetune_verify_test").string();
+  // Per process: two builds testing at once must not remove each other's.
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("pipetune_verify_test." + std::to_string(::getpid()))).string();
   VerifyOptions options;
   options.seconds = 1;
   options.rounds = 3;
