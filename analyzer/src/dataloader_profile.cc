@@ -158,32 +158,47 @@ bool IsDataLoaderTraceFile(const std::string& path) {
   return header.ok() && !RecordOf(header->pipeline).is_null();
 }
 
-std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace) {
-  std::vector<std::string> paths{main_trace};
-  size_t slash = main_trace.rfind('/');
+namespace {
+
+// The files beside `trace` named its base name, then `infix`, then digits
+// (a pid), sorted.
+std::vector<std::string> NumberedSiblings(const std::string& trace, const std::string& infix) {
+  size_t slash = trace.rfind('/');
   // Built in one expression: assigning a literal afterwards trips GCC 12's
   // false -Wrestrict at -O3.
   const std::string dir = slash == std::string::npos ? std::string(".")
                           : slash == 0               ? std::string("/")
-                                                     : main_trace.substr(0, slash);
-  std::string base = slash == std::string::npos ? main_trace : main_trace.substr(slash + 1);
+                                                     : trace.substr(0, slash);
+  std::string prefix = (slash == std::string::npos ? trace : trace.substr(slash + 1)) + infix;
   std::vector<std::string> found;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* entry = ::readdir(d)) {
       std::string name = entry->d_name;
-      if (name.size() <= base.size() + 1 || name.compare(0, base.size(), base) != 0 ||
-          name[base.size()] != '.') {
-        continue;
-      }
-      std::string suffix = name.substr(base.size() + 1);
-      if (!std::all_of(suffix.begin(), suffix.end(), [](unsigned char c) { return std::isdigit(c); }))
+      if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+      if (!std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                       [](unsigned char c) { return std::isdigit(c); }))
         continue;
       found.push_back(slash == std::string::npos ? name : dir + "/" + name);
     }
     ::closedir(d);
   }
   std::sort(found.begin(), found.end());
-  paths.insert(paths.end(), found.begin(), found.end());
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace) {
+  std::vector<std::string> paths{main_trace};
+  std::vector<std::string> workers = NumberedSiblings(main_trace, ".");
+  paths.insert(paths.end(), workers.begin(), workers.end());
+  return paths;
+}
+
+std::vector<std::string> JobTracePaths(const std::string& trace) {
+  std::vector<std::string> paths{trace};
+  std::vector<std::string> others = NumberedSiblings(trace, ".main.");
+  paths.insert(paths.end(), others.begin(), others.end());
   return paths;
 }
 
@@ -229,6 +244,7 @@ DataLoaderSettings ReadSettings(const json& settings) {
 }
 
 std::optional<int> OptionalInt(const json& record, const char* key) {
+  if (!record.is_object()) return std::nullopt;
   auto it = record.find(key);
   if (it == record.end() || !it->is_number_integer()) return std::nullopt;
   return it->get<int>();
@@ -441,6 +457,26 @@ void ReadLoopSpan(const tracer::Trace& main, const std::string& prefix, DataLoad
 
 }  // namespace
 
+DataLoaderProfile DescribeDataLoaderProcess(const tracer::Trace& main) {
+  json record = RecordOf(main.header.pipeline);
+  DataLoaderProfile p;
+  p.trace_path = main.report.path;
+  p.host = main.header.host;
+  p.ended_cleanly = main.report.ended_cleanly;
+  p.hostname = Get<std::string>(record, "host", main.header.host.hostname);
+  p.rank = OptionalInt(record, "rank");
+  p.local_rank = OptionalInt(record, "local_rank");
+  p.world_size = OptionalInt(record, "world_size");
+  p.pid = Get<int>(record, "pid", 0);
+  const json exit = record.is_object() ? record.value("exit", json()) : json();
+  p.exit_status = OptionalInt(exit, "status");
+  p.exit_exception = Get<std::string>(exit, "exception", "");
+  p.start_monotonic_ns = main.header.clock.start_ns;
+  p.start_unix_ns = main.header.clock.start_unix_ns;
+  p.duration_seconds = main.DurationNs() / 1e9;
+  return p;
+}
+
 StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
                                                   const std::vector<tracer::Trace>& workers) {
   const std::string& path = main.report.path;
@@ -452,15 +488,8 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
     return InvalidInput(
         fmt::format("{}: stage \"dataloader\": the program took no batch from a DataLoader", path));
   }
-  DataLoaderProfile p;
-  p.trace_path = path;
-  p.host = main.header.host;
-  p.ended_cleanly = main.report.ended_cleanly;
+  DataLoaderProfile p = DescribeDataLoaderProcess(main);
   p.cuda_available = Get<bool>(record, "cuda_available", false);
-  p.hostname = Get<std::string>(record, "host", main.header.host.hostname);
-  p.rank = OptionalInt(record, "rank");
-  p.local_rank = OptionalInt(record, "local_rank");
-  p.world_size = OptionalInt(record, "world_size");
   if (!main.report.warning.empty()) p.warnings.push_back(main.report.warning);
   p.settings = ReadSettings(chosen->value("settings", json::object()));
   const int loader_id = Get<int>(*chosen, "id", 0);
@@ -514,23 +543,28 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   return p;
 }
 
-StatusOr<DataLoaderProfile> ReadDataLoaderProfile(const std::string& main_trace) {
+StatusOr<DataLoaderTraces> LoadDataLoaderTraces(const std::string& main_trace) {
   std::vector<std::string> paths = DataLoaderTracePaths(main_trace);
   StatusOr<tracer::Trace> main = tracer::LoadTrace(paths[0]);
   if (!main.ok()) return main.status();
-  std::vector<tracer::Trace> workers;
-  std::vector<std::string> unreadable;
+  DataLoaderTraces traces;
+  traces.main = std::move(*main);
   for (size_t i = 1; i < paths.size(); ++i) {
     StatusOr<tracer::Trace> w = tracer::LoadTrace(paths[i]);
     if (!w.ok()) {
-      unreadable.push_back(w.status().message());
+      traces.skipped.push_back(w.status().message());
       continue;
     }
-    workers.push_back(std::move(*w));
+    traces.workers.push_back(std::move(*w));
   }
-  StatusOr<DataLoaderProfile> profile = MakeDataLoaderProfile(*main, workers);
+  return traces;
+}
+
+StatusOr<DataLoaderProfile> ReadDataLoaderProfile(const std::string& main_trace) {
+  PIPETUNE_ASSIGN_OR_RETURN(DataLoaderTraces traces, LoadDataLoaderTraces(main_trace));
+  StatusOr<DataLoaderProfile> profile = MakeDataLoaderProfile(traces.main, traces.workers);
   if (profile.ok()) {
-    for (const std::string& u : unreadable) profile->warnings.push_back("skipped a worker's trace: " + u);
+    for (const std::string& u : traces.skipped) profile->warnings.push_back("skipped a worker's trace: " + u);
   }
   return profile;
 }

@@ -138,6 +138,40 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
               {"notes", dl.notes}};
 }
 
+// A job of several processes: every rank's row (docs/report-json.md).
+Json RanksJson(const JobSection& job) {
+  auto optional_int = [](const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); };
+  Json ranks = Json::array();
+  for (const RankRow& r : job.ranks) {
+    bool diagnosed = r.error.empty();
+    ranks.push_back(Json{
+        {"rank", optional_int(r.rank)},
+        {"local_rank", optional_int(r.local_rank)},
+        {"host", r.host},
+        {"pid", r.pid},
+        {"trace", r.trace},
+        {"batches", r.batches},
+        {"throughput", diagnosed ? Number(r.throughput) : Json(nullptr)},
+        {"predicted_throughput", diagnosed ? Number(r.predicted_throughput) : Json(nullptr)},
+        {"stall_fraction", diagnosed ? Number(r.stall_fraction) : Json(nullptr)},
+        {"step_ms", diagnosed ? Number(r.step_ms) : Json(nullptr)},
+        {"step_cpu_ms", diagnosed && r.step_cpu_ms >= 0 ? Number(r.step_cpu_ms) : Json(nullptr)},
+        {"bound", diagnosed ? Json(r.bound) : Json(nullptr)},
+        {"bottleneck", Optional(r.bottleneck)},
+        {"num_workers", r.workers},
+        {"cores_used", diagnosed && r.cores_used >= 0 ? Number(r.cores_used) : Json(nullptr)},
+        {"peak_rss_bytes", r.peak_rss_bytes},
+        {"start_seconds", Number(r.start_seconds)},
+        {"end_seconds", Number(r.end_seconds)},
+        {"ended", r.ended},
+        {"exit_status", optional_int(r.exit_status)},
+        {"exception", r.exception.empty() ? Json(nullptr) : Json(r.exception)},
+        {"error", r.error.empty() ? Json(nullptr) : Json(r.error)},
+    });
+  }
+  return ranks;
+}
+
 class JsonWriter : public ReportWriter {
  public:
   std::string Render(const Diagnosis& d) const override {
@@ -186,6 +220,14 @@ class JsonWriter : public ReportWriter {
         {"what_if", what_ifs},
     };
     if (d.dataloader) report["dataloader"] = DataLoaderJson(*d.dataloader);
+    if (d.job) {
+      report["ranks"] = RanksJson(*d.job);
+      report["straggler"] = d.job->straggler ? Json(*d.job->straggler) : Json(nullptr);
+      report["job"] = Json{{"world_size", d.job->world_size ? Json(*d.job->world_size) : Json(nullptr)},
+                           {"hosts", d.job->hosts},
+                           {"step_seconds", Number(d.job->step_seconds)},
+                           {"clock", d.job->clock}};
+    }
     return report.dump(2) + "\n";
   }
 };

@@ -22,6 +22,25 @@ std::string Cell(const std::string& text) {
   return out;
 }
 
+// `marked`: what a highlighted row is ("bottleneck", "straggler").
+std::string MarkdownTable(const Table& table, const char* marked) {
+  std::string out = "|";
+  for (const std::string& h : table.header) out += " " + h + " |";
+  out += "\n|";
+  for (bool right : table.right_aligned) out += right ? " ---: |" : " --- |";
+  out += "\n";
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    out += "|";
+    for (size_t c = 0; c < table.rows[r].size(); ++c) {
+      std::string cell = Cell(table.rows[r][c]);
+      if (table.highlighted[r] && c == 0) cell = fmt::format("**{}** ({})", cell, marked);
+      out += fmt::format(" {} |", cell);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 class MarkdownWriter : public ReportWriter {
  public:
   std::string Render(const Diagnosis& d) const override {
@@ -29,21 +48,11 @@ class MarkdownWriter : public ReportWriter {
     out += fmt::format("**{}**\n\n", d.summary);
     for (const auto& [label, value] : Headline(d)) out += fmt::format("- **{}**: {}\n", label, value);
     out += fmt::format("- **trace**: `{}` ({:.1f} s)\n\n", d.trace_name, d.trace_seconds);
-    Table table = StageTable(d);
-    out += "|";
-    for (const std::string& h : table.header) out += " " + h + " |";
-    out += "\n|";
-    for (bool right : table.right_aligned) out += right ? " ---: |" : " --- |";
-    out += "\n";
-    for (size_t r = 0; r < table.rows.size(); ++r) {
-      out += "|";
-      for (size_t c = 0; c < table.rows[r].size(); ++c) {
-        std::string cell = Cell(table.rows[r][c]);
-        if (table.highlighted[r] && c == 0) cell = fmt::format("**{}** (bottleneck)", cell);
-        out += fmt::format(" {} |", cell);
-      }
-      out += "\n";
+    if (d.job) {
+      out += MarkdownTable(RankTable(d), "straggler");
+      out += fmt::format("\n{}\n\n", StragglerLine(d));
     }
+    out += MarkdownTable(StageTable(d), "bottleneck");
     std::vector<std::string> what_ifs = WhatIfLines(d);
     if (!what_ifs.empty()) {
       out += "\n**What if**\n\n";

@@ -20,6 +20,14 @@ struct Table {
 // outputs/s, busy, waiting for input, blocked on output, limited by.
 Table StageTable(const Diagnosis& d);
 
+// A job of several processes: one row per rank (rank, local rank, host,
+// pid, batches/s measured and predicted alone, data wait, step, bound or
+// bottleneck, workers, cores, peak RSS, how it ended); the straggler's row
+// highlighted. Empty without a job.
+Table RankTable(const Diagnosis& d);
+// The line under the rank table: which rank is the straggler, or none.
+std::string StragglerLine(const Diagnosis& d);
+
 // "label: value" lines of the headline: throughput, consumer, CPU, memory,
 // drops, window, and the truncation warning when there is one.
 std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d);

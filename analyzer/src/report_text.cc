@@ -44,6 +44,12 @@ class TextWriter : public ReportWriter {
     // Appended piece by piece: `"\n" + <temporary>` makes GCC 12 at -O3 warn
     // (a false -Wrestrict in std::string's insert).
     out += '\n';
+    if (d.job) {
+      out += "ranks:\n";
+      out += RenderTable(RankTable(d));
+      out += fmt::format("  ({})\n\n", StragglerLine(d));
+      out += d.job->straggler_row ? "the straggler's stages:\n" : "the slowest rank's stages:\n";
+    }
     out += RenderTable(StageTable(d));
     out += d.bottleneck ? fmt::format("  (> marks the bottleneck, {})\n", *d.bottleneck) : "";
     out += fmt::format("\n{}\n", d.summary);

@@ -21,6 +21,18 @@ struct ProfileFlags {
   std::string apply;  // DataLoader keyword arguments to apply (docs/pytorch.md)
 };
 
+// A Python program, or a launcher of Python ranks.
+bool IsPythonProgram(const std::vector<std::string>& command) {
+  for (const std::string& arg : command) {
+    std::string base = arg.substr(arg.rfind('/') + 1);
+    if (base.rfind("python", 0) == 0 || base == "torchrun" ||
+        (base.size() > 3 && base.compare(base.size() - 3, 3, ".py") == 0)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int Profile(const ProfileFlags& flags) {
   workflow::ProfileOptions options;
   options.trace_path = flags.trace_path;
@@ -36,11 +48,33 @@ int Profile(const ProfileFlags& flags) {
   StatusOr<workflow::ProfiledProgram> profiled = workflow::ProfileProgram(options);
   if (!profiled.ok()) return ReportError(profiled.status());
   const std::string& program = flags.command[0];
-  if (profiled->recorded_nothing) {
+  if (profiled->recorded_nothing && IsPythonProgram(flags.command) && python->warning.empty()) {
+    fmt::print(stderr,
+               "pipetune: {} recorded no pipeline: none of its processes built a PyTorch DataLoader "
+               "(see docs/pytorch.md), and no GPU activity; the trace says why\n",
+               program);
+  } else if (profiled->recorded_nothing) {
     fmt::print(stderr,
                "pipetune: {} recorded no pipeline (it does not link pipetune's tracer; see docs/tracer.md) "
                "and no GPU activity; the trace says why\n",
                program);
+  }
+  // A job's processes, each: the program's own status may be its launcher's.
+  for (const workflow::ProfiledProcess& process : profiled->processes) {
+    if (profiled->processes.size() < 2) break;
+    std::string who = process.rank ? fmt::format("rank {} (pid {})", *process.rank, process.pid)
+                                   : fmt::format("pid {}", process.pid);
+    if (process.ended == "killed") {
+      fmt::print(stderr, "pipetune: {} was killed (its trace {} has no clean end)\n", who, process.trace);
+    } else if (process.ended == "failed") {
+      std::string how = process.exception.empty() ? fmt::format("status {}", process.exit_status.value_or(1))
+                                                  : process.exception;
+      fmt::print(stderr, "pipetune: {} failed: {}\n", who, how);
+    }
+  }
+  if (profiled->processes.size() > 1) {
+    fmt::print("traces: {} processes recorded a DataLoader ({} and {}.main.<pid>)\n", profiled->processes.size(),
+               flags.trace_path, flags.trace_path);
   }
   if (profiled->signal_number > 0) {
     fmt::print(stderr, "pipetune: {} was killed by signal {}; the trace holds what it recorded until then\n",

@@ -33,6 +33,7 @@ class Recorder:
         from pipetune._tracer import Tracer
 
         self.tracer = Tracer()
+        self.path = path
         self.pid = os.getpid()
         self.name = name
         self.info = info

@@ -1,21 +1,38 @@
 """Records torch.utils.data.DataLoader without a change to the training script,
 and applies tuned DataLoader keyword arguments. Installed by sitecustomize.py;
-docs/pytorch.md describes what is recorded and how.
+docs/pytorch.md describes what is recorded and how, docs/distributed.md a job
+of several ranks.
 
 Processes and files. `pipetune profile --trace T` sets PIPETUNE_TRACE=T. The
-first Python process that sees it takes it out of the environment (so no
-other process writes T) and owns T: it records the consumer (the training
-loop's waits and steps), the transfer of batches from the workers, pin_memory,
-and with num_workers=0 the samples themselves. Every DataLoader worker process
-(fork or spawn) records its samples into its own trace, T.<pid>; the reader
-(analyzer/dataloader_trace.h) reads T and its T.<pid> files as one run.
+first Python process that sees it (the run's root) takes it out of the
+environment and passes T on to its children as PIPETUNE_PYTHON_TRACE. Every
+process that builds a DataLoader (a single script, each rank of a
+DistributedDataParallel job, however started) records its own main trace:
+the consumer (the training loop's waits and steps), the transfer of batches
+from the workers, pin_memory, and with num_workers=0 the samples themselves.
+The first such process claims T itself (created with O_EXCL, so exactly one
+does); any other writes T.main.<pid>. A launcher that builds no DataLoader
+records nothing. Every DataLoader worker process records its samples into
+<its main trace>.<pid>: the main trace's path travels to the worker inside
+its worker_init_fn (_WorkerTag), so fork, spawn and forkserver workers all
+attach to their own main process. The reader (analyzer/dataloader_trace.h)
+reads a main trace and its workers' files as one process, and T with its
+T.main.<pid> files as one job (analyzer/dataloader_job.h).
+
+A main trace's record says which process of a job it is: RANK, LOCAL_RANK
+and WORLD_SIZE from the environment (torchrun sets them), replaced by
+torch.distributed's rank and world size once the process group is
+initialised (mp.spawn sets no variable), and the host name. How the process
+ended is recorded when it is known: sys.exit's status, an uncaught
+exception's type; a trace with no clean end is a process that was killed.
 
 Counts live in the tracer's stages, never in the JSON record: the sampler
 writes them every snapshot interval, so a run killed at any point (the OOM
 killer's SIGKILL) leaves every count up to its last snapshot. The record (the
 session's pipeline info) is rewritten only at bounded events: a DataLoader's
-construction, a worker's start and ready, a worker's stream first seen
-sharded. In the main process, DataLoader N's stages are named "loaderN/...":
+construction, an epoch's start when the rank changed, a worker's start and
+ready, a worker's stream first seen sharded, the process's failure. In the
+main process, DataLoader N's stages are named "loaderN/...":
 `epoch` (one element per iterator made; the element id is the loader's batch
 count when the epoch began), `next` (one per batch delivered; the wait in
 next()), `step` (the loop's time from one batch to the next call), and at
@@ -41,11 +58,10 @@ import time
 from pipetune import _samples
 from pipetune._recorder import Recorder as _Recorder, warn as _warn, warn_once as _warn_once
 
-TRACE_ENV = "PIPETUNE_PYTHON_TRACE"  # the main trace; workers write TRACE.<pid>
+TRACE_ENV = "PIPETUNE_PYTHON_TRACE"  # the run's trace T (absolute), for every process of the run
+ROOT_ENV = "PIPETUNE_PYTHON_TRACE_ROOT"  # pid of the process that took PIPETUNE_TRACE
 GPU_TRACE_ENV = "PIPETUNE_GPU_TRACE"
-OWNER_ENV = "PIPETUNE_PYTHON_TRACE_OWNER"  # pid of the process that records the consumer
 APPLY_ENV = "PIPETUNE_DATALOADER_APPLY"  # a JSON file of DataLoader keyword arguments
-LOADER_ENV = "PIPETUNE_DATALOADER_ID"  # which DataLoader a worker process serves
 TUNABLE = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
 KEY = "pipetune_dataloader"
 RECORD_VERSION = 2  # 2: counts in stages (loaderN/...), not in the record
@@ -54,6 +70,7 @@ _now = time.monotonic_ns
 _cpu = time.thread_time_ns
 _state = None  # this process's main _Recorder, created on first use
 _worker_rec = None  # in a DataLoader worker process, its _Recorder
+_in_worker = False  # this process is a DataLoader worker: it records no main trace
 _applied = None  # the kwargs read from APPLY_ENV
 _lock = threading.Lock()
 _where = threading.local()  # .prefix: the DataLoader whose batches this thread handles
@@ -66,43 +83,138 @@ def _env_int(name):
         return None
 
 
+def _distributed_fields():
+    """rank, local_rank, world_size: the environment's (torchrun), then
+    torch.distributed's once initialised (mp.spawn sets no variable)."""
+    fields = {"rank": _env_int("RANK"), "local_rank": _env_int("LOCAL_RANK"), "world_size": _env_int("WORLD_SIZE")}
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            fields["rank"] = dist.get_rank()
+            fields["world_size"] = dist.get_world_size()
+    except Exception:  # a backend that cannot say: keep the environment's
+        pass
+    return fields
+
+
 def _main_record():
     import torch
 
-    return {KEY: {
+    record = {
         "version": RECORD_VERSION, "role": "main", "pid": os.getpid(), "torch": torch.__version__,
         "cuda_available": bool(torch.cuda.is_available()), "applied": _applied, "argv": sys.argv[:8],
-        # Distributed runs (torchrun sets these): which process of the job this is.
-        "host": socket.gethostname(), "rank": _env_int("RANK"), "local_rank": _env_int("LOCAL_RANK"),
-        "world_size": _env_int("WORLD_SIZE"), "loaders": []}}
+        "host": socket.gethostname(), "exit": None, "loaders": []}
+    record.update(_distributed_fields())
+    return {KEY: record}
+
+
+def _claim(path):
+    """T for the first process of the run that records a main trace (O_EXCL:
+    one process wins), T.main.<pid> for every other."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        return path
+    except FileExistsError:
+        return "%s.main.%d" % (path, os.getpid())
 
 
 def _main_recorder():
-    """The owner process's recorder, started on first use; None elsewhere."""
+    """This process's main recorder, started on first use; None in a
+    DataLoader worker and in a run not recorded."""
     global _state
     path = os.environ.get(TRACE_ENV)
-    if not path or os.environ.get(OWNER_ENV) != str(os.getpid()):
+    if not path or _in_worker:
         return None
     if _state is not None and _state.pid == os.getpid():
         return _state
     with _lock:
         if _state is None or _state.pid != os.getpid():
             try:
-                _state = _Recorder(path, os.path.basename(sys.argv[0] or "python"), _main_record())
+                _state = _Recorder(_claim(path), os.path.basename(sys.argv[0] or "python"), _main_record())
             except Exception as error:  # no tracer library, a file not writable: run unrecorded
                 _warn("cannot record: %s" % error)
                 os.environ.pop(TRACE_ENV, None)
                 return None
+            _watch_exit()
     return _state
 
 
-def _stop_main():
-    # Registered once the DataLoader module is imported: a program that never
-    # builds a DataLoader still leaves a trace that says so.
+def _refresh_rank(rec):
+    """The record's rank once torch.distributed knows it (a bounded event:
+    rewritten only when it changed)."""
+    record = rec.info[KEY]
+    fields = _distributed_fields()
+    if any(record.get(k) != v for k, v in fields.items() if v is not None):
+        record.update({k: v for k, v in fields.items() if v is not None})
+        rec.update_info()
+
+
+def _note_exit(status=None, exception=None):
+    """How this process is ending, in its record (its trace's end says
+    whether it ended at all)."""
+    rec = _state
+    if rec is None or rec.pid != os.getpid() or not rec.running:
+        return
+    exit_info = rec.info[KEY].get("exit") or {}
+    if status is not None:
+        exit_info["status"] = status
+    if exception is not None:
+        exit_info["exception"] = exception
+    rec.info[KEY]["exit"] = exit_info
+    rec.update_info()
+
+
+def _watch_exit():
+    """Notes sys.exit's status and an uncaught exception, and ends the
+    session at exit: at the interpreter's exit, and at a multiprocessing
+    child's (which leaves by os._exit, after its finalizers, not atexit)."""
+    original_exit = sys.exit
+    if not getattr(original_exit, "_pipetune", False):
+        def exit_noting(status=None):
+            code = 0 if status is None else status if isinstance(status, int) else 1
+            try:
+                if code != 0:
+                    _note_exit(status=code)
+            except Exception:
+                pass
+            original_exit(status)
+
+        exit_noting._pipetune = True
+        sys.exit = exit_noting
+    original_hook = sys.excepthook
+    if not getattr(original_hook, "_pipetune", False):
+        def hook_noting(kind, value, traceback):
+            try:
+                _note_exit(status=1, exception="%s: %s" % (kind.__name__, str(value)[:200]))
+            except Exception:
+                pass
+            original_hook(kind, value, traceback)
+
+        hook_noting._pipetune = True
+        sys.excepthook = hook_noting
+    atexit.register(_stop_main)
     try:
-        rec = _main_recorder()
-        if rec is not None:
+        from multiprocessing import util
+
+        util.Finalize(None, _stop_main, exitpriority=-10)
+    except Exception:
+        pass
+
+
+def _stop_main():
+    """Ends this process's main session, if it has one. The run's root,
+    when no process recorded anything, leaves a trace that says the program
+    built no DataLoader."""
+    try:
+        rec = _state
+        if rec is not None and rec.pid == os.getpid():
             rec.stop()
+        elif os.environ.get(ROOT_ENV) == str(os.getpid()) and not _in_worker:
+            path = os.environ.get(TRACE_ENV)
+            if path and not os.path.exists(path):
+                rec = _main_recorder()
+                if rec is not None:
+                    rec.stop()
     except Exception as error:
         _warn("cannot end the trace: %r" % (error,))
 
@@ -141,20 +253,48 @@ def _watch_get_worker_info(rec, record):
     function.__code__ = _get_worker_info_noting.__code__
 
 
-def _start_worker(path, args, kwargs):
+class _WorkerTag:
+    """A recorded DataLoader's worker_init_fn: the program's own (called as
+    it would be), with the main trace the worker belongs to and the
+    DataLoader's id. Pickled with the worker's other arguments, so that it
+    reaches fork, spawn and forkserver workers alike, whatever their
+    environment."""
+
+    def __init__(self, init_fn, main_trace, loader_id):
+        self.init_fn = init_fn
+        self.main_trace = main_trace
+        self.loader_id = loader_id
+
+    def __call__(self, worker_id):
+        if self.init_fn is not None:
+            self.init_fn(worker_id)
+
+
+def _find_tag(init_fn):
+    """The _WorkerTag in a worker's init_fn (torch wraps it in a partial for
+    DataPipes); None when the DataLoader is not recorded."""
+    if isinstance(init_fn, _WorkerTag):
+        return init_fn
+    if isinstance(init_fn, functools.partial):
+        for arg in init_fn.args:
+            if isinstance(arg, _WorkerTag):
+                return arg
+    return None
+
+
+def _start_worker(tag, bound):
     """The worker process's recorder and the worker loop's arguments, with
     worker_init_fn wrapped to note when the worker is ready."""
     global _worker_rec
     entered = _now()
-    bound = _worker_loop_signature.bind(*args, **kwargs)
     a = bound.arguments
     worker_id = a.get("worker_id", 0)
     iterable = a.get("dataset_kind", 0) == 1  # _DatasetKind.Iterable
     record = {
         "version": RECORD_VERSION, "role": "worker", "pid": os.getpid(), "worker_id": worker_id,
-        "num_workers": a.get("num_workers", 0), "loader": int(os.environ.get(LOADER_ENV, "0") or 0),
+        "num_workers": a.get("num_workers", 0), "loader": tag.loader_id,
         "start_ns": entered, "ready_ns": 0, "iterable": iterable, "sharded_by_worker_info": False}
-    rec = _Recorder("%s.%d" % (path, os.getpid()), "dataloader worker %s" % worker_id, {KEY: record})
+    rec = _Recorder("%s.%d" % (tag.main_trace, os.getpid()), "dataloader worker %s" % worker_id, {KEY: record})
     _worker_rec = rec
     if iterable:
         try:
@@ -188,11 +328,17 @@ def _make_worker_loop(original):
     _worker_loop_signature = inspect.signature(original)
 
     def _worker_loop(*args, **kwargs):
-        path = os.environ.get(TRACE_ENV)
-        if not path:
+        global _in_worker
+        _in_worker = True
+        try:
+            bound = _worker_loop_signature.bind(*args, **kwargs)
+            tag = _find_tag(bound.arguments.get("init_fn"))
+        except TypeError:
+            tag = None
+        if tag is None:
             return original(*args, **kwargs)
         try:
-            rec, bound = _start_worker(path, args, kwargs)
+            rec, bound = _start_worker(tag, bound)
         except Exception as error:
             _warn("a DataLoader worker cannot record: %r" % (error,))
             return original(*args, **kwargs)
@@ -328,17 +474,13 @@ def _patch_loader(module):
         rec, loader = _recording(self)
         if rec is None:
             return original_iter(self)
+        try:
+            _refresh_rank(rec)
+        except Exception as error:
+            _warn_once("the process's rank", error)
         begin = _now()
         cpu = _cpu()
-        previous = os.environ.get(LOADER_ENV)
-        os.environ[LOADER_ENV] = str(loader.id)  # the workers it starts say whose they are
-        try:
-            it = original_iter(self)
-        finally:
-            if previous is None:
-                os.environ.pop(LOADER_ENV, None)
-            else:
-                os.environ[LOADER_ENV] = previous
+        it = original_iter(self)
         cpu_ns = _cpu() - cpu
         rec.element(loader.prefix + "epoch", begin, _now(), loader.batches, op="epoch", cpu_ns=cpu_ns)
         it._pipetune_loader = loader
@@ -408,16 +550,24 @@ def _patch_iterators(module):
     multi_init = multi.__init__
     pin_module = utils.pin_memory
 
+    # Likewise its workers are started there: for the span of the __init__,
+    # the DataLoader's worker_init_fn is a _WorkerTag that carries the main
+    # trace and the DataLoader's id to them.
     @functools.wraps(multi_init)
     def multi_process_init(self, loader, *args, **kwargs):
         record = getattr(loader, "_pipetune_loader", None)
+        rec = _state
+        if record is None or rec is None or not rec.running or rec.pid != os.getpid():
+            return multi_init(self, loader, *args, **kwargs)
         loop = pin_module._pin_memory_loop
-        if record is not None:
-            pin_module._pin_memory_loop = functools.partial(loop, _pipetune_prefix=record.prefix)
+        init_fn = loader.worker_init_fn
+        pin_module._pin_memory_loop = functools.partial(loop, _pipetune_prefix=record.prefix)
+        object.__setattr__(loader, "worker_init_fn", _WorkerTag(init_fn, rec.path, record.id))
         try:
             multi_init(self, loader, *args, **kwargs)
         finally:
             pin_module._pin_memory_loop = loop
+            object.__setattr__(loader, "worker_init_fn", init_fn)
 
     multi.__init__ = multi_process_init
 
@@ -470,8 +620,8 @@ def _patch(module):
     _patch_create_fetcher(module)
     module._utils.worker._worker_loop = _make_worker_loop(module._utils.worker._worker_loop)
     _patch_unpickling()
-    if os.environ.get(TRACE_ENV) and os.environ.get(OWNER_ENV) == str(os.getpid()):
-        atexit.register(_stop_main)
+    if os.environ.get(TRACE_ENV) and os.environ.get(ROOT_ENV) == str(os.getpid()):
+        atexit.register(_stop_main)  # the root says so when no process built a DataLoader
 
 
 def _is_iterable(dataset):
@@ -552,10 +702,11 @@ def install():
     global _applied
     path = os.environ.pop("PIPETUNE_TRACE", None)
     if path:
-        # This process owns the trace; its children (DataLoader workers,
-        # anything else) must not start their own on the same file.
+        # The run's root: its children (ranks, DataLoader workers) read the
+        # trace's path from here; none of them takes PIPETUNE_TRACE again
+        # (a program that links the C++ tracer would start on T itself).
         os.environ[TRACE_ENV] = os.path.abspath(path)
-        os.environ[OWNER_ENV] = str(os.getpid())
+        os.environ[ROOT_ENV] = str(os.getpid())
         # CUDA's injection (cupti/src/injection.cc) records this process's
         # GPU activity into T.gpu.<pid>, read with T.
         os.environ[GPU_TRACE_ENV] = os.path.abspath(path) + ".gpu"

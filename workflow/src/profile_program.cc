@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/tracer/reader.h"
 #include "pipetune/tracer/gpu_profile.h"
 
 namespace pipetune::workflow {
@@ -35,6 +36,31 @@ using Environment = std::vector<std::pair<std::string, std::string>>;
   ::_exit(kCannotExec);
 }
 
+// The processes that recorded a DataLoader's main trace; a trace that is
+// not one (a C++ program's, the GPU note) is no process of a job.
+std::vector<ProfiledProcess> RecordedProcesses(const std::string& trace) {
+  std::vector<ProfiledProcess> processes;
+  for (const std::string& path : analyzer::JobTracePaths(trace)) {
+    if (!analyzer::IsDataLoaderTraceFile(path)) continue;
+    StatusOr<tracer::Trace> main = tracer::LoadTrace(path);
+    if (!main.ok()) continue;
+    analyzer::DataLoaderProfile p = analyzer::DescribeDataLoaderProcess(*main);
+    ProfiledProcess process;
+    process.trace = path;
+    process.rank = p.rank;
+    process.pid = p.pid;
+    process.exit_status = p.exit_status;
+    process.exception = p.exit_exception;
+    if (!p.ended_cleanly) {
+      process.ended = "killed";
+    } else if ((p.exit_status && *p.exit_status != 0) || !p.exit_exception.empty()) {
+      process.ended = "failed";
+    }
+    processes.push_back(std::move(process));
+  }
+  return processes;
+}
+
 }  // namespace
 
 StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
@@ -42,8 +68,11 @@ StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
   ProfiledProgram result;
   Environment gpu_environment = tracer::GpuProfileEnvironment(
       tracer::FindInjectionLibrary(), std::getenv("CUDA_INJECTION64_PATH"), &result.gpu_note);
-  // A stale trace (or a stale worker process's TRACE.<pid>) must not pass for this run's.
-  for (const std::string& stale : analyzer::DataLoaderTracePaths(options.trace_path)) ::unlink(stale.c_str());
+  // A stale trace (a stale rank's TRACE.main.<pid>, a stale worker
+  // process's TRACE.<pid>) must not pass for this run's.
+  for (const std::string& main : analyzer::JobTracePaths(options.trace_path)) {
+    for (const std::string& stale : analyzer::DataLoaderTracePaths(main)) ::unlink(stale.c_str());
+  }
   std::fflush(nullptr);  // buffered output must not be written twice
   pid_t child = ::fork();
   if (child < 0) return IoError(fmt::format("cannot fork: {}", std::strerror(errno)));
@@ -67,6 +96,14 @@ StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
     return IoError(fmt::format("{}: the trace is gone after the program ended", options.trace_path));
   }
   result.trace_bytes = static_cast<uint64_t>(info.st_size);
+  result.processes = RecordedProcesses(options.trace_path);
+  if (result.exit_code == 0 && result.processes.size() > 1) {
+    for (const ProfiledProcess& process : result.processes) {
+      if (process.ended == "clean") continue;
+      result.exit_code = process.exit_status.value_or(1);
+      break;
+    }
+  }
   return result;
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/files.h"
 #include "pipetune/models/config.h"
 
@@ -18,17 +19,11 @@ StatusOr<analyzer::Diagnosis> DiagnoseAny(const ReportRequest& request) {
   if (!analyzer::IsDataLoaderTraceFile(request.traces[0])) {
     return analyzer::DiagnoseTraces(request.traces, options);
   }
-  // A DataLoader run is its main trace and the worker traces beside it;
-  // other runs cannot feed its fit.
-  if (request.traces.size() > 1) {
-    return InvalidInput(
-        fmt::format("{}: a DataLoader's trace is reported alone (its worker traces are read "
-                    "from beside it)",
-                    request.traces[1]));
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run,
-                            analyzer::ReadDataLoaderProfile(request.traces[0]));
-  return analyzer::DiagnoseDataLoader(run, options);
+  // A DataLoader run is its main traces (one per process that consumed a
+  // DataLoader: T and the T.main.<pid> files beside it) and their workers'
+  // traces; several runs given are the nodes of one job (docs/distributed.md).
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderJob job, analyzer::ReadDataLoaderJob(request.traces));
+  return analyzer::DiagnoseDataLoaderJob(job, options);
 }
 
 }  // namespace

@@ -70,9 +70,22 @@ struct DataLoaderProfile {
   int sharded_workers = 0;
   bool sharded_by_worker_info = false;
   // Which process of a distributed job this was (RANK, LOCAL_RANK and
-  // WORLD_SIZE of the environment, as torchrun sets them), and its host.
+  // WORLD_SIZE of the environment, as torchrun sets them, or
+  // torch.distributed's once initialised), and its host and pid.
   std::optional<int> rank, local_rank, world_size;
   std::string hostname;
+  int pid = 0;
+  // How the process ended, where it said so: sys.exit's status (nonzero
+  // only) and an uncaught exception ("ValueError: ..."). A process killed
+  // by a signal says nothing: its trace has no clean end (ended_cleanly).
+  std::optional<int> exit_status;
+  std::string exit_exception;
+  // The session's start on the host's CLOCK_MONOTONIC and on CLOCK_REALTIME
+  // (the pair the tracer takes together), and its length to the last
+  // snapshot: how a job's processes are put on one timeline.
+  uint64_t start_monotonic_ns = 0;
+  int64_t start_unix_ns = 0;
+  double duration_seconds = 0;
 
   std::vector<DataLoaderStage> sample_stages;  // load and transforms: per sample
   // step.cpu_seconds_each: the main thread's CPU per training step (the
@@ -126,6 +139,20 @@ bool IsDataLoaderTraceFile(const std::string& path);
 
 // TRACE and the TRACE.<pid> files beside it, the main trace first.
 std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace);
+// The main traces of a run of several processes (docs/distributed.md): TRACE
+// (the first process that consumed a DataLoader) and the TRACE.main.<pid>
+// files beside it (every other), TRACE first. Their workers' files are
+// each main trace's DataLoaderTracePaths.
+std::vector<std::string> JobTracePaths(const std::string& trace);
+
+// One process's traces: its main trace and its workers' (the ones that
+// could not be read are named in `skipped`). Errors: the main trace's.
+struct DataLoaderTraces {
+  tracer::Trace main;
+  std::vector<tracer::Trace> workers;
+  std::vector<std::string> skipped;
+};
+StatusOr<DataLoaderTraces> LoadDataLoaderTraces(const std::string& main_trace);
 
 // Reads the run's traces into one profile. The DataLoader that delivered
 // the most batches is the one profiled. A truncated trace (a killed run) is
@@ -135,6 +162,11 @@ std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace);
 // an older pipetune, a program that built no DataLoader, and one that took
 // no batch.
 StatusOr<DataLoaderProfile> ReadDataLoaderProfile(const std::string& main_trace);
+// Who recorded a main trace and how it ended (trace_path, host, rank,
+// local_rank, world_size, hostname, pid, exit_status, exit_exception,
+// ended_cleanly, the clock pair, duration_seconds), whether or not it took a
+// batch; nothing else of the profile is filled.
+DataLoaderProfile DescribeDataLoaderProcess(const tracer::Trace& main);
 // The same over traces already loaded: the main process's, then the workers'.
 StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
                                                   const std::vector<tracer::Trace>& workers);

@@ -8,6 +8,7 @@
 // the module path) are more entries of `environment`, prepared by their parts.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,8 +26,23 @@ struct ProfileOptions {
   std::vector<std::pair<std::string, std::string>> environment;
 };
 
+// A process of the program that recorded a DataLoader (a rank of a job), and
+// how it ended.
+struct ProfiledProcess {
+  std::string trace;
+  std::optional<int> rank;
+  int pid = 0;
+  std::string ended = "clean";     // "clean", "failed" (its exit status, an exception) or "killed"
+  std::optional<int> exit_status;  // what it passed to sys.exit, when it did
+  std::string exception;           // an uncaught exception, "Type: message"
+};
+
 struct ProfiledProgram {
-  int exit_code = 0;         // the program's, or 128 + signal when killed
+  // The program's, or 128 + signal when killed. When the program itself
+  // exited 0 but one of the processes of its job failed (a launcher that
+  // does not pass a rank's failure on): that process's status, 1 when it
+  // was killed or gave none.
+  int exit_code = 0;
   int signal_number = 0;     // > 0: a signal ended it
   uint64_t trace_bytes = 0;  // of the trace it left
   // The program recorded nothing itself (it links no tracer and used no
@@ -34,6 +50,9 @@ struct ProfiledProgram {
   // activity.
   bool recorded_nothing = false;
   std::string gpu_note;  // why GPU activity will not be recorded, if known up front
+  // Every process that recorded a DataLoader's main trace (TRACE and the
+  // TRACE.main.<pid> files beside it), by trace path.
+  std::vector<ProfiledProcess> processes;
 };
 
 // Runs the program and waits for it, then makes sure the trace says where

@@ -1,0 +1,60 @@
+// A job of several processes that each consumed a DataLoader: the ranks of
+// a DistributedDataParallel job on one node or several (docs/distributed.md).
+// Each process is read into its own DataLoaderProfile and diagnosed by the
+// one DataLoader diagnosis (dataloader.h); the job adds only what is between
+// them: one timeline, the job's step time and the straggler.
+//
+// DDP synchronises every step: the job runs at its slowest rank's rate, and
+// every other rank's step includes its wait for that rank at the gradients'
+// all-reduce. So a rank's step is not its own cost: each rank is diagnosed
+// at the job's step, the fastest rank's (the straggler's own step has no
+// such wait). The straggler is then the rank whose input side binds, at the
+// least throughput.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/base/status.h"
+
+namespace pipetune::analyzer {
+
+struct DataLoaderJobProcess {
+  // Who it was and how it ended (DescribeDataLoaderProcess); the whole
+  // profile when `error` is empty.
+  DataLoaderProfile profile;
+  std::string error;         // why there is no profile: it took no batch, built no DataLoader
+  double start_seconds = 0;  // its session's start on the job's timeline
+  double end_seconds = 0;    // its last snapshot on the job's timeline
+};
+
+struct DataLoaderJob {
+  // By rank; processes without a rank after them, by trace path.
+  std::vector<DataLoaderJobProcess> processes;
+  // The timeline: the hosts' CLOCK_MONOTONIC when every process ran on one
+  // host, else CLOCK_REALTIME (as far apart as the hosts' clocks are).
+  std::string clock = "CLOCK_MONOTONIC";
+  int hosts = 1;
+};
+
+// Reads every process of each given run: a trace and the TRACE.main.<pid>
+// files beside it (JobTracePaths), the same file given twice read once.
+// Traces gathered from several nodes (each ran its own `pipetune profile`)
+// are one job when their ranks fit one world. Errors (kInvalidInput, naming
+// the files): a trace that is not a DataLoader's main trace; two traces of
+// the same rank (traces of two runs given together); different world sizes;
+// no process that took a batch.
+StatusOr<DataLoaderJob> ReadDataLoaderJob(const std::vector<std::string>& traces);
+
+// The job's diagnosis: the straggler's own (or, when every rank's input
+// keeps up, the slowest rank's), with `job` holding every rank's row. A job
+// of one process is that process's diagnosis, with no `job`.
+StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const DiagnoseOptions& options = {});
+
+// Whether `traces` name a job of several processes (one trace with
+// TRACE.main.<pid> files beside it, or several traces).
+bool IsDataLoaderJob(const std::vector<std::string>& traces);
+
+}  // namespace pipetune::analyzer

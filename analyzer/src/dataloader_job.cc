@@ -1,0 +1,255 @@
+// A job of several DataLoader processes (pipetune/analyzer/dataloader_job.h).
+#include "pipetune/analyzer/dataloader_job.h"
+
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "format_util.h"
+#include "pipetune/analyzer/dataloader.h"
+
+namespace pipetune::analyzer {
+namespace {
+
+// The path a file is known by, so that one given twice (or as T and as a
+// sibling of T) is read once.
+std::string Canonical(const std::string& path) {
+  std::unique_ptr<char, decltype(&::free)> real(::realpath(path.c_str(), nullptr), &::free);
+  return real ? std::string(real.get()) : path;
+}
+
+std::string RankName(const DataLoaderProfile& p) {
+  return p.rank ? fmt::format("rank {}", *p.rank) : fmt::format("pid {}", p.pid);
+}
+
+// One process, read whole. Its record's own failure (it took no batch)
+// leaves it in the job as a row with `error`; a trace that is no
+// DataLoader's main trace at all is the user's mistake.
+StatusOr<DataLoaderJobProcess> ReadProcess(const std::string& path, bool alone) {
+  PIPETUNE_ASSIGN_OR_RETURN(DataLoaderTraces traces, LoadDataLoaderTraces(path));
+  DataLoaderJobProcess process;
+  StatusOr<DataLoaderProfile> profile = MakeDataLoaderProfile(traces.main, traces.workers);
+  if (profile.ok()) {
+    process.profile = std::move(*profile);
+    for (const std::string& s : traces.skipped) process.profile.warnings.push_back("skipped a worker's trace: " + s);
+    return process;
+  }
+  process.profile = DescribeDataLoaderProcess(traces.main);
+  if (alone || !IsDataLoaderTrace(traces.main) || process.profile.pid == 0) return profile.status();
+  process.error = profile.status().message();
+  return process;
+}
+
+// Two traces of one rank are two runs given together; ranks of different
+// world sizes are not one job.
+Status CheckRanks(const std::vector<DataLoaderJobProcess>& processes) {
+  std::map<int, const DataLoaderProfile*> by_rank;
+  const DataLoaderProfile* sized = nullptr;
+  for (const DataLoaderJobProcess& process : processes) {
+    const DataLoaderProfile& p = process.profile;
+    if (p.world_size) {
+      if (sized != nullptr && *sized->world_size != *p.world_size) {
+        return InvalidInput(fmt::format("{} (world size {}) and {} (world size {}) are not one job",
+                                        sized->trace_path, *sized->world_size, p.trace_path, *p.world_size));
+      }
+      sized = &p;
+    }
+    if (!p.rank) continue;
+    auto [it, inserted] = by_rank.emplace(*p.rank, &p);
+    if (!inserted) {
+      return InvalidInput(fmt::format("{} and {} are both rank {}: traces of two runs given together?",
+                                      it->second->trace_path, p.trace_path, *p.rank));
+    }
+  }
+  return Status::Ok();
+}
+
+// Every process's session on one timeline, its zero the earliest start.
+void PlaceOnTimeline(DataLoaderJob& job) {
+  std::set<std::string> hosts;
+  for (const DataLoaderJobProcess& process : job.processes) hosts.insert(process.profile.hostname);
+  job.hosts = static_cast<int>(hosts.size());
+  const bool realtime = hosts.size() > 1;
+  job.clock = realtime ? "CLOCK_REALTIME" : "CLOCK_MONOTONIC";
+  auto start = [&](const DataLoaderProfile& p) {
+    return realtime ? static_cast<double>(p.start_unix_ns) : static_cast<double>(p.start_monotonic_ns);
+  };
+  double zero = std::numeric_limits<double>::max();
+  for (const DataLoaderJobProcess& process : job.processes) zero = std::min(zero, start(process.profile));
+  for (DataLoaderJobProcess& process : job.processes) {
+    process.start_seconds = (start(process.profile) - zero) / 1e9;
+    process.end_seconds = process.start_seconds + process.profile.duration_seconds;
+  }
+}
+
+}  // namespace
+
+bool IsDataLoaderJob(const std::vector<std::string>& traces) {
+  return traces.size() > 1 || (traces.size() == 1 && JobTracePaths(traces[0]).size() > 1);
+}
+
+StatusOr<DataLoaderJob> ReadDataLoaderJob(const std::vector<std::string>& traces) {
+  if (traces.empty()) return InvalidInput("no trace given");
+  std::vector<std::string> paths;
+  std::set<std::string> seen;
+  for (const std::string& trace : traces) {
+    for (const std::string& path : JobTracePaths(trace)) {
+      if (seen.insert(Canonical(path)).second) paths.push_back(path);
+    }
+  }
+  DataLoaderJob job;
+  const DataLoaderJobProcess* first_error = nullptr;
+  for (const std::string& path : paths) {
+    PIPETUNE_ASSIGN_OR_RETURN(DataLoaderJobProcess process, ReadProcess(path, paths.size() == 1));
+    job.processes.push_back(std::move(process));
+  }
+  size_t profiled = 0;
+  for (const DataLoaderJobProcess& process : job.processes) {
+    if (process.error.empty()) ++profiled;
+    if (!process.error.empty() && first_error == nullptr) first_error = &process;
+  }
+  if (profiled == 0) return InvalidInput(first_error->error);
+  std::stable_sort(job.processes.begin(), job.processes.end(),
+                   [](const DataLoaderJobProcess& a, const DataLoaderJobProcess& b) {
+                     const auto& ra = a.profile.rank;
+                     const auto& rb = b.profile.rank;
+                     if (ra.has_value() != rb.has_value()) return ra.has_value();
+                     if (ra && *ra != *rb) return *ra < *rb;
+                     return a.profile.trace_path < b.profile.trace_path;
+                   });
+  PIPETUNE_RETURN_IF_ERROR(CheckRanks(job.processes));
+  PlaceOnTimeline(job);
+  return job;
+}
+
+namespace {
+
+// The job's step: the fastest rank's (see the header).
+double JobStepSeconds(const DataLoaderJob& job) {
+  double step = 0;
+  for (const DataLoaderJobProcess& process : job.processes) {
+    const DataLoaderStage& s = process.profile.step;
+    if (!process.error.empty() || s.count == 0) continue;
+    if (step == 0 || s.seconds_each < step) step = s.seconds_each;
+  }
+  return step;
+}
+
+RankRow IdentityRow(const DataLoaderJobProcess& process) {
+  const DataLoaderProfile& p = process.profile;
+  RankRow row;
+  row.rank = p.rank;
+  row.local_rank = p.local_rank;
+  row.host = p.hostname;
+  row.pid = p.pid;
+  row.trace = p.trace_path;
+  row.start_seconds = process.start_seconds;
+  row.end_seconds = process.end_seconds;
+  row.exit_status = p.exit_status;
+  row.exception = p.exit_exception;
+  if (!p.ended_cleanly) {
+    row.ended = "killed";
+  } else if ((p.exit_status && *p.exit_status != 0) || !p.exit_exception.empty()) {
+    row.ended = "failed";
+  }
+  row.error = process.error;
+  return row;
+}
+
+void FillRow(const Diagnosis& d, const DataLoaderProfile& measured, RankRow& row) {
+  row.batches = measured.batches;
+  row.throughput = d.measured_throughput;
+  row.predicted_throughput = d.predicted_throughput;
+  row.stall_fraction = d.stall_fraction;
+  row.step_ms = measured.step.seconds_each * 1e3;
+  row.step_cpu_ms = measured.step.cpu_seconds_each >= 0 ? measured.step.cpu_seconds_each * 1e3 : -1;
+  row.bound = models::BoundKindName(d.bound);
+  row.bottleneck = d.bottleneck;
+  row.workers = measured.settings.num_workers;
+  row.cores_used = d.cores_used;
+  row.peak_rss_bytes = d.peak_rss_bytes;
+}
+
+// The rank the headline shows: one whose input binds before one whose
+// does not; then the least steady throughput. Worker start-up is left out
+// of the comparison: every rank starts its workers at each epoch together
+// and waits for the last one, so it is the job's, not one rank's.
+bool Slower(const Diagnosis& a, const Diagnosis& b) {
+  bool a_binds = a.bound != models::BoundKind::kDemand;
+  bool b_binds = b.bound != models::BoundKind::kDemand;
+  if (a_binds != b_binds) return a_binds;
+  return a.prediction.steady_throughput < b.prediction.steady_throughput;
+}
+
+// `headline_row`: the rank whose diagnosis the report shows.
+std::string JobSummary(const JobSection& job, size_t headline_row, const Diagnosis& headline) {
+  const RankRow& row = job.ranks[headline_row];
+  std::string who = row.rank ? fmt::format("Rank {}", *row.rank) : fmt::format("Process {}", row.pid);
+  double step_rate = job.step_seconds > 0 ? 1.0 / job.step_seconds : 0;
+  if (job.straggler_row) {
+    return fmt::format(
+        "{} is the straggler: its input side delivers {} batches/s where the job's step allows {} (the "
+        "fastest rank's step, {:.1f} ms); the other ranks wait for it at the all-reduce. ",
+        who, internal::Rate(headline.predicted_throughput), internal::Rate(step_rate), job.step_seconds * 1e3);
+  }
+  return fmt::format("No rank's input side binds: every rank keeps up with the job's step ({:.1f} ms). {}'s "
+                     "diagnosis follows. ",
+                     job.step_seconds * 1e3, who);
+}
+
+}  // namespace
+
+StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const DiagnoseOptions& options) {
+  if (job.processes.empty()) return InvalidInput("no process to diagnose");
+  if (job.processes.size() == 1) {
+    if (!job.processes[0].error.empty()) return InvalidInput(job.processes[0].error);
+    return DiagnoseDataLoader(job.processes[0].profile, options);
+  }
+  JobSection section;
+  section.step_seconds = JobStepSeconds(job);
+  section.clock = job.clock;
+  section.hosts = job.hosts;
+  std::optional<Diagnosis> headline;
+  std::optional<size_t> headline_row;
+  for (const DataLoaderJobProcess& process : job.processes) {
+    RankRow row = IdentityRow(process);
+    if (process.profile.world_size) section.world_size = process.profile.world_size;
+    if (!process.error.empty()) {
+      section.ranks.push_back(std::move(row));
+      continue;
+    }
+    DataLoaderProfile run = process.profile;
+    const bool waited = section.step_seconds > 0 && run.step.count > 0 && run.step.seconds_each > section.step_seconds;
+    if (waited) run.step.seconds_each = run.step.per_batch = section.step_seconds;
+    PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, DiagnoseDataLoader(run, options));
+    if (waited) {
+      d.assumptions.push_back(fmt::format(
+          "{}'s step measured {:.1f} ms, its wait for the slowest rank at the all-reduce included: it is "
+          "diagnosed at the job's step, the fastest rank's {:.1f} ms",
+          RankName(run), process.profile.step.seconds_each * 1e3, section.step_seconds * 1e3));
+    }
+    FillRow(d, process.profile, row);
+    section.ranks.push_back(std::move(row));
+    if (!headline || Slower(d, *headline)) {
+      headline = std::move(d);
+      headline_row = section.ranks.size() - 1;
+    }
+  }
+  Diagnosis d = std::move(*headline);
+  if (d.bound != models::BoundKind::kDemand) {
+    section.straggler_row = headline_row;
+    section.straggler = section.ranks[*headline_row].rank;
+  }
+  section.summary = JobSummary(section, *headline_row, d);
+  d.summary = section.summary + d.summary;
+  d.job = std::move(section);
+  return d;
+}
+
+}  // namespace pipetune::analyzer

@@ -1,0 +1,224 @@
+"""A 2-rank DistributedDataParallel job (gloo, CPU, 127.0.0.1) under
+`pipetune profile`, read back through `pipetune report`. Rank 1's samples
+cost twice rank 0's, so rank 1 is the straggler and its costliest input
+stage (`load`, where the dataset naps) its bottleneck.
+
+Cases (each one run of the job, to keep the suite short):
+  spawn_killed    torch.multiprocessing.spawn starts both ranks under one
+                  profile, num_workers=0; rank 1 is SIGKILLed after most of
+                  its batches.
+  torchrun_nodes  num_workers=1 (fork); two "nodes": two concurrent profiles, each starting one
+                  rank torchrun-style (RANK, LOCAL_RANK, WORLD_SIZE,
+                  MASTER_ADDR, MASTER_PORT; Debian's torchrun does not run
+                  under Python 3.11), merged by one report.
+Usage: test_distributed.py CASE PIPETUNE. Exit 77 when this Python has no torch."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+try:
+    import torch  # noqa: F401
+    import torch.distributed as dist
+    if not dist.is_available():
+        raise ImportError("torch.distributed is not available")
+except ImportError as error:
+    print("skipped: %s: %s" % (sys.executable, error))
+    sys.exit(77)
+
+SAMPLES = 96  # 48 per rank: 12 batches of 4
+BATCH = 4
+NAP = 0.004  # rank 0's seconds per sample; rank 1's is twice this
+
+TRAIN = textwrap.dedent("""
+    import os, signal, sys, time
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+    class Costly(Dataset):
+        def __init__(self, n, nap):
+            self.n, self.nap = n, nap
+        def __len__(self):
+            return self.n
+        def __getitem__(self, i):
+            time.sleep(self.nap)
+            return torch.full((8,), float(i)), i % 2
+
+    def train(rank, world, o):
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
+        torch.set_num_threads(1)
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        ds = Costly({samples}, {nap} * (2 if rank == 1 else 1))
+        sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=False)
+        workers = o.get("workers", 1)
+        context = "fork" if workers else None
+        loader = DataLoader(ds, batch_size={batch}, num_workers=workers, sampler=sampler,
+                            multiprocessing_context=context)
+        for step, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if rank == o.get("kill_rank") and step + 1 == o.get("kill_after"):
+                time.sleep(0.3)  # a snapshot holds the batches so far
+                os.kill(os.getpid(), signal.SIGKILL)
+        dist.destroy_process_group()
+
+    if __name__ == "__main__":
+        o = {args}
+        if o["launch"] == "spawn":
+            os.environ["MASTER_ADDR"] = "127.0.0.1"
+            os.environ["MASTER_PORT"] = str(o["port"])
+            torch.multiprocessing.spawn(train, args=(2, o), nprocs=2)
+        else:
+            train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), o)
+""")
+
+# What torchrun does for the ranks of one node, without its agent: one
+# process per rank with the variables it sets; the first failure's status.
+LAUNCH = textwrap.dedent("""
+    import os, subprocess, sys
+    ranks, world, port = [int(r) for r in sys.argv[1].split(",")], sys.argv[2], sys.argv[3]
+    procs = []
+    for local, rank in enumerate(ranks):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(local), WORLD_SIZE=world,
+                   LOCAL_WORLD_SIZE=str(len(ranks)), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(subprocess.Popen(sys.argv[4:], env=env))
+    codes = [p.wait() for p in procs]
+    sys.exit(next((c for c in codes if c != 0), 0))
+""")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=100, **kw)
+
+
+def fail(message, *results):
+    print("FAIL:", message)
+    for r in results:
+        print("stdout:", r.stdout, "\nstderr:", r.stderr)
+    sys.exit(1)
+
+
+def expect(condition, message, rep):
+    if not condition:
+        print(json.dumps(rep, indent=1))
+        fail(message)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_scripts(tmp, args):
+    train = os.path.join(tmp, "train.py")
+    with open(train, "w") as f:
+        f.write(TRAIN.format(args=repr(args), samples=SAMPLES, batch=BATCH, nap=NAP))
+    launch = os.path.join(tmp, "launch.py")
+    with open(launch, "w") as f:
+        f.write(LAUNCH)
+    return train, launch
+
+
+def report(pipetune, traces, fmt="json"):
+    r = run([pipetune, "report"] + traces + ["--format", fmt])
+    if r.returncode != 0:
+        fail("report exited %d" % r.returncode, r)
+    return json.loads(r.stdout) if fmt == "json" else r.stdout
+
+
+# Reads of the report's JSON, in one place.
+
+def ranks(rep):
+    return {r["rank"]: r for r in rep["ranks"]}
+
+
+def check_straggler(rep, workers, world=2):
+    """Every rank recorded; rank 1 binds; its bottleneck is `load`."""
+    by_rank = ranks(rep)
+    expect(sorted(by_rank) == list(range(world)), "every rank is in the report", rep)
+    expect(rep["job"]["world_size"] == world, "the world size", rep)
+    expect(rep["straggler"] == 1, "rank 1 (twice the cost per sample) is the straggler", rep)
+    expect(by_rank[1]["bottleneck"] == "load", "the straggler's bottleneck is its costliest stage", rep)
+    expect(rep["bottleneck"] == "load" and rep["dataloader"]["rank"] == 1, "the headline is rank 1's", rep)
+    # Alone, rank 0's input would feed about twice rank 1's rate.
+    ratio = by_rank[0]["predicted_throughput"] / by_rank[1]["predicted_throughput"]
+    expect(ratio > 1.4, "rank 0 alone runs faster than rank 1 (%.2fx)" % ratio, rep)
+    for r in by_rank.values():
+        expect(r["batches"] > 0 and r["num_workers"] == workers and r["peak_rss_bytes"] > 0, "per-rank figures", rep)
+
+
+def case_spawn_killed(pipetune, tmp):
+    # No worker processes: a forked worker holds its rank's end of the pipe
+    # mp.spawn watches, so a killed rank would be seen only when its orphaned
+    # worker gives up (torch checks its parent every 5 s).
+    train, _ = write_scripts(tmp, dict(launch="spawn", port=free_port(), kill_rank=1, kill_after=10, workers=0))
+    trace = os.path.join(tmp, "job.trace")
+    r = run([pipetune, "profile", "--trace", trace, "--", sys.executable, train])
+    if r.returncode == 0 or "rank 1 (pid" not in r.stderr or "was killed" not in r.stderr:
+        fail("profile: a failing exit and rank 1 named as killed", r)
+    if "does not link pipetune's tracer" in r.stderr:
+        fail("the C++ tracer's message for a Python job", r)
+    mains = [f for f in os.listdir(tmp) if f.startswith("job.trace.main.") and f.split(".")[-1].isdigit()
+             and f.count(".") == 3]
+    if len(mains) != 1:
+        fail("one trace per rank: job.trace and one job.trace.main.<pid>, got %s" % os.listdir(tmp))
+    rep = report(pipetune, [trace])
+    check_straggler(rep, 0)
+    by_rank = ranks(rep)
+    expect(by_rank[1]["ended"] == "killed" and by_rank[1]["batches"] == 10, "rank 1: killed after 10 batches", rep)
+    expect(by_rank[0]["ended"] in ("failed", "killed"), "rank 0 ended with the job", rep)
+    text = report(pipetune, [trace], "text")
+    if "ranks:" not in text or "> marks the straggler, rank 1" not in text or "killed at" not in text:
+        fail("the text report's rank table: %s" % text)
+
+
+def case_torchrun_nodes(pipetune, tmp):
+    port = free_port()
+    train, launch = write_scripts(tmp, dict(launch="env"))
+    nodes = []
+    for node in (0, 1):
+        trace = os.path.join(tmp, "node%d.trace" % node)
+        cmd = [pipetune, "profile", "--trace", trace, "--", sys.executable, launch, str(node), "2", str(port),
+               sys.executable, train]
+        nodes.append((trace, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    for trace, p in nodes:
+        out, err = p.communicate(timeout=100)
+        if p.returncode != 0:
+            fail("node %s: profile exited %d\n%s\n%s" % (trace, p.returncode, out, err))
+    traces = [t for t, _ in nodes]
+    rep = report(pipetune, traces)
+    check_straggler(rep, 1)
+    by_rank = ranks(rep)
+    expect(all(r["ended"] == "clean" and r["local_rank"] == 0 for r in by_rank.values()), "clean ends", rep)
+    expect(by_rank[0]["batches"] == by_rank[1]["batches"] == SAMPLES // 2 // BATCH, "every batch", rep)
+    # One node's trace alone is its own rank; the same rank twice is two runs.
+    other = os.path.join(tmp, "again.trace")
+    shutil.copy(traces[1], other)
+    r = run([pipetune, "report", traces[1], other])
+    if r.returncode != 2 or "are both rank 1" not in r.stderr:
+        fail("the same rank twice: exit 2 naming both traces", r)
+
+
+def main():
+    case, pipetune = sys.argv[1], os.path.abspath(sys.argv[2])
+    with tempfile.TemporaryDirectory() as tmp:
+        if case == "spawn_killed":
+            case_spawn_killed(pipetune, tmp)
+        elif case == "torchrun_nodes":
+            case_torchrun_nodes(pipetune, tmp)
+        else:
+            fail("unknown case " + case)
+    print("ok", case)
+
+
+if __name__ == "__main__":
+    main()
