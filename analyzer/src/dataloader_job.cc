@@ -13,6 +13,7 @@
 
 #include "format_util.h"
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/models/rate_model.h"
 
 namespace pipetune::analyzer {
 namespace {
@@ -41,7 +42,7 @@ StatusOr<DataLoaderJobProcess> ReadProcess(const std::string& path, bool alone) 
     return process;
   }
   process.profile = DescribeDataLoaderProcess(traces.main);
-  if (alone || !IsDataLoaderTrace(traces.main) || process.profile.pid == 0) return profile.status();
+  if (alone || !IsDataLoaderMainTrace(traces.main)) return profile.status();
   process.error = profile.status().message();
   return process;
 }
@@ -162,10 +163,21 @@ RankRow IdentityRow(const DataLoaderJobProcess& process) {
   return row;
 }
 
+// What the rank's input side alone delivers: its model with the step taken
+// away (the consumer drains), without worker start-up (every rank starts
+// its workers at each epoch together and waits for the last: start-up is
+// the job's, not one rank's).
+double InputThroughput(const Diagnosis& d) {
+  models::Configuration drain = models::ObservedConfiguration(d.profile);
+  drain.step_time_seconds = std::nullopt;
+  return models::Predict(d.profile, drain).steady_throughput;
+}
+
 void FillRow(const Diagnosis& d, const DataLoaderProfile& measured, RankRow& row) {
   row.batches = measured.batches;
   row.throughput = d.measured_throughput;
   row.predicted_throughput = d.predicted_throughput;
+  row.input_throughput = InputThroughput(d);
   row.stall_fraction = d.stall_fraction;
   row.step_ms = measured.step.seconds_each * 1e3;
   row.step_cpu_ms = measured.step.cpu_seconds_each >= 0 ? measured.step.cpu_seconds_each * 1e3 : -1;
@@ -176,19 +188,14 @@ void FillRow(const Diagnosis& d, const DataLoaderProfile& measured, RankRow& row
   row.peak_rss_bytes = d.peak_rss_bytes;
 }
 
-// The rank the headline shows: one whose input binds before one whose
-// does not; then the least steady throughput. Worker start-up is left out
-// of the comparison: every rank starts its workers at each epoch together
-// and waits for the last one, so it is the job's, not one rank's.
-bool Slower(const Diagnosis& a, const Diagnosis& b) {
-  bool a_binds = a.bound != models::BoundKind::kDemand;
-  bool b_binds = b.bound != models::BoundKind::kDemand;
-  if (a_binds != b_binds) return a_binds;
-  return a.prediction.steady_throughput < b.prediction.steady_throughput;
+// The rank's input side binds the job: it delivers less than the job's
+// step takes.
+bool InputBinds(const RankRow& row, double step_seconds) {
+  return step_seconds <= 0 || row.input_throughput * step_seconds < 1.0;
 }
 
 // `headline_row`: the rank whose diagnosis the report shows.
-std::string JobSummary(const JobSection& job, size_t headline_row, const Diagnosis& headline) {
+std::string JobSummary(const JobSection& job, size_t headline_row) {
   const RankRow& row = job.ranks[headline_row];
   std::string who = row.rank ? fmt::format("Rank {}", *row.rank) : fmt::format("Process {}", row.pid);
   double step_rate = job.step_seconds > 0 ? 1.0 / job.step_seconds : 0;
@@ -196,11 +203,11 @@ std::string JobSummary(const JobSection& job, size_t headline_row, const Diagnos
     return fmt::format(
         "{} is the straggler: its input side delivers {} batches/s where the job's step allows {} (the "
         "fastest rank's step, {:.1f} ms); the other ranks wait for it at the all-reduce. ",
-        who, internal::Rate(headline.predicted_throughput), internal::Rate(step_rate), job.step_seconds * 1e3);
+        who, internal::Rate(row.input_throughput), internal::Rate(step_rate), job.step_seconds * 1e3);
   }
-  return fmt::format("No rank's input side binds: every rank keeps up with the job's step ({:.1f} ms). {}'s "
-                     "diagnosis follows. ",
-                     job.step_seconds * 1e3, who);
+  return fmt::format("No rank's input side binds: every rank's input keeps up with the job's step ({:.1f} ms); "
+                     "{}'s, the least ({} batches/s), is diagnosed below. ",
+                     job.step_seconds * 1e3, who, internal::Rate(row.input_throughput));
 }
 
 }  // namespace
@@ -236,17 +243,19 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
     }
     FillRow(d, process.profile, row);
     section.ranks.push_back(std::move(row));
-    if (!headline || Slower(d, *headline)) {
+    // The headline: the rank whose input delivers least (the straggler
+    // when that binds). Only that rank's diagnosis is kept.
+    if (!headline || section.ranks.back().input_throughput < section.ranks[*headline_row].input_throughput) {
       headline = std::move(d);
       headline_row = section.ranks.size() - 1;
     }
   }
   Diagnosis d = std::move(*headline);
-  if (d.bound != models::BoundKind::kDemand) {
+  if (InputBinds(section.ranks[*headline_row], section.step_seconds)) {
     section.straggler_row = headline_row;
     section.straggler = section.ranks[*headline_row].rank;
   }
-  section.summary = JobSummary(section, *headline_row, d);
+  section.summary = JobSummary(section, *headline_row);
   d.summary = section.summary + d.summary;
   d.job = std::move(section);
   return d;

@@ -151,6 +151,11 @@ Status CheckMainRecord(const json& record, const std::string& path) {
 
 bool IsDataLoaderTrace(const tracer::Trace& trace) { return !RecordOf(trace.header.pipeline).is_null(); }
 
+bool IsDataLoaderMainTrace(const tracer::Trace& trace) {
+  json record = RecordOf(trace.header.pipeline);
+  return !record.is_null() && Get<std::string>(record, "role", "") == "main";
+}
+
 bool IsDataLoaderTraceFile(const std::string& path) {
   // The bootstrap starts its session with the record as the config, so the
   // header alone tells.

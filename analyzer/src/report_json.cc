@@ -153,6 +153,7 @@ Json RanksJson(const JobSection& job) {
         {"batches", r.batches},
         {"throughput", diagnosed ? Number(r.throughput) : Json(nullptr)},
         {"predicted_throughput", diagnosed ? Number(r.predicted_throughput) : Json(nullptr)},
+        {"input_throughput", diagnosed ? Number(r.input_throughput) : Json(nullptr)},
         {"stall_fraction", diagnosed ? Number(r.stall_fraction) : Json(nullptr)},
         {"step_ms", diagnosed ? Number(r.step_ms) : Json(nullptr)},
         {"step_cpu_ms", diagnosed && r.step_cpu_ms >= 0 ? Number(r.step_cpu_ms) : Json(nullptr)},

@@ -62,7 +62,7 @@ std::string LimitCell(const RankRow& r) {
 Table RankTable(const Diagnosis& d) {
   Table table;
   if (!d.job) return table;
-  table.header = {"rank",     "local", "host",  "pid",  "batches/s", "alone", "data wait",
+  table.header = {"rank",     "local", "host",  "pid",  "batches/s", "input/s", "data wait",
                   "step ms",  "limit", "workers", "cores", "peak RSS", "ended"};
   table.right_aligned = {true, true, false, true, true, true, true, true, false, true, true, true, false};
   for (size_t i = 0; i < d.job->ranks.size(); ++i) {
@@ -74,7 +74,7 @@ Table RankTable(const Diagnosis& d) {
         r.host,
         std::to_string(r.pid),
         diagnosed ? Rate(r.throughput) : "-",
-        diagnosed ? Rate(r.predicted_throughput) : "-",
+        diagnosed ? Rate(r.input_throughput) : "-",
         diagnosed ? Percent(r.stall_fraction) : "-",
         diagnosed ? Millis(r.step_ms) : "-",
         LimitCell(r),

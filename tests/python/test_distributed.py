@@ -150,7 +150,7 @@ def check_straggler(rep, workers, world=2):
     expect(by_rank[1]["bottleneck"] == "load", "the straggler's bottleneck is its costliest stage", rep)
     expect(rep["bottleneck"] == "load" and rep["dataloader"]["rank"] == 1, "the headline is rank 1's", rep)
     # Alone, rank 0's input would feed about twice rank 1's rate.
-    ratio = by_rank[0]["predicted_throughput"] / by_rank[1]["predicted_throughput"]
+    ratio = by_rank[0]["input_throughput"] / by_rank[1]["input_throughput"]
     expect(ratio > 1.4, "rank 0 alone runs faster than rank 1 (%.2fx)" % ratio, rep)
     for r in by_rank.values():
         expect(r["batches"] > 0 and r["num_workers"] == workers and r["peak_rss_bytes"] > 0, "per-rank figures", rep)

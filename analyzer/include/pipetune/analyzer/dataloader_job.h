@@ -8,8 +8,9 @@
 // every other rank's step includes its wait for that rank at the gradients'
 // all-reduce. So a rank's step is not its own cost: each rank is diagnosed
 // at the job's step, the fastest rank's (the straggler's own step has no
-// such wait). The straggler is then the rank whose input side binds, at the
-// least throughput.
+// such wait). The straggler is the rank whose input side alone (its model
+// with the step taken away) delivers least, when that is less than the
+// job's step allows.
 #pragma once
 
 #include <string>

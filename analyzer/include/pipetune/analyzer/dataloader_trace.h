@@ -134,6 +134,8 @@ struct DataLoaderProfile {
 
 // A trace the Python bootstrap wrote (its config is the DataLoader's record).
 bool IsDataLoaderTrace(const tracer::Trace& trace);
+// A main process's trace (not a worker's), of any record version.
+bool IsDataLoaderMainTrace(const tracer::Trace& trace);
 // Reads only the header and the latest pipeline info; false on any error.
 bool IsDataLoaderTraceFile(const std::string& path);
 

@@ -122,6 +122,7 @@ struct RankRow {
   uint64_t batches = 0;
   double throughput = 0;            // batches/s measured (every rank's is the job's: DDP syncs)
   double predicted_throughput = 0;  // the rank alone, at the job's step time
+  double input_throughput = 0;      // what its input side alone delivers (no step, no start-up)
   double stall_fraction = 0;        // its loop's wait in next()
   double step_ms = 0;               // its loop's step, wall (waits at the all-reduce included)
   double step_cpu_ms = -1;          // the loop thread's CPU per step; < 0 not recorded
@@ -147,9 +148,10 @@ struct JobSection {
   std::vector<RankRow> ranks;  // by rank
   std::optional<int> world_size;
   int hosts = 1;
-  // The rank whose input side binds the job (the least throughput among the
-  // ranks whose own diagnosis is not demand-bound); none when every rank's
-  // input keeps up. The report's headline figures are its diagnosis.
+  // The rank whose input side binds the job: the least input_throughput,
+  // when that is below the job's step rate; none when every rank's input
+  // keeps up. The report's headline figures are its diagnosis (else the
+  // diagnosis of the rank with the least input_throughput).
   std::optional<int> straggler;
   std::optional<size_t> straggler_row;  // its index in `ranks` (also when it has no rank number)
   // The job's step: the fastest rank's, since every other rank's includes
