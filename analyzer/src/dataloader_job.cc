@@ -142,6 +142,14 @@ double JobStepSeconds(const DataLoaderJob& job) {
   return step;
 }
 
+// The rank's step set to the job's when its own, measured, includes a wait
+// for the straggler; true when it did.
+bool AtJobStep(DataLoaderProfile& run, double step_seconds) {
+  if (step_seconds <= 0 || run.step.count == 0 || run.step.seconds_each <= step_seconds) return false;
+  run.step.seconds_each = run.step.per_batch = step_seconds;
+  return true;
+}
+
 RankRow IdentityRow(const DataLoaderJobProcess& process) {
   const DataLoaderProfile& p = process.profile;
   RankRow row;
@@ -232,8 +240,7 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
       continue;
     }
     DataLoaderProfile run = process.profile;
-    const bool waited = section.step_seconds > 0 && run.step.count > 0 && run.step.seconds_each > section.step_seconds;
-    if (waited) run.step.seconds_each = run.step.per_batch = section.step_seconds;
+    const bool waited = AtJobStep(run, section.step_seconds);
     PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, DiagnoseDataLoader(run, options));
     if (waited) {
       d.assumptions.push_back(fmt::format(
@@ -255,10 +262,31 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
     section.straggler_row = headline_row;
     section.straggler = section.ranks[*headline_row].rank;
   }
+  section.headline_row = *headline_row;
   section.summary = JobSummary(section, *headline_row);
   d.summary = section.summary + d.summary;
   d.job = std::move(section);
   return d;
+}
+
+StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job) {
+  PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, DiagnoseDataLoaderJob(job));
+  JobTuning tuning;
+  tuning.processes = static_cast<int>(job.processes.size());
+  std::map<std::string, int> per_host;
+  for (const DataLoaderJobProcess& process : job.processes) {
+    tuning.ranks_per_node = std::max(tuning.ranks_per_node, ++per_host[process.profile.hostname]);
+  }
+  if (!d.job) {
+    tuning.run = job.processes[0].profile;
+    return tuning;
+  }
+  const DataLoaderJobProcess& chosen = job.processes[d.job->headline_row];
+  tuning.run = chosen.profile;
+  tuning.rank = chosen.profile.rank;
+  tuning.straggler = d.job->straggler_row.has_value();
+  AtJobStep(tuning.run, d.job->step_seconds);
+  return tuning;
 }
 
 }  // namespace pipetune::analyzer

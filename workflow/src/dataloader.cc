@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/files.h"
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/solver.h"
@@ -150,15 +151,48 @@ void AddStreamNotes(DataLoaderTuneResult& result) {
 
 }  // namespace
 
+namespace {
+
+// Ranks on one node share its cores and memory, each with its own workers:
+// the node's budget (the flags', else the traced host's) is split evenly.
+void ShareNode(const analyzer::JobTuning& tuning, tuner::Resources& resources) {
+  const int k = tuning.ranks_per_node;
+  resources.cores /= k;
+  resources.memory_bytes /= static_cast<uint64_t>(k);
+  resources.max_threads = std::max(1, resources.max_threads / k);
+  resources.cores_source += fmt::format(", shared by {} ranks", k);
+  resources.memory_source += fmt::format(", shared by {} ranks", k);
+}
+
+std::string JobNote(const analyzer::JobTuning& tuning, const tuner::Resources& resources) {
+  std::string who = tuning.rank ? fmt::format("rank {}", *tuning.rank) : std::string("the slowest rank");
+  return fmt::format(
+      "a job of {} processes, at most {} on one node: each rank's budget is its share of the node ({:.2f} "
+      "cores, {}); the plan is {}'s ({}), at the job's step, and applies to every rank (--apply in each "
+      "rank's process)",
+      tuning.processes, tuning.ranks_per_node, resources.cores,
+      models::FormatBytes(static_cast<double>(resources.memory_bytes)), who,
+      tuning.straggler ? "the straggler: its input binds the job" : "its input delivers least");
+}
+
+}  // namespace
+
 StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {
-  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadDataLoaderProfile(request.trace));
+  // A job of several processes (docs/distributed.md): one plan for every
+  // rank, made for the rank whose input delivers least, within its share
+  // of the node. A single process's job is that process.
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderJob job, analyzer::ReadDataLoaderJob({request.trace}));
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::JobTuning tuning, analyzer::JobTuningRun(job));
+  analyzer::DataLoaderProfile run = std::move(tuning.run);
   tuner::TuneInput input;
   input.profile = analyzer::DataLoaderModelProfile(run);
   PIPETUNE_ASSIGN_OR_RETURN(
       tuner::Resources resources,
       tuner::ResolveResources(input, {run.host.UsableCores(), run.host.UsableMemoryBytes()},
                               request.budgets));
+  if (tuning.ranks_per_node > 1) ShareNode(tuning, resources);
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(input, resources, request.objective));
+  if (tuning.processes > 1) plan.notes.push_back(JobNote(tuning, resources));
   DataLoaderTuneResult result;
   result.knobs = analyzer::KnobsOf(input.profile, *plan.configuration);
   result.plan = std::move(plan);

@@ -54,6 +54,20 @@ StatusOr<DataLoaderJob> ReadDataLoaderJob(const std::vector<std::string>& traces
 // of one process is that process's diagnosis, with no `job`.
 StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const DiagnoseOptions& options = {});
 
+// What a plan for the whole job is made from. DDP runs every rank at the
+// slowest's rate, so one plan, applied to every rank, is the plan of the
+// rank whose input delivers least (the straggler when its input binds), at
+// the job's step; ranks on one host share its cores and memory.
+struct JobTuning {
+  DataLoaderProfile run;     // that rank's profile, its step the job's
+  std::optional<int> rank;   // its rank
+  bool straggler = false;    // its input binds the job
+  int processes = 1;         // in the job
+  int ranks_per_node = 1;    // the most processes one host ran
+};
+// Errors: DiagnoseDataLoaderJob's.
+StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job);
+
 // Whether `traces` name a job of several processes (one trace with
 // TRACE.main.<pid> files beside it, or several traces).
 bool IsDataLoaderJob(const std::vector<std::string>& traces);

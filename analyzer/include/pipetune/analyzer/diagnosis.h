@@ -154,6 +154,7 @@ struct JobSection {
   // diagnosis of the rank with the least input_throughput).
   std::optional<int> straggler;
   std::optional<size_t> straggler_row;  // its index in `ranks` (also when it has no rank number)
+  size_t headline_row = 0;              // the rank whose diagnosis the report shows
   // The job's step: the fastest rank's, since every other rank's includes
   // its wait for the straggler at the all-reduce.
   double step_seconds = 0;
