@@ -289,4 +289,11 @@ StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job) {
   return tuning;
 }
 
+StatusOr<DataLoaderProfile> ReadSlowestRank(const std::string& trace) {
+  if (!IsDataLoaderJob({trace})) return ReadDataLoaderProfile(trace);
+  PIPETUNE_ASSIGN_OR_RETURN(DataLoaderJob job, ReadDataLoaderJob({trace}));
+  PIPETUNE_ASSIGN_OR_RETURN(JobTuning tuning, JobTuningRun(job));
+  return std::move(tuning.run);
+}
+
 }  // namespace pipetune::analyzer

@@ -12,6 +12,7 @@
 
 #include "gate_judge.h"
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/workflow/dataloader.h"
@@ -62,15 +63,22 @@ StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request,
 }
 
 // The main traces of a list that may hold whole trace sets (`run*.trace*`
-// as a shell expands it): a worker's T.<pid> is read with its T, so it is
-// dropped when T is in the list (and left, to be refused by name, when not).
+// as a shell expands it): a worker's T.<pid> is read with its T, and another
+// rank's T.main.<pid> with the run's T, so each is dropped when the trace it
+// is read with is in the list (and left, to be refused by name, when not).
 std::vector<std::string> MainTracesOf(const std::vector<std::string>& traces) {
   std::vector<std::string> mains;
   for (const std::string& t : traces) {
     size_t dot = t.rfind('.');
     bool numbered = dot != std::string::npos && dot + 1 < t.size() &&
                     t.find_first_not_of("0123456789", dot + 1) == std::string::npos;
-    if (numbered && std::find(traces.begin(), traces.end(), t.substr(0, dot)) != traces.end()) continue;
+    std::string owner = numbered ? t.substr(0, dot) : "";
+    const std::string rank_infix = ".main";
+    if (owner.size() > rank_infix.size() &&
+        owner.compare(owner.size() - rank_infix.size(), rank_infix.size(), rank_infix) == 0) {
+      owner.resize(owner.size() - rank_infix.size());
+    }
+    if (numbered && std::find(traces.begin(), traces.end(), owner) != traces.end()) continue;
     mains.push_back(t);
   }
   return mains;
@@ -139,7 +147,8 @@ StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, boo
   MeasuredRuns measured;
   std::optional<analyzer::DataLoaderProfile> last;
   for (size_t i = 0; i < traces.size(); ++i) {
-    PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadDataLoaderProfile(traces[i]));
+    // A job of several ranks is judged on its slowest rank (docs/distributed.md).
+    PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadSlowestRank(traces[i]));
     PIPETUNE_RETURN_IF_ERROR(CheckWorkerTraces(run));
     models::Profile profile = analyzer::DataLoaderModelProfile(run);
     DataLoaderGateSettings settings = DataLoaderGateSettingsOf(run.settings);

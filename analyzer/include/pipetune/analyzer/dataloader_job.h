@@ -68,6 +68,11 @@ struct JobTuning {
 // Errors: DiagnoseDataLoaderJob's.
 StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job);
 
+// The run of `trace` as one process: for a job (TRACE.main.<pid> beside it),
+// JobTuningRun's rank, its step the job's; for a single process, its
+// profile (ReadDataLoaderProfile). What the CI gate judges.
+StatusOr<DataLoaderProfile> ReadSlowestRank(const std::string& trace);
+
 // Whether `traces` name a job of several processes (one trace with
 // TRACE.main.<pid> files beside it, or several traces).
 bool IsDataLoaderJob(const std::vector<std::string>& traces);
