@@ -38,7 +38,8 @@ StatusOr<DataLoaderJobProcess> ReadProcess(const std::string& path, bool alone) 
   StatusOr<DataLoaderProfile> profile = MakeDataLoaderProfile(traces.main, traces.workers);
   if (profile.ok()) {
     process.profile = std::move(*profile);
-    for (const std::string& s : traces.skipped) process.profile.warnings.push_back("skipped a worker's trace: " + s);
+    for (const std::string& s : traces.skipped)
+      process.profile.warnings.push_back("skipped a worker's trace: " + s);
     return process;
   }
   process.profile = DescribeDataLoaderProcess(traces.main);
@@ -213,9 +214,10 @@ std::string JobSummary(const JobSection& job, size_t headline_row) {
         "fastest rank's step, {:.1f} ms); the other ranks wait for it at the all-reduce. ",
         who, internal::Rate(row.input_throughput), internal::Rate(step_rate), job.step_seconds * 1e3);
   }
-  return fmt::format("No rank's input side binds: every rank's input keeps up with the job's step ({:.1f} ms); "
-                     "{}'s, the least ({} batches/s), is diagnosed below. ",
-                     job.step_seconds * 1e3, who, internal::Rate(row.input_throughput));
+  return fmt::format(
+      "No rank's input side binds: every rank's input keeps up with the job's step ({:.1f} ms); "
+      "{}'s, the least ({} batches/s), is diagnosed below. ",
+      job.step_seconds * 1e3, who, internal::Rate(row.input_throughput));
 }
 
 }  // namespace

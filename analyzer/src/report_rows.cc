@@ -62,8 +62,8 @@ std::string LimitCell(const RankRow& r) {
 Table RankTable(const Diagnosis& d) {
   Table table;
   if (!d.job) return table;
-  table.header = {"rank",     "local", "host",  "pid",  "batches/s", "input/s", "data wait",
-                  "step ms",  "limit", "workers", "cores", "peak RSS", "ended"};
+  table.header = {"rank",    "local", "host",    "pid",   "batches/s", "input/s", "data wait",
+                  "step ms", "limit", "workers", "cores", "peak RSS",  "ended"};
   table.right_aligned = {true, true, false, true, true, true, true, true, false, true, true, true, false};
   for (size_t i = 0; i < d.job->ranks.size(); ++i) {
     const RankRow& r = d.job->ranks[i];
@@ -91,8 +91,8 @@ Table RankTable(const Diagnosis& d) {
 std::string StragglerLine(const Diagnosis& d) {
   if (!d.job) return "";
   const JobSection& job = *d.job;
-  std::string ranks = fmt::format("{} process{} on {} host{}", job.ranks.size(), job.ranks.size() == 1 ? "" : "es",
-                                  job.hosts, job.hosts == 1 ? "" : "s");
+  std::string ranks = fmt::format("{} process{} on {} host{}", job.ranks.size(),
+                                  job.ranks.size() == 1 ? "" : "es", job.hosts, job.hosts == 1 ? "" : "s");
   if (!job.straggler_row) return fmt::format("{}; no straggler: every rank's input keeps up", ranks);
   const RankRow& r = job.ranks[*job.straggler_row];
   return fmt::format("{}; > marks the straggler, {}", ranks,

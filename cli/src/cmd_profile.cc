@@ -73,8 +73,8 @@ int Profile(const ProfileFlags& flags) {
     }
   }
   if (profiled->processes.size() > 1) {
-    fmt::print("traces: {} processes recorded a DataLoader ({} and {}.main.<pid>)\n", profiled->processes.size(),
-               flags.trace_path, flags.trace_path);
+    fmt::print("traces: {} processes recorded a DataLoader ({} and {}.main.<pid>)\n",
+               profiled->processes.size(), flags.trace_path, flags.trace_path);
   }
   if (profiled->signal_number > 0) {
     fmt::print(stderr, "pipetune: {} was killed by signal {}; the trace holds what it recorded until then\n",

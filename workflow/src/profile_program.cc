@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "pipetune/analyzer/dataloader.h"
-#include "pipetune/tracer/reader.h"
 #include "pipetune/tracer/gpu_profile.h"
+#include "pipetune/tracer/reader.h"
 
 namespace pipetune::workflow {
 namespace {

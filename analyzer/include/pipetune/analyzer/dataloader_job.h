@@ -59,11 +59,11 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
 // rank whose input delivers least (the straggler when its input binds), at
 // the job's step; ranks on one host share its cores and memory.
 struct JobTuning {
-  DataLoaderProfile run;     // that rank's profile, its step the job's
-  std::optional<int> rank;   // its rank
-  bool straggler = false;    // its input binds the job
-  int processes = 1;         // in the job
-  int ranks_per_node = 1;    // the most processes one host ran
+  DataLoaderProfile run;    // that rank's profile, its step the job's
+  std::optional<int> rank;  // its rank
+  bool straggler = false;   // its input binds the job
+  int processes = 1;        // in the job
+  int ranks_per_node = 1;   // the most processes one host ran
 };
 // Errors: DiagnoseDataLoaderJob's.
 StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job);
