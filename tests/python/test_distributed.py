@@ -179,6 +179,15 @@ def case_spawn_killed(pipetune, tmp):
     text = report(pipetune, [trace], "text")
     if "ranks:" not in text or "> marks the straggler, rank 1" not in text or "killed at" not in text:
         fail("the text report's rank table: %s" % text)
+    # One plan for every rank: the straggler's, within its share of the node.
+    kwargs = os.path.join(tmp, "job.json")
+    r = run([pipetune, "tune", trace, "--cores", "2", "--memory", "8GiB", "-o", kwargs, "--format", "json"])
+    if r.returncode != 0:
+        fail("tune of the job", r)
+    plan = json.loads(r.stdout)
+    notes = " ".join(plan["notes"])
+    if "rank 1's (the straggler" not in notes or plan["budgets"]["cores"] != 1:
+        fail("the job's plan: rank 1's, on half the node's 2 cores", r)
 
 
 def case_torchrun_nodes(pipetune, tmp):
