@@ -129,11 +129,15 @@ def _main_recorder():
         return _state
     with _lock:
         if _state is None or _state.pid != os.getpid():
+            claimed = None
             try:
-                _state = _Recorder(_claim(path), os.path.basename(sys.argv[0] or "python"), _main_record())
+                claimed = _claim(path)
+                _state = _Recorder(claimed, os.path.basename(sys.argv[0] or "python"), _main_record())
             except Exception as error:  # no tracer library, a file not writable: run unrecorded
                 _warn("cannot record: %s" % error)
                 os.environ.pop(TRACE_ENV, None)
+                if claimed is not None and os.path.exists(claimed) and os.path.getsize(claimed) == 0:
+                    os.unlink(claimed)  # an empty claim is no trace
                 return None
             _watch_exit()
     return _state
