@@ -80,7 +80,7 @@ Table RankTable(const Diagnosis& d) {
         LimitCell(r),
         std::to_string(r.workers),
         diagnosed && r.cores_used >= 0 ? Cores(r.cores_used) : "-",
-        diagnosed ? models::FormatBytes(static_cast<double>(r.peak_rss_bytes)) : "-",
+        diagnosed ? FormatBytes(static_cast<double>(r.peak_rss_bytes)) : "-",
         EndedCell(r),
     });
     table.highlighted.push_back(d.job->straggler_row == i);

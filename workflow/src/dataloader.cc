@@ -10,6 +10,7 @@
 
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/files.h"
+#include "pipetune/base/size.h"
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/profile_program.h"
@@ -171,7 +172,7 @@ std::string JobNote(const analyzer::JobTuning& tuning, const tuner::Resources& r
       "cores, {}); the plan is {}'s ({}), at the job's step, and applies to every rank (--apply in each "
       "rank's process)",
       tuning.processes, tuning.ranks_per_node, resources.cores,
-      models::FormatBytes(static_cast<double>(resources.memory_bytes)), who,
+      FormatBytes(static_cast<double>(resources.memory_bytes)), who,
       tuning.straggler ? "the straggler: its input binds the job" : "its input delivers least");
 }
 
