@@ -288,6 +288,13 @@ StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job) {
   tuning.rank = chosen.profile.rank;
   tuning.straggler = d.job->straggler_row.has_value();
   AtJobStep(tuning.run, d.job->step_seconds);
+  for (size_t i = 0; i < job.processes.size(); ++i) {
+    const DataLoaderJobProcess& peer = job.processes[i];
+    if (i == d.job->headline_row || !peer.error.empty() || peer.profile.hostname != chosen.profile.hostname)
+      continue;
+    tuning.node_peers.push_back(peer.profile);
+    AtJobStep(tuning.node_peers.back(), d.job->step_seconds);
+  }
   return tuning;
 }
 

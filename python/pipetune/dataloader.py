@@ -72,6 +72,7 @@ _state = None  # this process's main _Recorder, created on first use
 _worker_rec = None  # in a DataLoader worker process, its _Recorder
 _in_worker = False  # this process is a DataLoader worker: it records no main trace
 _applied = None  # the kwargs read from APPLY_ENV
+_applied_ranks = {}  # rank -> the kwargs that differ for it ("ranks" in the file)
 _lock = threading.Lock()
 _where = threading.local()  # .prefix: the DataLoader whose batches this thread handles
 
@@ -102,7 +103,8 @@ def _main_record():
 
     record = {
         "version": RECORD_VERSION, "role": "main", "pid": os.getpid(), "torch": torch.__version__,
-        "cuda_available": bool(torch.cuda.is_available()), "applied": _applied, "argv": sys.argv[:8],
+        "cuda_available": bool(torch.cuda.is_available()), "applied": _kwargs_for_this_rank() or _applied,
+        "argv": sys.argv[:8],
         "host": socket.gethostname(), "exit": None, "loaders": []}
     record.update(_distributed_fields())
     return {KEY: record}
@@ -421,9 +423,17 @@ def _settings(loader):
     }
 
 
+def _kwargs_for_this_rank():
+    """The file's kwargs, with this process's rank's own entries over them."""
+    kwargs = dict(_applied or {})
+    if _applied_ranks:
+        kwargs.update(_applied_ranks.get(_distributed_fields()["rank"], {}))
+    return kwargs
+
+
 def _apply_kwargs(signature, args, kwargs):
     bound = signature.bind(*args, **kwargs)
-    for key, value in _applied.items():
+    for key, value in _kwargs_for_this_rank().items():
         if key in TUNABLE:
             bound.arguments[key] = value
     a = bound.arguments
@@ -454,7 +464,7 @@ def _patch_loader(module):
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
-        if _applied:
+        if _applied or _applied_ranks:
             args, kwargs = _apply_kwargs(init_signature, (self,) + args, kwargs)
             args = args[1:]
         init(self, *args, **kwargs)
@@ -703,7 +713,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 def install():
     """Called from sitecustomize at every Python start-up."""
-    global _applied
+    global _applied, _applied_ranks
     path = os.environ.pop("PIPETUNE_TRACE", None)
     if path:
         # The run's root: its children (ranks, DataLoader workers) read the
@@ -722,10 +732,16 @@ def install():
             kwargs = loaded.get("dataloader_kwargs", loaded) if isinstance(loaded, dict) else None
             if not isinstance(kwargs, dict):
                 raise ValueError("expected a JSON object of DataLoader keyword arguments")
+            # A job's plan may set some ranks apart: {"ranks": {"1": {...}}},
+            # applied where the rank is known when the DataLoader is built.
+            ranks = kwargs.get("ranks") or {}
+            by_rank = {int(r): {k: v for k, v in entry.items() if k in TUNABLE}
+                       for r, entry in ranks.items() if isinstance(entry, dict)}
             _applied = {k: v for k, v in kwargs.items() if k in TUNABLE}
+            _applied_ranks = by_rank
         except (OSError, ValueError) as error:
             _warn("%s: %s: not applied" % (apply_path, error))
-    if not (os.environ.get(TRACE_ENV) or _applied):
+    if not (os.environ.get(TRACE_ENV) or _applied or _applied_ranks):
         return
     if "torch.utils.data.dataloader" in sys.modules:
         _patch(sys.modules["torch.utils.data.dataloader"])

@@ -7,10 +7,11 @@ Cases (each one run of the job, to keep the suite short):
   spawn_killed    torch.multiprocessing.spawn starts both ranks under one
                   profile, num_workers=0; rank 1 is SIGKILLed after most of
                   its batches.
-  torchrun_nodes  num_workers=1 (fork); two "nodes": two concurrent profiles, each starting one
+  torchrun_nodes  two "nodes": two concurrent profiles, each starting one
                   rank torchrun-style (RANK, LOCAL_RANK, WORLD_SIZE,
                   MASTER_ADDR, MASTER_PORT; Debian's torchrun does not run
-                  under Python 3.11), merged by one report.
+                  under Python 3.11), merged by one report; --apply sets
+                  num_workers=1 (fork), 2 for rank 0 (a "ranks" entry).
 Usage: test_distributed.py CASE PIPETUNE. Exit 77 when this Python has no torch."""
 import importlib.util
 import json
@@ -140,6 +141,8 @@ def ranks(rep):
 
 
 def check_straggler(rep, workers, world=2):
+    """`workers`: every rank's num_workers, or a list of them by rank."""
+    workers = workers if isinstance(workers, list) else [workers] * world
     """Every rank recorded; rank 1 binds; its bottleneck is `load`."""
     by_rank = ranks(rep)
     expect(sorted(by_rank) == list(range(world)), "every rank is in the report", rep)
@@ -150,8 +153,9 @@ def check_straggler(rep, workers, world=2):
     # Alone, rank 0's input would feed about twice rank 1's rate.
     ratio = by_rank[0]["input_throughput"] / by_rank[1]["input_throughput"]
     expect(ratio > 1.4, "rank 0 alone runs faster than rank 1 (%.2fx)" % ratio, rep)
-    for r in by_rank.values():
-        expect(r["batches"] > 0 and r["num_workers"] == workers and r["peak_rss_bytes"] > 0, "per-rank figures", rep)
+    for rank, r in by_rank.items():
+        expect(r["batches"] > 0 and r["num_workers"] == workers[rank] and r["peak_rss_bytes"] > 0,
+               "per-rank figures", rep)
 
 
 def case_spawn_killed(pipetune, tmp):
@@ -190,12 +194,17 @@ def case_spawn_killed(pipetune, tmp):
 
 def case_torchrun_nodes(pipetune, tmp):
     port = free_port()
-    train, launch = write_scripts(tmp, dict(launch="env"))
+    train, launch = write_scripts(tmp, dict(launch="env", workers=0))
+    # The script's num_workers=0, applied as 1 on every rank but rank 0's 2
+    # (a kwargs file's "ranks" entry); rank 1 stays the straggler.
+    kwargs = os.path.join(tmp, "kwargs.json")
+    with open(kwargs, "w") as f:
+        json.dump({"num_workers": 1, "ranks": {"0": {"num_workers": 2}}}, f)
     nodes = []
     for node in (0, 1):
         trace = os.path.join(tmp, "node%d.trace" % node)
-        cmd = [pipetune, "profile", "--trace", trace, "--", sys.executable, launch, str(node), "2", str(port),
-               sys.executable, train]
+        cmd = [pipetune, "profile", "--trace", trace, "--apply", kwargs, "--", sys.executable, launch, str(node),
+               "2", str(port), sys.executable, train]
         nodes.append((trace, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     for trace, p in nodes:
         out, err = p.communicate(timeout=100)
@@ -203,7 +212,7 @@ def case_torchrun_nodes(pipetune, tmp):
             fail("node %s: profile exited %d\n%s\n%s" % (trace, p.returncode, out, err))
     traces = [t for t, _ in nodes]
     rep = report(pipetune, traces)
-    check_straggler(rep, 1)
+    check_straggler(rep, [2, 1])
     by_rank = ranks(rep)
     expect(all(r["ended"] == "clean" and r["local_rank"] == 0 for r in by_rank.values()), "clean ends", rep)
     expect(by_rank[0]["batches"] == by_rank[1]["batches"] == SAMPLES // 2 // BATCH, "every batch", rep)
@@ -213,6 +222,12 @@ def case_torchrun_nodes(pipetune, tmp):
     r = run([pipetune, "report", traces[1], other])
     if r.returncode != 2 or "are both rank 1" not in r.stderr:
         fail("the same rank twice: exit 2 naming both traces", r)
+    # A kwargs file's rank entry is checked like the rest: exit 2 naming it.
+    with open(kwargs, "w") as f:
+        json.dump({"ranks": {"one": {"num_workers": 2}}}, f)
+    r = run([pipetune, "profile", "--apply", kwargs, "--", sys.executable, "-c", "pass"])
+    if r.returncode != 2 or '"ranks"."one"' not in r.stderr or "kwargs.json" not in r.stderr:
+        fail("a bad rank entry: exit 2 naming the file and the key", r)
 
 
 def main():

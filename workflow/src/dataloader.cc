@@ -3,15 +3,18 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/files.h"
 #include "pipetune/base/size.h"
 #include "pipetune/models/config.h"
+#include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/profile_program.h"
 #include "pipetune/workflow/verify.h"
@@ -46,6 +49,49 @@ StatusOr<std::string> FindPythonBootstrap() {
                   looked.empty() ? "any known place" : looked));
 }
 
+namespace {
+
+// The keyword arguments of one object of a kwargs file; `where` names it in
+// errors ("" at the top, "ranks"."1". for a rank's own).
+Status CheckKwargs(const nlohmann::json& kwargs, const std::string& path, const std::string& where) {
+  for (const auto& [key, value] : kwargs.items()) {
+    if (key == "num_workers" || key == "prefetch_factor") {
+      if (value.is_null() && key == "prefetch_factor") continue;
+      if (!value.is_number_integer() || value.get<int64_t>() < (key == "num_workers" ? 0 : 1)) {
+        return InvalidInput(fmt::format("{}: key {}\"{}\": expected an integer >= {}, got {}", path, where,
+                                        key, key == "num_workers" ? 0 : 1, value.dump()));
+      }
+    } else if (key == "persistent_workers" || key == "pin_memory") {
+      if (!value.is_boolean()) {
+        return InvalidInput(
+            fmt::format("{}: key {}\"{}\": expected true or false, got {}", path, where, key, value.dump()));
+      }
+    } else if (key == "ranks" && where.empty()) {
+      // A job's plan that sets some ranks apart (docs/distributed.md).
+      if (!value.is_object()) {
+        return InvalidInput(
+            fmt::format("{}: key \"ranks\": expected an object of rank numbers, got {}", path, value.dump()));
+      }
+      for (const auto& [rank, entry] : value.items()) {
+        if (rank.empty() || rank.find_first_not_of("0123456789") != std::string::npos || !entry.is_object()) {
+          return InvalidInput(fmt::format(
+              "{}: key \"ranks\".\"{}\": expected a rank number and an object of keyword arguments", path,
+              rank));
+        }
+        PIPETUNE_RETURN_IF_ERROR(CheckKwargs(entry, path, fmt::format("\"ranks\".\"{}\".", rank)));
+      }
+    } else {
+      return InvalidInput(
+          fmt::format("{}: key {}\"{}\": not a DataLoader setting pipetune applies (num_workers, "
+                      "prefetch_factor, persistent_workers, pin_memory{})",
+                      path, where, key, where.empty() ? "; ranks" : ""));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<nlohmann::json> ReadDataLoaderKwargs(const std::string& path) {
   std::ifstream in(path);
   if (!in) return InvalidInput(fmt::format("{}: cannot read the DataLoader settings", path));
@@ -56,25 +102,7 @@ StatusOr<nlohmann::json> ReadDataLoaderKwargs(const std::string& path) {
     return InvalidInput(fmt::format("{}: expected a JSON object of DataLoader keyword arguments", path));
   }
   const nlohmann::json& kwargs = j.contains("dataloader_kwargs") ? j["dataloader_kwargs"] : j;
-  for (const auto& [key, value] : kwargs.items()) {
-    if (key == "num_workers" || key == "prefetch_factor") {
-      if (value.is_null() && key == "prefetch_factor") continue;
-      if (!value.is_number_integer() || value.get<int64_t>() < (key == "num_workers" ? 0 : 1)) {
-        return InvalidInput(fmt::format("{}: key \"{}\": expected an integer >= {}, got {}", path, key,
-                                        key == "num_workers" ? 0 : 1, value.dump()));
-      }
-    } else if (key == "persistent_workers" || key == "pin_memory") {
-      if (!value.is_boolean()) {
-        return InvalidInput(
-            fmt::format("{}: key \"{}\": expected true or false, got {}", path, key, value.dump()));
-      }
-    } else {
-      return InvalidInput(
-          fmt::format("{}: key \"{}\": not a DataLoader setting pipetune applies (num_workers, "
-                      "prefetch_factor, persistent_workers, pin_memory)",
-                      path, key));
-    }
-  }
+  PIPETUNE_RETURN_IF_ERROR(CheckKwargs(kwargs, path, ""));
   return kwargs;
 }
 
@@ -176,6 +204,57 @@ std::string JobNote(const analyzer::JobTuning& tuning, const tuner::Resources& r
       tuning.straggler ? "the straggler: its input binds the job" : "its input delivers least");
 }
 
+// The CPU the other ranks on the planned rank's node use at the job's rate
+// with `knobs` applied: each rank's CPU grows with its throughput, and DDP
+// holds every rank to the job's.
+double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers,
+                  const analyzer::DataLoaderKnobs& knobs, double job_rate) {
+  double cores = 0;
+  for (const analyzer::DataLoaderProfile& peer : peers) {
+    models::Profile profile = analyzer::DataLoaderModelProfile(peer);
+    models::Prediction alone = models::Predict(profile, analyzer::ConfigurationFor(profile, knobs));
+    if (alone.throughput > 0) cores += alone.cores_used * std::min(1.0, job_rate / alone.throughput);
+  }
+  return cores;
+}
+
+// One setting for every rank splits the node evenly; the other ranks need
+// less than their share when their input is cheaper. What the planned rank
+// would reach with the rest of the node (a setting of its own), and, when
+// that pays (5% or more), its knobs, written under "ranks" in the kwargs.
+std::optional<analyzer::DataLoaderKnobs> PerRankSetting(const analyzer::JobTuning& tuning,
+                                                        const tuner::TuneInput& input,
+                                                        const tuner::Resources& even,
+                                                        tuner::Objective objective, tuner::Plan& plan,
+                                                        const analyzer::DataLoaderKnobs& knobs) {
+  if (tuning.ranks_per_node < 2 || tuning.node_peers.empty() || !tuning.rank) return std::nullopt;
+  const double node_cores = even.cores * tuning.ranks_per_node;
+  const int others = static_cast<int>(tuning.node_peers.size());
+  const double peers = PeersCores(tuning.node_peers, knobs, plan.predicted_throughput) +
+                       even.cores * std::max(0, tuning.ranks_per_node - 1 - others);
+  tuner::Resources more = even;
+  more.cores = node_cores - peers;
+  if (more.cores <= even.cores * 1.01) return std::nullopt;
+  StatusOr<tuner::Plan> own = tuner::Solve(input, more, objective);
+  if (!own.ok() || !own->configuration || plan.predicted_throughput <= 0) return std::nullopt;
+  const double gain = own->predicted_throughput / plan.predicted_throughput;
+  analyzer::DataLoaderKnobs own_knobs = analyzer::KnobsOf(input.profile, *own->configuration);
+  if (gain < 1.05 || own_knobs == knobs) {
+    plan.notes.push_back(fmt::format(
+        "a setting of rank {}'s own would gain {:.0f}% (the other ranks on its node need {:.2f} cores at the "
+        "job's rate, leaving it {:.2f}): one setting for every rank",
+        *tuning.rank, 100 * (gain - 1), peers, more.cores));
+    return std::nullopt;
+  }
+  plan.notes.push_back(fmt::format(
+      "a setting of rank {}'s own gains {:.0f}%: the other ranks on its node need {:.2f} cores at the job's "
+      "rate, leaving it {:.2f}, where num_workers={} reaches {:.1f} batches/s; written under \"ranks\" in "
+      "the "
+      "kwargs file",
+      *tuning.rank, 100 * (gain - 1), peers, more.cores, own_knobs.num_workers, own->predicted_throughput));
+  return own_knobs;
+}
+
 }  // namespace
 
 StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {
@@ -196,12 +275,17 @@ StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& 
   if (tuning.processes > 1) plan.notes.push_back(JobNote(tuning, resources));
   DataLoaderTuneResult result;
   result.knobs = analyzer::KnobsOf(input.profile, *plan.configuration);
+  nlohmann::json kwargs = DataLoaderKwargs(result.knobs);
+  if (std::optional<analyzer::DataLoaderKnobs> own =
+          PerRankSetting(tuning, input, resources, request.objective, plan, result.knobs)) {
+    kwargs["ranks"][std::to_string(*tuning.rank)] = DataLoaderKwargs(*own);
+  }
   result.plan = std::move(plan);
   result.run = std::move(run);
   result.output = DataLoaderKwargsPath(request.output, request.trace);
   result.code_change = DataLoaderCodeChange(result.knobs);
   AddStreamNotes(result);
-  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, DataLoaderKwargs(result.knobs).dump(2) + "\n"));
+  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, kwargs.dump(2) + "\n"));
   return result;
 }
 

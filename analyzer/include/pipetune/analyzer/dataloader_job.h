@@ -64,6 +64,9 @@ struct JobTuning {
   bool straggler = false;   // its input binds the job
   int processes = 1;        // in the job
   int ranks_per_node = 1;   // the most processes one host ran
+  // The other processes on that rank's host, each at the job's step: what
+  // a per-rank setting would leave the rank of the node's budget.
+  std::vector<DataLoaderProfile> node_peers;
 };
 // Errors: DiagnoseDataLoaderJob's.
 StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job);
