@@ -150,8 +150,8 @@ std::string UtilisationCharts(const Diagnosis& d) {
                      RenderHeatStrip(heat));
 }
 
-std::string StageTableHtml(const Diagnosis& d) {
-  Table table = StageTable(d);
+// `marked`: what a highlighted row is ("bottleneck", "straggler").
+std::string TableHtml(const Table& table, const char* marked) {
   std::string html = "<table><tr>";
   for (size_t c = 0; c < table.header.size(); ++c) {
     html += fmt::format(R"(<th{}>{}</th>)", table.right_aligned[c] ? R"( class="r")" : "",
@@ -162,7 +162,7 @@ std::string StageTableHtml(const Diagnosis& d) {
     html += table.highlighted[r] ? R"(<tr class="bottleneck">)" : "<tr>";
     for (size_t c = 0; c < table.rows[r].size(); ++c) {
       std::string cell = Escape(table.rows[r][c]);
-      if (c == 0 && table.highlighted[r]) cell += " (bottleneck)";
+      if (c == 0 && table.highlighted[r]) cell += fmt::format(" ({})", marked);
       html += fmt::format(R"(<td{}>{}</td>)", table.right_aligned[c] ? R"( class="r")" : "", cell);
     }
     html += "</tr>\n";
@@ -208,7 +208,12 @@ class HtmlWriter : public ReportWriter {
     html += fmt::format(R"(<div class="chart">{}</div>)", StallChart(d));
     html += fmt::format(R"(<div class="chart">{}</div>)", PredictionChart(d));
     html += UtilisationCharts(d);
-    html += "</div>\n<h2>Stages</h2>\n" + StageTableHtml(d);
+    html += "</div>\n";
+    if (d.job) {
+      html += "<h2>Ranks</h2>\n" + TableHtml(RankTable(d), "straggler");
+      html += fmt::format("<div class=\"sub\">{}</div>\n", Escape(StragglerLine(d)));
+    }
+    html += "<h2>Stages</h2>\n" + TableHtml(StageTable(d), "bottleneck");
     std::vector<std::string> what_ifs = WhatIfLines(d);
     if (!what_ifs.empty()) html += "<h2>What if</h2>\n" + List(what_ifs);
     std::vector<std::string> facts;

@@ -126,6 +126,7 @@ TEST(DataLoaderJob, EveryRankEndsItsOwnWayInTheTableAndTheJson) {
   EXPECT_THAT(text, HasSubstr("RuntimeError"));
   EXPECT_THAT(text, HasSubstr("killed at 2.5 s"));
   EXPECT_THAT(RenderReport(d, ReportFormat::kMarkdown), HasSubstr("(straggler)"));
+  EXPECT_THAT(RenderReport(d, ReportFormat::kHtml), HasSubstr("<h2>Ranks</h2>"));
 }
 
 TEST(DataLoaderJob, AJobOfOneProcessIsThatProcesssReport) {
