@@ -68,7 +68,16 @@ std::optional<GpuSummary> DataLoaderGpu(const std::string& main_trace, double lo
                                         std::string& warning) {
   StatusOr<tracer::Trace> main = tracer::LoadTrace(main_trace);
   if (!main.ok()) return std::nullopt;  // the DataLoader reader has said why
-  const std::string gpu_path = fmt::format("{}.gpu.{}", main_trace, main->header.pid);
+  // The injection writes RUN.gpu.<pid> for every process of the run, where
+  // RUN is the run's trace: MAIN itself, or for another rank of a job (MAIN
+  // = RUN.main.<pid>, docs/distributed.md) the path before ".main.".
+  std::string gpu_path = fmt::format("{}.gpu.{}", main_trace, main->header.pid);
+  const std::string rank_suffix = fmt::format(".main.{}", main->header.pid);
+  if (main_trace.size() > rank_suffix.size() &&
+      main_trace.compare(main_trace.size() - rank_suffix.size(), rank_suffix.size(), rank_suffix) == 0) {
+    gpu_path = fmt::format("{}.gpu.{}", main_trace.substr(0, main_trace.size() - rank_suffix.size()),
+                           main->header.pid);
+  }
   struct stat info {};
   if (::stat(gpu_path.c_str(), &info) != 0) return std::nullopt;
   StatusOr<CollectedTrace> gpu = CollectTrace(gpu_path);
