@@ -173,6 +173,14 @@ def case_spawn_killed(pipetune, tmp):
              and f.count(".") == 3]
     if len(mains) != 1:
         fail("one trace per rank: job.trace and one job.trace.main.<pid>, got %s" % os.listdir(tmp))
+    # A launcher that exits 0 although a rank was killed: profile exits 1
+    # (the rank's failure, from its trace), naming the rank.
+    main_trace = os.path.join(tmp, mains[0])
+    replay = os.path.join(tmp, "replay.trace")
+    copy = "cp %s %s && cp %s %s.main.%s" % (trace, replay, main_trace, replay, mains[0].split(".")[-1])
+    r = run([pipetune, "profile", "--trace", replay, "--", "sh", "-c", copy])
+    if r.returncode != 1 or "rank 1 (pid" not in r.stderr:
+        fail("a launcher that hides a killed rank: profile exits 1 naming it", r)
     rep = report(pipetune, [trace])
     check_straggler(rep, 0)
     by_rank = ranks(rep)
