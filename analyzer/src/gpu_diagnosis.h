@@ -19,8 +19,8 @@ GpuSummary SummarizeGpu(const CollectedTrace& trace, uint64_t begin_ns, uint64_t
 Diagnosis DiagnoseGpuOnly(const CollectedTrace& trace, const std::string& trace_name);
 
 // A DataLoader process's GPU activity: the CUDA injection records it into
-// MAIN.gpu.<pid> (cupti/src/injection.cc), a session of its own beside the
-// recorder's MAIN. Put on MAIN's time (both are the host's CLOCK_MONOTONIC)
+// T.gpu.<pid> (cupti/src/injection.cc), a session of its own beside the
+// recorder's MAIN (T itself, or T.main.<pid> for another rank of T's job). Put on MAIN's time (both are the host's CLOCK_MONOTONIC)
 // and analysed over the training loop, [loop_begin_s, loop_end_s) since
 // MAIN's start, against the loop's waits in next() (MAIN's `*/next` spans:
 // an input stall is the GPU idle while the loop waited for a batch). When
