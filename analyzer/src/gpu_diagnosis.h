@@ -20,14 +20,14 @@ Diagnosis DiagnoseGpuOnly(const CollectedTrace& trace, const std::string& trace_
 
 // A DataLoader process's GPU activity: the CUDA injection records it into
 // T.gpu.<pid> (cupti/src/injection.cc), a session of its own beside the
-// recorder's MAIN (T itself, or T.main.<pid> for another rank of T's job). Put on MAIN's time (both are the host's CLOCK_MONOTONIC)
-// and analysed over the training loop, [loop_begin_s, loop_end_s) since
-// MAIN's start, against the loop's waits in next() (MAIN's `*/next` spans:
-// an input stall is the GPU idle while the loop waited for a batch). When
-// the spans do not cover every call (their per-second budget ran out), the
-// stalls are inferred from the GPU's own timeline, as for a program with no
-// recorder. nullopt when there is no such file or it cannot be read (the
-// reason in `warning`).
+// recorder's MAIN (T itself, or T.main.<pid> for another rank of T's job).
+// Put on MAIN's time (both are the host's CLOCK_MONOTONIC) and analysed over
+// the training loop, [loop_begin_s, loop_end_s) since MAIN's start, against
+// the loop's waits in next() (MAIN's `*/next` spans: an input stall is the
+// GPU idle while the loop waited for a batch). When the spans do not cover
+// every call (their per-second budget ran out), the stalls are inferred from
+// the GPU's own timeline, as for a program with no recorder. nullopt when
+// there is no such file or it cannot be read (the reason in `warning`).
 std::optional<GpuSummary> DataLoaderGpu(const std::string& main_trace, double loop_begin_s, double loop_end_s,
                                         std::string& warning);
 
