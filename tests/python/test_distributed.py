@@ -189,6 +189,18 @@ def case_spawn_killed(pipetune, tmp):
     text = report(pipetune, [trace], "text")
     if "ranks:" not in text or "> marks the straggler, rank 1" not in text or "killed at" not in text:
         fail("the text report's rank table: %s" % text)
+    # One timeline with every rank's process (num_workers=0 here: no workers).
+    timeline = os.path.join(tmp, "job.json")
+    r = run([pipetune, "export", trace, "-o", timeline])
+    if r.returncode != 0:
+        fail("export of the job", r)
+    with open(timeline) as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    names = [e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"]
+    for rank in (0, 1):
+        if not any(n.startswith("rank %d main" % rank) for n in names):
+            fail("the job's timeline lacks rank %d's processes: %s" % (rank, names))
     # One plan for every rank: the straggler's, within its share of the node.
     kwargs = os.path.join(tmp, "job.json")
     r = run([pipetune, "tune", trace, "--cores", "2", "--memory", "8GiB", "-o", kwargs, "--format", "json"])

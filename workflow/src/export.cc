@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
@@ -55,41 +56,69 @@ StatusOr<ExportResult> ExportTimeline(const std::string& trace_path, std::ostrea
   if (main_record.is_null() || Get<std::string>(main_record, "role", "") != "main")
     return ExportOne(trace_path, out, options);
 
-  // The run's processes: the main one, then each worker, labelled from its
-  // record; a worker serves the DataLoader its record names.
-  std::vector<std::string> paths = analyzer::DataLoaderTracePaths(trace_path);
-  std::vector<tracer::ChromeTimelineTrace> traces{{paths[0], "main"}};
-  std::vector<int> loader_of{0};
-  std::set<int> loaders;
-  for (size_t i = 1; i < paths.size(); ++i) {
-    json record = RecordInHeader(paths[i]);
-    std::string label;
-    int loader = 0;
-    if (record.is_object() && Get<std::string>(record, "role", "") == "worker") {
-      label = fmt::format("DataLoader worker {}", Get<int>(record, "worker_id", 0));
-      loader = Get<int>(record, "loader", 0);
-      if (loader > 0) loaders.insert(loader);
+  // The run's processes: each main one (every rank's, for a job: TRACE and
+  // the TRACE.main.<pid> beside it), then its workers, labelled from their
+  // records; a worker serves the DataLoader its record names.
+  std::vector<std::string> paths;
+  std::vector<tracer::ChromeTimelineTrace> traces;
+  std::vector<size_t> main_of;  // per trace: its main process's index in traces
+  std::vector<int> loader_of;   // per trace: the DataLoader a worker serves (0: none)
+  std::set<std::pair<size_t, int>> loaders;
+  std::vector<std::string> mains = analyzer::JobTracePaths(trace_path);
+  for (const std::string& main : mains) {
+    std::vector<std::string> process = analyzer::DataLoaderTracePaths(main);
+    std::string rank;
+    if (mains.size() > 1) {
+      StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(main);
+      rank = profile.ok() && profile->rank ? fmt::format("rank {} ", *profile->rank) : "";
     }
-    traces.push_back({paths[i], label});
-    loader_of.push_back(loader);
+    const size_t main_index = traces.size();
+    traces.push_back({process[0], rank + "main"});
+    paths.push_back(process[0]);
+    main_of.push_back(main_index);
+    loader_of.push_back(0);
+    for (size_t i = 1; i < process.size(); ++i) {
+      json record = RecordInHeader(process[i]);
+      std::string label;
+      int loader = 0;
+      if (record.is_object() && Get<std::string>(record, "role", "") == "worker") {
+        label = fmt::format("{}DataLoader worker {}", rank, Get<int>(record, "worker_id", 0));
+        loader = Get<int>(record, "loader", 0);
+        if (loader > 0) loaders.insert({main_index, loader});
+      }
+      traces.push_back({process[i], label});
+      paths.push_back(process[i]);
+      main_of.push_back(main_index);
+      loader_of.push_back(loader);
+    }
   }
-  if (loaders.size() > 1) {  // say which DataLoader each worker served
-    for (size_t i = 1; i < traces.size(); ++i) {
-      if (loader_of[i] > 0) traces[i].label += fmt::format(" of loader{}", loader_of[i]);
+  std::set<size_t> mains_with_loaders;
+  for (const auto& [main_index, loader] : loaders) mains_with_loaders.insert(main_index);
+  for (size_t main_index : mains_with_loaders) {  // say which DataLoader each worker served
+    if (std::count_if(loaders.begin(), loaders.end(), [&](const auto& l) { return l.first == main_index; }) <
+        2)
+      continue;
+    for (size_t i = 0; i < traces.size(); ++i) {
+      if (main_of[i] == main_index && loader_of[i] > 0)
+        traces[i].label += fmt::format(" of loader{}", loader_of[i]);
     }
   }
 
   // Per DataLoader with workers: batches collated by its workers and not yet
-  // taken by the main process's next() (the loader's stages are
+  // taken by its main process's next() (the loader's stages are
   // "loaderN/next" in the main trace; "collate" in a worker's).
   std::vector<tracer::ChromeTimelineQueue> queues;
-  for (int loader : loaders) {
+  for (const auto& [main_index, loader] : loaders) {
     tracer::ChromeTimelineQueue queue;
-    queue.name = fmt::format("loader{} batches in flight", loader);
+    queue.name = fmt::format("{}loader{} batches in flight",
+                             traces[main_index].label.size() > 4
+                                 ? traces[main_index].label.substr(0, traces[main_index].label.size() - 4)
+                                 : std::string(),
+                             loader);
     queue.unit = "batches";
-    queue.consumer = {0, fmt::format("loader{}/next", loader)};
-    for (size_t i = 1; i < traces.size(); ++i) {
-      if (loader_of[i] == loader) queue.producers.push_back({i, "collate"});
+    queue.consumer = {main_index, fmt::format("loader{}/next", loader)};
+    for (size_t i = 0; i < traces.size(); ++i) {
+      if (main_of[i] == main_index && loader_of[i] == loader) queue.producers.push_back({i, "collate"});
     }
     queues.push_back(std::move(queue));
   }
