@@ -152,7 +152,8 @@ void NoteAssumptions(const DataLoaderProfile& run, models::Profile& profile) {
 // DataLoader, and for which stage.
 void AddGpu(const DataLoaderProfile& run, Diagnosis& d, std::vector<std::string>& notes) {
   std::string warning;
-  d.gpu = internal::DataLoaderGpu(run.trace_path, run.loop_begin_seconds, run.loop_end_seconds, warning);
+  d.gpu =
+      internal::DataLoaderGpu(run.trace_path, run.pid, run.loop_begin_seconds, run.loop_end_seconds, warning);
   if (!warning.empty()) notes.push_back(warning);
   if (!d.gpu) return;
   const GpuAnalysis& a = d.gpu->analysis;

@@ -64,22 +64,22 @@ Diagnosis DiagnoseGpuOnly(const CollectedTrace& trace, const std::string& trace_
   return d;
 }
 
-std::optional<GpuSummary> DataLoaderGpu(const std::string& main_trace, double loop_begin_s, double loop_end_s,
-                                        std::string& warning) {
-  StatusOr<tracer::Trace> main = tracer::LoadTrace(main_trace);
-  if (!main.ok()) return std::nullopt;  // the DataLoader reader has said why
+std::optional<GpuSummary> DataLoaderGpu(const std::string& main_trace, int pid, double loop_begin_s,
+                                        double loop_end_s, std::string& warning) {
   // The injection writes RUN.gpu.<pid> for every process of the run, where
   // RUN is the run's trace: MAIN itself, or for another rank of a job (MAIN
-  // = RUN.main.<pid>, docs/distributed.md) the path before ".main.".
-  std::string gpu_path = fmt::format("{}.gpu.{}", main_trace, main->header.pid);
-  const std::string rank_suffix = fmt::format(".main.{}", main->header.pid);
+  // = RUN.main.<pid>, docs/distributed.md) the path before ".main.". Looked
+  // for first: most runs have none, and MAIN is read again only for one.
+  std::string gpu_path = fmt::format("{}.gpu.{}", main_trace, pid);
+  const std::string rank_suffix = fmt::format(".main.{}", pid);
   if (main_trace.size() > rank_suffix.size() &&
       main_trace.compare(main_trace.size() - rank_suffix.size(), rank_suffix.size(), rank_suffix) == 0) {
-    gpu_path = fmt::format("{}.gpu.{}", main_trace.substr(0, main_trace.size() - rank_suffix.size()),
-                           main->header.pid);
+    gpu_path = fmt::format("{}.gpu.{}", main_trace.substr(0, main_trace.size() - rank_suffix.size()), pid);
   }
   struct stat info {};
   if (::stat(gpu_path.c_str(), &info) != 0) return std::nullopt;
+  StatusOr<tracer::Trace> main = tracer::LoadTrace(main_trace);
+  if (!main.ok()) return std::nullopt;  // the DataLoader reader has said why
   StatusOr<CollectedTrace> gpu = CollectTrace(gpu_path);
   if (!gpu.ok()) {
     warning = fmt::format("{}: the GPU activity cannot be read: {}", gpu_path, gpu.status().message());

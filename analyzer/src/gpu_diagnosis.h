@@ -28,7 +28,8 @@ Diagnosis DiagnoseGpuOnly(const CollectedTrace& trace, const std::string& trace_
 // every call (their per-second budget ran out), the stalls are inferred from
 // the GPU's own timeline, as for a program with no recorder. nullopt when
 // there is no such file or it cannot be read (the reason in `warning`).
-std::optional<GpuSummary> DataLoaderGpu(const std::string& main_trace, double loop_begin_s, double loop_end_s,
-                                        std::string& warning);
+// `pid`: MAIN's process.
+std::optional<GpuSummary> DataLoaderGpu(const std::string& main_trace, int pid, double loop_begin_s,
+                                        double loop_end_s, std::string& warning);
 
 }  // namespace pipetune::analyzer::internal

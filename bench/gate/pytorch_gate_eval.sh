@@ -22,41 +22,8 @@ command -v jq >/dev/null || { echo "pytorch_gate_eval.sh needs jq" >&2; exit 2; 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-script() {  # NAME BLUR_FACTOR
-  cat >"$work/$1.py" <<PY
-import time
-import torch
-from torch.utils.data import DataLoader, Dataset
-from torchvision import transforms
-
-def spin(seconds):  # CPU work, on the thread's own clock
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-
-class Scale:
-    def __call__(self, x):
-        spin(0.0005)
-        return x * 2.0
-
-class Blur:
-    def __call__(self, x):
-        spin(0.002 * $2)
-        return x + 1.0
-
-class Squares(Dataset):
-    def __init__(self, transform):
-        self.transform = transform  # the recorder times each step of the dataset's transform
-    def __len__(self):
-        return 96
-    def __getitem__(self, i):
-        return self.transform(torch.full((3, 8, 8), float(i))), i
-
-if __name__ == "__main__":
-    ds = Squares(transforms.Compose([Scale(), Blur()]))
-    for batch, labels in DataLoader(ds, batch_size=8, num_workers=1):
-        time.sleep(0.001)
-PY
+script() {  # NAME BLUR_FACTOR: the CI test's training script (tests/python/test_gate.py)
+  "$python" "$root/tests/python/test_gate.py" write-script "$work" "$1.py" "$2"
 }
 script train 1
 script slow 4

@@ -1,6 +1,7 @@
 """The CI gate on a real DataLoader: `pipetune baseline` / `pipetune check`
 with `-- python3 train.py` and with traces (docs/ci-gate.md).
-Usage: test_gate.py CASE PIPETUNE. Exit 77 when this Python has no torch."""
+Usage: test_gate.py CASE PIPETUNE, or test_gate.py write-script DIR NAME SLOW
+(the script alone, Blur SLOW times its cost: the gate benchmark's). Exit 77 when this Python has no torch."""
 import importlib.util
 import os
 import subprocess
@@ -137,6 +138,9 @@ def case_bad_input(pipetune, tmp):
 
 
 def main():
+    if sys.argv[1] == "write-script":  # for bench/gate/pytorch_gate_eval.sh: DIR NAME SLOW
+        write_script(sys.argv[2], sys.argv[3], slow=float(sys.argv[4]))
+        return
     case, pipetune = sys.argv[1], os.path.abspath(sys.argv[2])
     with tempfile.TemporaryDirectory() as tmp:
         {"command": case_command, "bad_input": case_bad_input}[case](pipetune, tmp)

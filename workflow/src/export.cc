@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
@@ -61,8 +62,9 @@ StatusOr<ExportResult> ExportTimeline(const std::string& trace_path, std::ostrea
   // records; a worker serves the DataLoader its record names.
   std::vector<std::string> paths;
   std::vector<tracer::ChromeTimelineTrace> traces;
-  std::vector<size_t> main_of;  // per trace: its main process's index in traces
-  std::vector<int> loader_of;   // per trace: the DataLoader a worker serves (0: none)
+  std::vector<size_t> main_of;            // per trace: its main process's index in traces
+  std::map<size_t, std::string> rank_of;  // per main process: "rank R " in a job, else ""
+  std::vector<int> loader_of;             // per trace: the DataLoader a worker serves (0: none)
   std::set<std::pair<size_t, int>> loaders;
   std::vector<std::string> mains = analyzer::JobTracePaths(trace_path);
   for (const std::string& main : mains) {
@@ -73,6 +75,7 @@ StatusOr<ExportResult> ExportTimeline(const std::string& trace_path, std::ostrea
       rank = profile.ok() && profile->rank ? fmt::format("rank {} ", *profile->rank) : "";
     }
     const size_t main_index = traces.size();
+    rank_of[main_index] = rank;
     traces.push_back({process[0], rank + "main"});
     paths.push_back(process[0]);
     main_of.push_back(main_index);
@@ -110,11 +113,7 @@ StatusOr<ExportResult> ExportTimeline(const std::string& trace_path, std::ostrea
   std::vector<tracer::ChromeTimelineQueue> queues;
   for (const auto& [main_index, loader] : loaders) {
     tracer::ChromeTimelineQueue queue;
-    queue.name = fmt::format("{}loader{} batches in flight",
-                             traces[main_index].label.size() > 4
-                                 ? traces[main_index].label.substr(0, traces[main_index].label.size() - 4)
-                                 : std::string(),
-                             loader);
+    queue.name = fmt::format("{}loader{} batches in flight", rank_of[main_index], loader);
     queue.unit = "batches";
     queue.consumer = {main_index, fmt::format("loader{}/next", loader)};
     for (size_t i = 0; i < traces.size(); ++i) {
