@@ -172,13 +172,16 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
   const double batch = std::max(1, s.batch_size);
   models::Profile profile;
   profile.pipeline_name = s.dataset.empty() ? "DataLoader" : "DataLoader(" + s.dataset + ")";
-  profile.window_seconds = std::max(run.wait_seconds + run.step_seconds, 1e-9);
+  // The DataLoader's own time in the loop: its iterators (starting the
+  // workers) and the waits for batches; and the steps. Not the loop's other
+  // code between epochs (an evaluation, a checkpoint).
+  profile.window_seconds = std::max(run.iterator_seconds + run.wait_seconds + run.step_seconds, 1e-9);
   profile.window_begin_seconds = run.loop_begin_seconds;
   profile.window_end_seconds =
       std::max(run.loop_end_seconds, run.loop_begin_seconds + profile.window_seconds);
   profile.window_reason =
-      "the training loop, from its first epoch's iterator to its last step (throughput over its waits for "
-      "batches and its steps)";
+      "the training loop, from its first epoch's iterator to its last step (throughput over its iterators' "
+      "start, its waits for batches and its steps)";
   profile.outputs = static_cast<double>(run.batches);
   profile.measured_throughput = profile.outputs / profile.window_seconds;
   profile.consumer_stall_fraction = std::min(1.0, run.wait_seconds / profile.window_seconds);
@@ -313,6 +316,7 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   section.main_rss_bytes = run.main_rss_bytes;
   section.worker_rss_bytes = run.worker_rss_bytes;
   section.startup_seconds_per_epoch = d.prediction.startup_seconds_per_epoch;
+  section.epoch_end_seconds = d.prediction.epoch_end_seconds;
   section.notes = run.warnings;
   if (run.settings.iterable && run.settings.num_workers > 0 && !run.sharded_by_worker_info) {
     section.notes.push_back(fmt::format(

@@ -263,6 +263,7 @@ void ReadConsumer(const std::map<std::string, StageSum>& sums, DataLoaderProfile
   p.batches = next.count;
   p.wait_seconds = next.work_ns / 1e9;
   p.step_seconds = step.work_ns / 1e9;
+  p.iterator_seconds = Find(sums, "epoch").work_ns / 1e9;
   p.step.name = "training step";
   p.step.kind = DataLoaderStageKind::kStep;
   if (step.count > 0) {
@@ -447,7 +448,7 @@ void ReadLoopSpan(const tracer::Trace& main, const std::string& prefix, DataLoad
     }
     if (std::isfinite(begin)) p.loop_begin_seconds = begin;
   }
-  double end = p.loop_begin_seconds + p.wait_seconds + p.step_seconds;
+  double end = p.loop_begin_seconds + p.iterator_seconds + p.wait_seconds + p.step_seconds;
   for (const tracer::SpanRecord& span : main.spans) {
     if (span.stage == step) end = std::max(end, seconds(span.end_ns));
   }

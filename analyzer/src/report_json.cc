@@ -135,6 +135,7 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
               {"worker_rss_bytes", Number(dl.worker_rss_bytes)},
               {"worker_traces", dl.worker_traces},
               {"startup_seconds_per_epoch", Number(dl.startup_seconds_per_epoch)},
+              {"epoch_end_seconds", Number(dl.epoch_end_seconds)},
               {"notes", dl.notes}};
 }
 

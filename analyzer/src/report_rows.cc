@@ -163,9 +163,9 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
     lines.emplace_back(
         "batches",
         fmt::format("{} over {} epoch{}, {} worker trace{}; worker start-up {:.3f} s "
-                    "per epoch",
+                    "per epoch, its fill and drain {:.3f} s",
                     dl.batches, dl.epochs.size(), dl.epochs.size() == 1 ? "" : "s", dl.worker_traces,
-                    dl.worker_traces == 1 ? "" : "s", dl.startup_seconds_per_epoch));
+                    dl.worker_traces == 1 ? "" : "s", dl.startup_seconds_per_epoch, dl.epoch_end_seconds));
     for (const std::string& note : dl.notes) lines.emplace_back("note", note);
   }
   lines.emplace_back("drops", DropsText(d));

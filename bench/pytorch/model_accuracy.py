@@ -15,6 +15,12 @@
 Each line ends with its ratio; the last lines summarise. The workload: each
 sample costs 1.5 ms of CPU and 0.5 ms of waiting (a read), two transforms
 0.8 and 0.4 ms of CPU, batch 8, a 4 ms training step that waits (a GPU's).
+
+Step 1 runs twice: with every sample costing exactly that ("fixed"), and
+with each sample's CPU costs drawn from +-50% around them, seeded by the
+sample's index ("varied": real samples differ in size). Identical samples
+keep oversubscribed workers in phase, so their reads coincide and leave the
+cores idle together; varied ones drift apart, as real ones do.
 """
 import json
 import os
@@ -25,12 +31,16 @@ import tempfile
 import textwrap
 
 SCRIPT = textwrap.dedent("""
-    import sys, time
+    import random, sys, time
     import torch
     from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
     from torchvision import transforms
 
+    VARY = [0.0]  # each CPU cost is drawn from (1 +- VARY) times its mean
+
     def spin(seconds):
+        if VARY[0]:
+            seconds *= 1 + VARY[0] * (2 * random.random() - 1)
         end = time.thread_time() + seconds
         while time.thread_time() < end:
             pass
@@ -46,6 +56,7 @@ SCRIPT = textwrap.dedent("""
             return x * 0.5
 
     def sample(i):
+        random.seed(i)  # the same costs for sample i in every run and process
         spin(0.0015)
         time.sleep(0.0005)
         return torch.full((3, 32, 32), float(i))
@@ -71,6 +82,7 @@ SCRIPT = textwrap.dedent("""
 
     if __name__ == "__main__":
         kind, workers, persistent, epochs, samples = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4]), int(sys.argv[5])
+        VARY[0] = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
         ds = Images(samples) if kind == "map" else Stream(samples)
         kwargs = dict(batch_size=8, num_workers=workers)
         if workers > 0:
@@ -102,12 +114,13 @@ def main():
     with open(script, "w") as f:
         f.write(SCRIPT)
 
-    def profile(name, kind, workers, persistent, apply=None):
+    def profile(name, kind, workers, persistent, apply=None, vary=0.0):
         trace = os.path.join(tmp, name + ".trace")
         cmd = [pipetune, "profile", "--trace", trace]
         if apply:
             cmd += ["--apply", apply]
-        cmd += ["--", python, script, kind, str(workers), "1" if persistent else "0", str(epochs), str(samples)]
+        cmd += ["--", python, script, kind, str(workers), "1" if persistent else "0", str(epochs), str(samples),
+                str(vary)]
         run(cmd)
         return trace
 
@@ -117,22 +130,25 @@ def main():
             cmd += ["--what-if", w]
         return json.loads(run(cmd))
 
-    ratios = []
+    ratios = {"fixed": [], "varied": []}
     measured = {}
     traces = {}
-    print("== predicted / measured batches/s, traced runs of %d epochs" % epochs)
     settings = [("map", w, p) for w in (0, 1, 2, 4) for p in ((False, True) if w > 0 else (False,))]
     settings += [("iterable", 0, False), ("iterable", 2, False)]
-    for kind, workers, persistent in settings:
-        name = "%s-w%d%s" % (kind, workers, "-persistent" if persistent else "")
-        trace = profile(name, kind, workers, persistent)
-        rep = report(trace)
-        traces[name] = trace
-        measured[name] = rep["throughput"]
-        ratio = rep["predicted_throughput"] / rep["throughput"]
-        ratios.append(ratio)
-        print("%-24s measured %7.2f  predicted %7.2f  bound %-11s bottleneck %-22s ratio %.3f" % (
-            name, rep["throughput"], rep["predicted_throughput"], rep["bound"], rep["bottleneck"] or "-", ratio))
+    for costs, vary in (("fixed", 0.0), ("varied", 0.5)):
+        print("== predicted / measured batches/s, traced runs of %d epochs, %s sample costs" % (epochs, costs))
+        for kind, workers, persistent in settings:
+            name = "%s-w%d%s" % (kind, workers, "-persistent" if persistent else "")
+            trace = profile(name if costs == "fixed" else name + "-varied", kind, workers, persistent, vary=vary)
+            rep = report(trace)
+            ratio = rep["predicted_throughput"] / rep["throughput"]
+            ratios[costs].append(ratio)
+            if costs == "fixed":
+                traces[name] = trace
+                measured[name] = rep["throughput"]
+            print("%-24s measured %7.2f  predicted %7.2f  bound %-11s bottleneck %-22s ratio %.3f" % (
+                name, rep["throughput"], rep["predicted_throughput"], rep["bound"], rep["bottleneck"] or "-",
+                ratio))
 
     print("== what-if from map-w0's trace against the traced run")
     what_if_ratios = []
@@ -160,9 +176,10 @@ def main():
         print("note: the plan did not mention sharding")
 
     print("== summary")
-    print("model: predicted/measured over %d runs: min %.3f max %.3f median %.3f; within 5%%: %d of %d" % (
-        len(ratios), min(ratios), max(ratios), statistics.median(ratios),
-        sum(abs(r - 1) <= 0.05 for r in ratios), len(ratios)))
+    for costs, values in ratios.items():
+        print("model, %s costs: predicted/measured over %d runs: min %.3f max %.3f median %.3f; within 5%%: %d of %d" % (
+            costs, len(values), min(values), max(values), statistics.median(values),
+            sum(abs(r - 1) <= 0.05 for r in values), len(values)))
     print("what-if num_workers: predicted/measured min %.3f max %.3f; within 10%%: %d of %d" % (
         min(what_if_ratios), max(what_if_ratios), sum(abs(r - 1) <= 0.10 for r in what_if_ratios),
         len(what_if_ratios)))

@@ -135,9 +135,43 @@ void AddConsumerBound(const Profile& profile, const Configuration& config, const
   prediction.bounds.push_back({BoundKind::kConsumer, blame, bound});
 }
 
-// Worker start-up: each epoch of E outputs also waits w * s seconds (once per
-// run, spread over its epochs, when persistent).
-void ApplyStartup(const Profile& profile, const Configuration& config, Prediction& prediction) {
+// What an epoch boundary costs a group of w workers, besides their start-up.
+// An epoch is a pipeline that fills and drains: the workers start their
+// first batches side by side and finish their last ones side by side, so
+// the first w outputs arrive together and so do the last w. With p the
+// input's time per output (the bounds other than the consumer's) and c the
+// consumer's (its step and the stages on its thread), an epoch of E outputs takes
+// E * max(p, c) + w * min(p, c): when the input binds, the consumer takes
+// the last w outputs after the workers' work has ended (they wait for the
+// next epoch's indices); when the consumer binds, it waits for the first
+// w. (Two stages and one worker: the textbook E * max + min.) The
+// consumer's stages count at their CPU: nothing else runs beside them then.
+double EpochEndSeconds(const Profile& profile, const Configuration& config, const std::vector<bool>& counted,
+                       double step, const Prediction& prediction) {
+  double consumer = step;
+  for (size_t i = 0; i < profile.stages.size(); ++i) {
+    if (counted[i] && RunsOnConsumerThread(profile, config, i))
+      consumer += profile.stages[i].cpu_seconds_per_output;
+  }
+  double input_rate = kInfinity;
+  for (const Bound& bound : prediction.bounds) {
+    if (bound.kind != BoundKind::kConsumer && bound.kind != BoundKind::kDemand) {
+      input_rate = std::min(input_rate, bound.throughput);
+    }
+  }
+  double input = input_rate > 0 && std::isfinite(input_rate) ? 1.0 / input_rate : 0.0;
+  double seconds = 0;
+  for (size_t g = 0; g < profile.groups.size(); ++g) {
+    seconds += GroupWorkers(profile, config, g) * std::min(input, consumer);
+  }
+  return seconds;
+}
+
+// Each epoch of E outputs also waits for its workers' start-up, w * s
+// seconds (once per run, spread over its epochs, when persistent), and for
+// its ends (EpochEndSeconds).
+void ApplyEpochCosts(const Profile& profile, const Configuration& config, const std::vector<bool>& counted,
+                     double step, Prediction& prediction) {
   if (!profile.outputs_per_epoch || *profile.outputs_per_epoch <= 0 || prediction.throughput <= 0) return;
   double startup = 0;
   for (size_t g = 0; g < profile.groups.size(); ++g) {
@@ -146,10 +180,12 @@ void ApplyStartup(const Profile& profile, const Configuration& config, Predictio
     double per_epoch = GroupWorkers(profile, config, g) * group.startup_seconds_per_worker;
     startup += persistent ? per_epoch / std::max(1.0, profile.epochs) : per_epoch;
   }
-  if (startup <= 0) return;
+  double ends = EpochEndSeconds(profile, config, counted, step, prediction);
+  if (startup + ends <= 0) return;
   double steady_epoch = *profile.outputs_per_epoch / prediction.throughput;
   prediction.startup_seconds_per_epoch = startup;
-  prediction.throughput = *profile.outputs_per_epoch / (steady_epoch + startup);
+  prediction.epoch_end_seconds = ends;
+  prediction.throughput = *profile.outputs_per_epoch / (steady_epoch + startup + ends);
   if (startup > steady_epoch) prediction.binding = {BoundKind::kStartup, std::nullopt, prediction.throughput};
 }
 
@@ -266,7 +302,7 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
   }
   prediction.throughput = std::isfinite(prediction.binding.throughput) ? prediction.binding.throughput : 0.0;
   prediction.steady_throughput = prediction.throughput;
-  ApplyStartup(profile, config, prediction);
+  ApplyEpochCosts(profile, config, counted, step, prediction);
 
   prediction.cores_used =
       profile.other_cpu_cores +

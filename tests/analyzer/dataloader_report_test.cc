@@ -78,8 +78,9 @@ TEST(DataLoaderReport, WhatIfNumWorkersAnswersFromTheSameModel) {
   Diagnosis d = DiagnoseGolden("map_workers0", {"num_workers=2", "num_workers=2,cores=8", "pin_memory=true"});
   ASSERT_EQ(d.what_ifs.size(), 3u);
   // The input side was most of each batch; the golden's epochs are 4 batches,
-  // so the workers' start-up every epoch takes much of the gain.
-  EXPECT_GT(d.what_ifs[0].speedup, 1.2);
+  // so the workers' start-up and each epoch's fill and drain (2 of its 4
+  // batches arrive side by side) take much of the gain.
+  EXPECT_GT(d.what_ifs[0].speedup, 1.1);
   EXPECT_GE(d.what_ifs[1].throughput, d.what_ifs[0].throughput);
   EXPECT_LE(d.what_ifs[2].speedup, 1.0);  // pinning only adds work (little: the batches are small)
 }

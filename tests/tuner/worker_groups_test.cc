@@ -3,6 +3,8 @@
 // solver, on hand-made run profiles with known costs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/tuner/solver.h"
@@ -56,6 +58,17 @@ DataLoaderProfile LoaderRun(int num_workers = 0) {
   return p;
 }
 
+// Over an epoch of `outputs`: the steady rate less each epoch's fill and
+// drain (the first and last w outputs arrive side by side; the faster side,
+// input or consumer at `consumer` seconds per output, waits) and start-up.
+double OverEpoch(double steady, int workers, double consumer, double outputs = 100, double startup = 0) {
+  return outputs / (outputs / steady + startup + workers * std::min(1 / steady, consumer));
+}
+
+// The consumer's time per batch with workers: the 40 ms step and the 1 ms
+// transfer.
+constexpr double kConsumer = 0.041;
+
 models::Prediction PredictAt(const DataLoaderProfile& run, DataLoaderKnobs knobs, double cores) {
   models::Profile profile = analyzer::DataLoaderModelProfile(run);
   models::Configuration config = analyzer::ConfigurationFor(profile, knobs);
@@ -78,8 +91,8 @@ TEST(DataLoaderModel, AtZeroWorkersTheConsumerThreadRunsEverythingAndTheInputSid
 
 TEST(DataLoaderModel, WorkersScaleUntilTheConsumerThreadBinds) {
   DataLoaderProfile run = LoaderRun(2);
-  double two = PredictAt(run, {2, 2, false, false}, 16).throughput;
-  double four = PredictAt(run, {4, 2, false, false}, 16).throughput;
+  double two = PredictAt(run, {2, 2, false, false}, 16).steady_throughput;
+  double four = PredictAt(run, {4, 2, false, false}, 16).steady_throughput;
   EXPECT_NEAR(four / two, 2.0, 1e-6);
   models::Prediction many = PredictAt(run, {12, 2, false, false}, 16);
   // The step (40 ms) and the transfer (1 ms): the step takes most, so no
@@ -92,14 +105,15 @@ TEST(DataLoaderModel, WorkersScaleUntilTheConsumerThreadBinds) {
 TEST(DataLoaderModel, CoresBindBeforeWorkers) {
   models::Prediction x = PredictAt(LoaderRun(2), {4, 2, false, false}, 2);
   EXPECT_EQ(x.binding.kind, models::BoundKind::kCpu);
-  EXPECT_NEAR(x.throughput, 2 / 0.198, 1e-6);  // workers' 197 ms and the transfer's 1 ms of CPU per batch
+  EXPECT_NEAR(x.steady_throughput, 2 / 0.198, 1e-6);  // workers' 197 ms and the transfer's 1 ms of CPU per batch
+  EXPECT_NEAR(x.throughput, OverEpoch(2 / 0.198, 4, kConsumer), 1e-6);
 }
 
 TEST(DataLoaderModel, TheStepsCpuCompetesWithTheWorkers) {
   DataLoaderProfile run = LoaderRun(2);
   run.step.cpu_seconds_each = 0.040;  // a training step on the CPU
   models::Prediction x = PredictAt(run, {4, 2, false, false}, 2);
-  EXPECT_NEAR(x.throughput, 2 / 0.238, 1e-6);
+  EXPECT_NEAR(x.steady_throughput, 2 / 0.238, 1e-6);
 }
 
 TEST(DataLoaderModel, TheWorkersOwnCpuIsTheGroupsPaidOnlyWithWorkersAndNoStagesCost) {
@@ -117,8 +131,9 @@ TEST(DataLoaderModel, TheWorkersOwnCpuIsTheGroupsPaidOnlyWithWorkersAndNoStagesC
   }
   models::Prediction cpu_bound = PredictAt(run, {4, 2, false, false}, 2);
   EXPECT_EQ(cpu_bound.binding.kind, models::BoundKind::kCpu);
-  EXPECT_NEAR(cpu_bound.throughput, 2 / (0.198 + 0.020), 1e-6);
-  EXPECT_NEAR(cpu_bound.cores_used, 2.0, 1e-6);
+  EXPECT_NEAR(cpu_bound.steady_throughput, 2 / (0.198 + 0.020), 1e-6);
+  // All the cores while the epoch runs steadily, less its ends.
+  EXPECT_NEAR(cpu_bound.cores_used, 2.0 * cpu_bound.throughput / cpu_bound.steady_throughput, 1e-6);
   // Without workers nothing is pickled: the consumer's thread runs the
   // stages alone.
   EXPECT_NEAR(PredictAt(run, {0, 2, false, false}, 2).throughput, 1.0 / (0.197 + 0.040), 1e-9);
@@ -131,8 +146,33 @@ TEST(DataLoaderModel, StartUpIsPaidEveryEpochUnlessPersistent) {
   models::Prediction fresh = PredictAt(run, {2, 2, false, false}, 16);
   models::Prediction kept = PredictAt(run, {2, 2, true, false}, 16);
   double steady = 2 / 0.197;
-  EXPECT_NEAR(fresh.throughput, 20 / (20 / steady + 1.0), 1e-6);
-  EXPECT_NEAR(kept.throughput, 20 / (20 / steady + 1.0 / 5), 1e-6);
+  EXPECT_NEAR(fresh.throughput, OverEpoch(steady, 2, kConsumer, 20, 1.0), 1e-6);
+  EXPECT_NEAR(kept.throughput, OverEpoch(steady, 2, kConsumer, 20, 1.0 / 5), 1e-6);
+}
+
+// An epoch fills and drains: its workers finish their last batches side by
+// side and wait while the consumer takes them (input-bound), or the consumer
+// waits for the first ones (consumer-bound). A num_workers=4 run with a
+// 4 ms step on 2 cores lost 13-28 ms at each epoch's end this way.
+TEST(DataLoaderModel, EachEpochPaysItsFillAndDrainOneOutputPerWorker) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.settings.batches_per_epoch = 20;
+  // Input-bound (2 cores): each of the 4 workers' last batches waits for
+  // the consumer's 41 ms.
+  models::Prediction input = PredictAt(run, {4, 2, true, false}, 2);
+  EXPECT_EQ(input.binding.kind, models::BoundKind::kCpu);
+  EXPECT_NEAR(input.epoch_end_seconds, 4 * kConsumer, 1e-9);
+  EXPECT_NEAR(input.throughput, 20 / (20 / input.steady_throughput + 4 * kConsumer), 1e-6);
+  // Consumer-bound (16 cores, 12 workers): it waits for the first batches,
+  // 12 of them arriving at the input's steady interval.
+  models::Prediction consumer = PredictAt(run, {12, 2, true, false}, 16);
+  EXPECT_EQ(consumer.binding.kind, models::BoundKind::kConsumer);
+  EXPECT_NEAR(consumer.epoch_end_seconds, 12 * 0.197 / 12, 1e-9);
+  // Without workers the consumer's thread does everything: no ends to wait on.
+  EXPECT_EQ(PredictAt(run, {0, 2, true, false}, 16).epoch_end_seconds, 0);
+  // And a longer epoch pays them over more outputs.
+  run.settings.batches_per_epoch = 200;
+  EXPECT_GT(PredictAt(run, {4, 2, true, false}, 2).throughput, input.throughput);
 }
 
 TEST(DataLoaderModel, MemoryCountsTheProcessesAndTheBatchesInFlight) {
@@ -147,7 +187,7 @@ TEST(DataLoaderModel, WhatIfAnswersTheDataLoadersOwnSettings) {
   ASSERT_TRUE(question.ok()) << question.status().message();
   StatusOr<analyzer::WhatIfOutcome> outcome = analyzer::EvaluateWhatIf(profile, *question);
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
-  EXPECT_NEAR(outcome->throughput, 4 / 0.197, 1e-6);
+  EXPECT_NEAR(outcome->throughput, OverEpoch(4 / 0.197, 4, kConsumer), 1e-6);
   StatusOr<analyzer::WhatIfOutcome> pin =
       analyzer::EvaluateWhatIf(profile, *analyzer::ParseWhatIf("num_workers=12,pin_memory=true"));
   ASSERT_TRUE(pin.ok());

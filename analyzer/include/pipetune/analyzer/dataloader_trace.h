@@ -92,9 +92,12 @@ struct DataLoaderProfile {
   // loop's own thread; threads the step starts, such as intra-op ones, are
   // the process's CPU, not the step's).
   DataLoaderStage collate, transfer, pin_memory, step;
-  uint64_t batches = 0;           // the consumer's batches
-  double wait_seconds = 0;        // the consumer's total wait in next()
-  double step_seconds = 0;        // the consumer's total time between batches
+  uint64_t batches = 0;     // the consumer's batches
+  double wait_seconds = 0;  // the consumer's total wait in next()
+  double step_seconds = 0;  // the consumer's total time between batches
+  // The loop's total time in iter(loader): each epoch's iterator, which
+  // starts the workers (a fork or spawn each) unless they are persistent.
+  double iterator_seconds = 0;
   double batch_bytes = 0;         // a collated batch
   double main_rss_bytes = 0;      // the main process's peak
   double worker_rss_bytes = 0;    // a worker's peak (the largest); 0 when no worker ran

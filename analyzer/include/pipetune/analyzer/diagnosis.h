@@ -107,6 +107,7 @@ struct DataLoaderSection {
   };
   std::vector<Epoch> epochs;
   double startup_seconds_per_epoch = 0;  // the model's, at the traced settings
+  double epoch_end_seconds = 0;          // the model's fill and drain per epoch, likewise
   double main_rss_bytes = 0;             // the consumer's process, peak
   double worker_rss_bytes = 0;           // the largest worker's peak; 0 without workers
   std::vector<std::string> notes;        // sharding of a stream, pin_memory without CUDA, skipped traces

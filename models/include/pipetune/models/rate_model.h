@@ -11,9 +11,12 @@
 //
 // CPU counts the consumer's CPU per output too, where the profile measured
 // it, and each worker group's own CPU outside its stages while it has
-// workers (WorkerGroup::overhead_cpu_seconds_per_output). With worker start-up (s per worker, per epoch of E
-// outputs), the throughput over an epoch is E / (E / X + w * s); persistent workers pay it once per run,
-// spread over the run's epochs.
+// workers (WorkerGroup::overhead_cpu_seconds_per_output). A worker group's
+// epoch of E outputs also pays its workers' start-up (s per worker; once per
+// run, spread over its epochs, when persistent) and its fill and drain (the
+// first and last w outputs arrive side by side, and the faster side, input
+// at 1/X per output or the consumer at c, waits for them):
+//   X_epoch = E / (E / X + w * s + w * min(1 / X, c)).
 //
 // X is the smallest of these bounds; the one that gives it binds. A cache
 // after stage k removes, once its first epoch is stored, the CPU, latency and
@@ -95,10 +98,14 @@ struct Prediction {
   // bound the stage with the largest CPU cost per output; for storage the
   // reading stage; for demand none (the pipeline keeps up).
   std::optional<size_t> bottleneck_stage;
-  // Without start-up: the bounds' minimum. Equal to `throughput` when no
-  // worker starts per epoch.
+  // Without the epochs' costs: the bounds' minimum. Equal to `throughput`
+  // when the pipeline has no worker group or no known epoch size.
   double steady_throughput = 0;
   double startup_seconds_per_epoch = 0;
+  // Each epoch's fill and drain: its first and last outputs arrive one per
+  // worker, side by side, and one side waits for the other (rate_model.cc,
+  // EpochEndSeconds).
+  double epoch_end_seconds = 0;
 };
 
 // Predicts X for `config`. `config.parallelism` must have one entry per
