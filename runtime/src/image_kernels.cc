@@ -397,49 +397,70 @@ PIPETUNE_AVX2 void VerticalPassAvx2(const ImageView& src, const AxisPlan& y_plan
   }
 }
 
-// Two output pixels per step, one per 128-bit half: the SSE2 kernel's
-// arithmetic in each half. Pixel t+1's channels are pixel t's shifted by
-// three lanes, so one load per tap pair and half serves both operands of
-// the interleave. Weights and offsets are padded to an even count (see
-// AxisPlan), so an odd last pixel is computed with a zero-weight partner
-// whose result is dropped.
+// The 32-bit sums (rounding term included) of output pixels x and x+1, one
+// per 128-bit half: the SSE2 kernel's arithmetic in each half, r, g, b and a
+// junk lane. Pixel t+1's channels are pixel t's shifted by three lanes, so
+// one load per tap pair and half serves both operands of the interleave.
+template <int kPairs>
+PIPETUNE_AVX2 inline __m256i TwoPixelSums(const int16_t* row, const int32_t* offsets,
+                                          const int32_t* weight_pairs, int pairs, int x) {
+  const int16_t* p0 = row + offsets[x];
+  const int16_t* p1 = row + offsets[x + 1];
+  const int32_t* w = weight_pairs + static_cast<ptrdiff_t>(x) * pairs * 4;
+  __m256i acc = _mm256_set1_epi32(1 << (kResultShift - 1));
+  for (int t = 0; t < (kPairs > 0 ? kPairs : pairs); ++t) {
+    const ptrdiff_t lane = static_cast<ptrdiff_t>(2 * t) * kChannels;
+    const __m256i a = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + lane))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + lane)), 1);
+    const __m256i b = _mm256_srli_si256(a, kChannels * sizeof(int16_t));
+    const __m256i weights = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * t));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), weights));
+  }
+  return _mm256_srai_epi32(acc, kResultShift);
+}
+
+// Four output pixels per step, as two pairs whose results are packed
+// together and stored as one 12-byte run (a 16-byte store whose last four
+// bytes the next step overwrites); the last pixels go two at a time with
+// overlapping four-byte stores as in the SSE2 kernel. Weights and offsets
+// are padded to an even count (see AxisPlan), so an odd last pixel is
+// computed with a zero-weight partner whose result is dropped.
 template <int kPairs>
 PIPETUNE_AVX2 void HorizontalPassAvx2(const AxisPlan& x_plan, const int16_t* row, int out_width,
                                       uint8_t* out) {
   const int pairs = kPairs > 0 ? kPairs : x_plan.taps / 2;
   const int32_t* offsets = x_plan.row_offsets.data();
   const int32_t* weight_pairs = x_plan.weight_pairs.data();
-  const __m256i round = _mm256_set1_epi32(1 << (kResultShift - 1));
-  for (int x = 0; x < out_width; x += 2) {
-    const int16_t* p0 = row + offsets[x];
-    const int16_t* p1 = row + offsets[x + 1];
-    const int32_t* w = weight_pairs + static_cast<ptrdiff_t>(x) * pairs * 4;
-    __m256i acc = round;
-    for (int t = 0; t < pairs; ++t) {
-      const ptrdiff_t lane = static_cast<ptrdiff_t>(2 * t) * kChannels;
-      const __m256i a = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + lane))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + lane)), 1);
-      const __m256i b = _mm256_srli_si256(a, kChannels * sizeof(int16_t));
-      const __m256i weights = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * t));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), weights));
-    }
-    acc = _mm256_srai_epi32(acc, kResultShift);
-    const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(acc, acc), acc);
-    // r, g, b, (junk) of each pixel in the low word of its half. As in the
-    // SSE2 kernel the four-byte stores overlap the next pixel's red; the
-    // image's last pixel stores three bytes.
-    const uint32_t first = static_cast<uint32_t>(_mm256_cvtsi256_si32(bytes));
-    const uint32_t second = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_extracti128_si256(bytes, 1)));
+  // After packing pixels (x, x+1) with (x+2, x+3), the 32-bit words hold
+  // x, x+2 (low half) and x+1, x+3 (high half) as r, g, b, junk: put them
+  // in order, then drop the junk bytes.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
+  const __m128i drop_junk = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  int x = 0;
+  for (; x + 6 <= out_width; x += 4) {  // the 16-byte store stays inside the row
+    const __m256i first = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x);
+    const __m256i second = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x + 2);
+    const __m256i words = _mm256_packs_epi32(first, second);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(words, words), order);
+    const __m128i rgb = _mm_shuffle_epi8(_mm256_castsi256_si128(bytes), drop_junk);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + static_cast<ptrdiff_t>(x) * kChannels), rgb);
+  }
+  for (; x < out_width; x += 2) {
+    const __m256i sums = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x);
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(sums, sums), sums);
+    // r, g, b, (junk) of each pixel in the low word of its half.
+    const uint32_t left = static_cast<uint32_t>(_mm256_cvtsi256_si32(bytes));
+    const uint32_t right = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_extracti128_si256(bytes, 1)));
     uint8_t* dst = out + static_cast<ptrdiff_t>(x) * kChannels;
     if (x + 2 < out_width) {
-      std::memcpy(dst, &first, sizeof(first));
-      std::memcpy(dst + kChannels, &second, sizeof(second));
+      std::memcpy(dst, &left, sizeof(left));
+      std::memcpy(dst + kChannels, &right, sizeof(right));
     } else if (x + 2 == out_width) {
-      std::memcpy(dst, &first, sizeof(first));
-      std::memcpy(dst + kChannels, &second, kChannels);
+      std::memcpy(dst, &left, sizeof(left));
+      std::memcpy(dst + kChannels, &right, kChannels);
     } else {
-      std::memcpy(dst, &first, kChannels);
+      std::memcpy(dst, &left, kChannels);
     }
   }
 }
