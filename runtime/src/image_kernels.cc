@@ -117,9 +117,9 @@ inline int FloorToInt(double v) {
 
 // std::lround for the quantised weights, which are never negative: a float
 // widened to double plus 0.5 is exact for every float that can round to 1 or
-// more, so truncating it rounds half away from zero as lround does, without
-// the library call. (PlanAxisTest checks it against lround on every weight
-// the reference plans produce and on the halfway cases.)
+// more (and stays below 1 for the rest), so truncating it rounds half away
+// from zero as lround does, without the library call. PlanAxisTest compares
+// the weights with the previous planning's, which called lroundf.
 inline int RoundNonNegative(float v) { return static_cast<int>(static_cast<double>(v) + 0.5); }
 
 // Triangle-filter weights for one axis, as Pillow computes them (its
@@ -129,10 +129,12 @@ inline int RoundNonNegative(float v) { return static_cast<int>(static_cast<doubl
 // tap may read one pixel past `hi`, into the row's zero padding) and get the
 // row offsets and weight layout of that kernel set.
 //
-// The arithmetic is that of the original formulation (double weights
-// rounded to float, normalised in double, rounded to float, scaled in float
-// and rounded) step for step, so the int16 weights are the same bits; it is
-// only arranged to compute each candidate weight once.
+// The weights define the pixels, so the arithmetic is the previous
+// planning's step for step (double weights rounded to float, normalised in
+// double, rounded to float, scaled in float and rounded): the same int16
+// weights. Only the work is less: each candidate weight is computed once,
+// the division by a filter scale of 1 is skipped (exact), and floor and
+// lround are done inline.
 void PlanAxis(double start, double length, int src_len, int out_len, bool mirror, bool antialias, int one,
               const Isa* isa, Scratch& scratch, AxisPlan& plan) {
   const double scale = length / out_len;
@@ -217,8 +219,8 @@ void PlanAxis(double start, double length, int src_len, int out_len, bool mirror
   auto pair_at = [&](int x, int p) {
     if (x >= out_len) return int32_t{0};
     const int16_t* w = &plan.weights[static_cast<size_t>(x) * plan.taps + 2 * p];
-    return static_cast<int32_t>(static_cast<uint16_t>(w[0]) | static_cast<uint32_t>(static_cast<uint16_t>(w[1]))
-                                                                   << 16);
+    return static_cast<int32_t>(static_cast<uint16_t>(w[0]) |
+                                static_cast<uint32_t>(static_cast<uint16_t>(w[1])) << 16);
   };
   switch (*isa) {
     case Isa::kPortable:

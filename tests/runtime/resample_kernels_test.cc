@@ -48,9 +48,7 @@ std::vector<uint8_t> Noise(int width, int height, uint32_t seed) {
 struct Source {
   int width = 0, height = 0;
   std::vector<uint8_t> pixels;
-  ImageView View() const {
-    return {pixels.data(), height, width, static_cast<ptrdiff_t>(width) * kChannels};
-  }
+  ImageView View() const { return {pixels.data(), height, width, static_cast<ptrdiff_t>(width) * kChannels}; }
   // Only the columns and rows `crop` touches, in a buffer of their own (a
   // decoded window's layout): what ResampleCrop may read, and no more.
   ImageView Window(const CropRect& crop, std::vector<uint8_t>& storage) const {
