@@ -505,7 +505,7 @@ struct Avx2Horizontal {
 };
 #endif
 
-Kernels KernelsFor(Isa isa, int x_taps) {
+Kernels KernelsFor(Isa isa, [[maybe_unused]] int x_taps) {
   switch (isa) {
     case Isa::kAvx2:
 #if PIPETUNE_HAVE_AVX2_KERNELS
