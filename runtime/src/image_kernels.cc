@@ -401,11 +401,12 @@ PIPETUNE_AVX2 void VerticalPassAvx2(const ImageView& src, const AxisPlan& y_plan
 
 // The 32-bit sums (rounding term included) of output pixels x and x+1, one
 // per 128-bit half: the SSE2 kernel's arithmetic in each half, r, g, b and a
-// junk lane. Pixel t+1's channels are pixel t's shifted by three lanes, so
-// one load per tap pair and half serves both operands of the interleave.
+// junk lane. Pixel t+1's channels are pixel t's three lanes on, so one load
+// per tap pair and half holds both, and one byte shuffle (`interleave`)
+// makes the SSE2 kernel's [r0 r1 g0 g1 b0 b1 . .] operand from it.
 template <int kPairs>
 PIPETUNE_AVX2 inline __m256i TwoPixelSums(const int16_t* row, const int32_t* offsets,
-                                          const int32_t* weight_pairs, int pairs, int x) {
+                                          const int32_t* weight_pairs, int pairs, int x, __m256i interleave) {
   const int16_t* p0 = row + offsets[x];
   const int16_t* p1 = row + offsets[x + 1];
   const int32_t* w = weight_pairs + static_cast<ptrdiff_t>(x) * pairs * 4;
@@ -415,9 +416,8 @@ PIPETUNE_AVX2 inline __m256i TwoPixelSums(const int16_t* row, const int32_t* off
     const __m256i a = _mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + lane))),
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + lane)), 1);
-    const __m256i b = _mm256_srli_si256(a, kChannels * sizeof(int16_t));
     const __m256i weights = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * t));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), weights));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(a, interleave), weights));
   }
   return _mm256_srai_epi32(acc, kResultShift);
 }
@@ -439,17 +439,20 @@ PIPETUNE_AVX2 void HorizontalPassAvx2(const AxisPlan& x_plan, const int16_t* row
   // in order, then drop the junk bytes.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
   const __m128i drop_junk = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  // 16-bit lanes 0 3 1 4 2 5 3 6 of each half: pixel t's r, g, b beside pixel t+1's.
+  const __m256i interleave = _mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13,  //
+                                              0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13);
   int x = 0;
   for (; x + 6 <= out_width; x += 4) {  // the 16-byte store stays inside the row
-    const __m256i first = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x);
-    const __m256i second = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x + 2);
+    const __m256i first = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x, interleave);
+    const __m256i second = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x + 2, interleave);
     const __m256i words = _mm256_packs_epi32(first, second);
     const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(words, words), order);
     const __m128i rgb = _mm_shuffle_epi8(_mm256_castsi256_si128(bytes), drop_junk);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + static_cast<ptrdiff_t>(x) * kChannels), rgb);
   }
   for (; x < out_width; x += 2) {
-    const __m256i sums = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x);
+    const __m256i sums = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x, interleave);
     const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(sums, sums), sums);
     // r, g, b, (junk) of each pixel in the low word of its half.
     const uint32_t left = static_cast<uint32_t>(_mm256_cvtsi256_si32(bytes));
