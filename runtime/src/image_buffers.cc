@@ -13,18 +13,30 @@ class BufferPool {
     std::lock_guard<std::mutex> lock(mutex_);
     // Newest first: the most recently released buffer is the likeliest to
     // still be in cache. A buffer more than twice too large stays for a
-    // bigger request instead of being wasted on a small one.
-    for (size_t i = idle_.size(); i-- > 0;) {
+    // bigger request instead of being wasted on a small one. Among the first
+    // few that fit, one whose size already covers the request is preferred:
+    // the caller's resize then shrinks it for free, where growing would
+    // zero-fill the tail (sizes vary: file contents, crop windows).
+    constexpr int kLookAhead = 4;
+    size_t chosen = idle_.size();
+    int seen = 0;
+    for (size_t i = idle_.size(); i-- > 0 && seen < kLookAhead;) {
       const size_t capacity = idle_[i]->capacity();
       if (capacity >= size && capacity / 2 <= size) {
-        Bytes* buffer = idle_[i];
-        idle_[i] = idle_.back();
-        idle_.pop_back();
-        idle_bytes_ -= capacity;
-        return buffer;
+        if (chosen == idle_.size()) chosen = i;
+        ++seen;
+        if (idle_[i]->size() >= size) {
+          chosen = i;
+          break;
+        }
       }
     }
-    return nullptr;
+    if (chosen == idle_.size()) return nullptr;
+    Bytes* buffer = idle_[chosen];
+    idle_[chosen] = idle_.back();
+    idle_.pop_back();
+    idle_bytes_ -= buffer->capacity();
+    return buffer;
   }
 
   void Give(Bytes* buffer) {
@@ -63,8 +75,8 @@ BufferPool& Pool() {
 std::shared_ptr<Bytes> AcquireBuffer(size_t size) {
   Bytes* buffer = Pool().Take(size);
   if (buffer == nullptr) buffer = new Bytes;
-  // Same size as last time (the usual case: fixed-size crops and tensors):
-  // no work. Growing zero-fills only the new tail.
+  // Same size as last time (the usual case: fixed-size crops and tensors) or
+  // smaller: no work. Growing zero-fills only the new tail.
   buffer->resize(size);
   return std::shared_ptr<Bytes>(buffer, [](Bytes* released) { Pool().Give(released); });
 }

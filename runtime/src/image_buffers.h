@@ -8,6 +8,9 @@
 // process-wide pool when its last Element lets go is reused by the next
 // image: no system call, no fault, and no zero-fill when the size repeats.
 //
+// read_file takes its file buffers from the pool too: there the gain is the
+// zero-fill a fresh vector does before read() overwrites it.
+//
 // The pool keeps at most kMaxPooledBytes of idle buffers (the rest are freed
 // as usual), so its cost is bounded and independent of the pipeline.
 #pragma once

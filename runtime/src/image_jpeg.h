@@ -43,7 +43,8 @@ Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info, const 
                   uint8_t* out);
 
 // Decodes only the part of the image that `region` covers (in the scaled
-// image's pixels, 1/options.scale_down) into `scratch`, through libjpeg's own
+// image's pixels, 1/options.scale_down) into `scratch` (grown as needed,
+// never shrunk: it may be larger than the window), through libjpeg's own
 // API (TurboJPEG 2.1 has no cropped decode): rows above the region are
 // entropy-decoded and skipped (jpeg_skip_scanlines: no IDCT, upsampling or
 // colour conversion), rows below it are not decoded at all, and only the

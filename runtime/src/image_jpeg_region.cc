@@ -114,7 +114,11 @@ bool DecodeWindow(jpeg_decompress_struct* info, ErrorManager* error, const uint8
   if (top > 0) jpeg_skip_scanlines(info, static_cast<JDIMENSION>(top));
 
   const size_t row_bytes = static_cast<size_t>(width) * kChannels;
-  scratch->resize(row_bytes * static_cast<size_t>(bottom - top));
+  // Grown, never shrunk: resizing up value-initialises (a memset of the new
+  // tail) bytes libjpeg is about to overwrite, and windows vary from image to
+  // image, so only a new largest window pays for it.
+  const size_t window_bytes = row_bytes * static_cast<size_t>(bottom - top);
+  if (scratch->size() < window_bytes) scratch->resize(window_bytes);
   while (static_cast<int>(info->output_scanline) < bottom) {
     constexpr int kRowsAtOnce = 4;
     JSAMPROW rows[kRowsAtOnce];

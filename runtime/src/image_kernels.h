@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "pipetune/base/rng.h"
 
@@ -56,6 +57,32 @@ struct CropRect {
 // src.top are, so a window gives the same weights as the whole image.
 void ResampleCrop(const ImageView& src, const CropRect& crop, int out_height, int out_width, bool flip,
                   bool antialias, uint8_t* out);
+
+// The instruction sets ResampleCrop's inner loops can use. They compute the
+// same integers, so the output bytes never depend on the choice; by default
+// (kBest) each call takes the best this CPU has: AVX2 where present, else
+// SSE2 on x86-64, else the portable loops.
+enum class ResampleKernels { kBest, kPortable, kSse2, kAvx2 };
+
+// Whether this build and CPU can run `kernels`.
+bool ResampleKernelsSupported(ResampleKernels kernels);
+
+// For tests and benchmarks: every later ResampleCrop in the process, on any
+// thread, uses `kernels` (which must be supported); kBest restores the
+// default.
+void SetResampleKernels(ResampleKernels kernels);
+
+// For tests: the quantised filter ResampleCrop plans along one axis (output
+// i reads `taps` source pixels from first[i] with weights[i * taps ...],
+// which sum to `one`: 128 vertically, 16384 horizontally), so that a change
+// to the planning can be checked to give the same weights.
+struct AxisWeights {
+  int taps = 0;
+  std::vector<int32_t> first;
+  std::vector<int16_t> weights;
+};
+void PlanAxisWeights(double start, double length, int src_len, int out_len, bool mirror, bool antialias,
+                     int one, AxisWeights& weights);
 
 // Per-channel affine map of 8-bit pixels to float: out = (in / 255 - mean) / std.
 struct NormalizeParams {
