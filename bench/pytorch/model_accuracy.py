@@ -143,26 +143,25 @@ def main():
             rep = report(trace)
             ratio = rep["predicted_throughput"] / rep["throughput"]
             ratios[costs].append(ratio)
-            if costs == "fixed":
-                traces[name] = trace
-                measured[name] = rep["throughput"]
+            traces[costs, name] = trace
+            measured[costs, name] = rep["throughput"]
             print("%-24s measured %7.2f  predicted %7.2f  bound %-11s bottleneck %-22s ratio %.3f" % (
                 name, rep["throughput"], rep["predicted_throughput"], rep["bound"], rep["bottleneck"] or "-",
                 ratio))
 
-    print("== what-if from map-w0's trace against the traced run")
     what_if_ratios = []
-    for workers in (1, 2, 4):
-        rep = report(traces["map-w0"], "num_workers=%d" % workers)
-        predicted = rep["what_if"][0]["throughput"]
-        ratio = predicted / measured["map-w%d" % workers]
-        what_if_ratios.append(ratio)
-        print("num_workers=%d: predicted %7.2f  measured %7.2f  ratio %.3f" % (
-            workers, predicted, measured["map-w%d" % workers], ratio))
+    for costs in ratios:
+        print("== what-if from map-w0's trace against the traced run, %s sample costs" % costs)
+        for workers in (1, 2, 4):
+            rep = report(traces[costs, "map-w0"], "num_workers=%d" % workers)
+            predicted = rep["what_if"][0]["throughput"]
+            ran = measured[costs, "map-w%d" % workers]
+            what_if_ratios.append(ratio := predicted / ran)
+            print("num_workers=%d: predicted %7.2f  measured %7.2f  ratio %.3f" % (workers, predicted, ran, ratio))
 
     print("== tune the IterableDataset from its num_workers=0 trace, against the num_workers grid")
     kwargs = os.path.join(tmp, "tuned.json")
-    plan = run([pipetune, "tune", traces["iterable-w0"], "--cores", str(os.cpu_count()), "-o", kwargs])
+    plan = run([pipetune, "tune", traces["fixed", "iterable-w0"], "--cores", str(os.cpu_count()), "-o", kwargs])
     tuned = json.load(open(kwargs))
     print("tuned settings: %s" % json.dumps(tuned))
     grid = {}
