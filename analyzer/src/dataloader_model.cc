@@ -21,6 +21,14 @@ constexpr double kPinBytesPerSecond = 5e9;
 // page table, spawn and forkserver start Python and import torch.
 constexpr double kForkStartupSeconds = 0.02;
 constexpr double kSpawnStartupSeconds = 0.5;
+// A worker's own CPU per batch where the run had no workers to measure it
+// (MeasureWorkerOverhead): its fetch loop and putting the batch on the
+// result queue, a fixed cost, and moving the batch's tensors into shared
+// memory, a copy of every byte. Measured with workers on the 2-core
+// development machine: 1.0-1.8 ms per batch of 24 KiB
+// (bench/pytorch/model_accuracy.py, docs/benchmarks-pytorch.md).
+constexpr double kWorkerOverheadFixedSeconds = 1e-3;
+constexpr double kWorkerOverheadBytesPerSecond = 4e9;
 // Share of the cores the loading processes must use for their off-CPU time
 // to count as waiting for a core rather than for I/O.
 constexpr double kSaturatedShare = 0.85;
@@ -111,7 +119,17 @@ double Contention(const DataLoaderProfile& p, double window_seconds, double core
 void MeasureWorkerOverhead(const DataLoaderProfile& run, const models::Profile& profile, size_t group_last,
                            models::WorkerGroup& group, std::vector<std::string>& assumptions) {
   const models::StageProfile& collate = profile.stages[group_last];
-  if (run.settings.num_workers == 0 || run.worker_session_cpu_seconds <= 0 || collate.elements <= 0) return;
+  if (run.settings.num_workers == 0) {
+    // Nothing to measure; what-ifs and plans with workers pay an estimate.
+    double per_batch = kWorkerOverheadFixedSeconds + run.batch_bytes / kWorkerOverheadBytesPerSecond;
+    group.overhead_cpu_seconds_per_output = per_batch * collate.visit_ratio;
+    assumptions.push_back(fmt::format(
+        "with workers, each would spend about {:.2f} ms of CPU per batch outside the stages (its fetch loop, "
+        "moving the batch into shared memory): estimated, since this run had none to measure",
+        per_batch * 1e3));
+    return;
+  }
+  if (run.worker_session_cpu_seconds <= 0 || collate.elements <= 0) return;
   double stage_cpu = 0;
   for (size_t i = 0; i <= group_last; ++i) {
     const DataLoaderStage* measured = i < run.sample_stages.size() ? &run.sample_stages[i] : &run.collate;
