@@ -273,4 +273,9 @@ StatusOr<TraceSet> ReadTraceSet(const std::vector<std::string>& paths) {
   return set;
 }
 
+const StageCounters& CountersAt(const Frame& frame, size_t stage) {
+  static const StageCounters kNoCounters{};
+  return stage < frame.stages.size() ? frame.stages[stage] : kNoCounters;
+}
+
 }  // namespace pipetune::analyzer

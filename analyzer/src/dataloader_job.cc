@@ -163,11 +163,7 @@ RankRow IdentityRow(const DataLoaderJobProcess& process) {
   row.end_seconds = process.end_seconds;
   row.exit_status = p.exit_status;
   row.exception = p.exit_exception;
-  if (!p.ended_cleanly) {
-    row.ended = "killed";
-  } else if ((p.exit_status && *p.exit_status != 0) || !p.exit_exception.empty()) {
-    row.ended = "failed";
-  }
+  row.ended = HowItEnded(p);
   row.error = process.error;
   return row;
 }

@@ -463,6 +463,12 @@ void ReadLoopSpan(const tracer::Trace& main, const std::string& prefix, DataLoad
 
 }  // namespace
 
+const char* HowItEnded(const DataLoaderProfile& p) {
+  if (!p.ended_cleanly) return "killed";
+  if ((p.exit_status && *p.exit_status != 0) || !p.exit_exception.empty()) return "failed";
+  return "clean";
+}
+
 DataLoaderProfile DescribeDataLoaderProcess(const tracer::Trace& main) {
   json record = RecordOf(main.header.pipeline);
   DataLoaderProfile p;

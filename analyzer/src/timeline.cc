@@ -15,11 +15,6 @@ constexpr size_t kMaxTimelinePoints = 240;
 constexpr double kOutputsPerTimelinePoint = 8;
 constexpr size_t kMinTimelinePoints = 20;
 
-const StageCounters kNoCounters{};
-const StageCounters& CountersAt(const Frame& frame, size_t stage) {
-  return stage < frame.stages.size() ? frame.stages[stage] : kNoCounters;
-}
-
 double Increase(uint64_t later, uint64_t earlier) {
   return static_cast<double>(later - std::min(later, earlier));
 }

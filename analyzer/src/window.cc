@@ -21,12 +21,6 @@ constexpr double kMinSteadyShare = 0.10;
 // A scaling point needs this many elements at its parallelism level.
 constexpr double kMinScalingElements = 20;
 
-const StageCounters kNoCounters{};
-
-const StageCounters& At(const Frame& frame, size_t stage) {
-  return stage < frame.stages.size() ? frame.stages[stage] : kNoCounters;
-}
-
 double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
 
 // Stage index in the trace of the config's stage `config_index`.
@@ -45,9 +39,9 @@ struct RanDry {
 };
 RanDry FindRanDry(const CollectedTrace& trace, size_t stage, double idle_seconds) {
   const std::vector<Frame>& frames = trace.frames;
-  uint64_t final_count = At(frames.back(), stage).produced;
+  uint64_t final_count = CountersAt(frames.back(), stage).produced;
   size_t first = frames.size() - 1;
-  while (first > 0 && At(frames[first - 1], stage).produced == final_count) --first;
+  while (first > 0 && CountersAt(frames[first - 1], stage).produced == final_count) --first;
   RanDry result;
   result.frame = first;
   result.dry = final_count > 0 && first + 2 < frames.size() &&
@@ -90,8 +84,8 @@ std::optional<size_t> LastParallelismChange(const CollectedTrace& trace) {
   std::optional<size_t> last;
   for (size_t i = 1; i < trace.frames.size(); ++i) {
     for (size_t s = 0; s < trace.stages.size(); ++s) {
-      const StageCounters& a = At(trace.frames[i - 1], s);
-      const StageCounters& b = At(trace.frames[i], s);
+      const StageCounters& a = CountersAt(trace.frames[i - 1], s);
+      const StageCounters& b = CountersAt(trace.frames[i], s);
       if (a.seen && b.seen && a.parallelism != b.parallelism) last = i;
     }
   }
@@ -187,8 +181,8 @@ namespace {
 
 models::StageMeasurement MeasureStage(const CollectedTrace& trace, size_t index, const Frame& begin,
                                       const Frame& end, double seconds) {
-  const StageCounters& a = At(begin, index);
-  const StageCounters& b = At(end, index);
+  const StageCounters& a = CountersAt(begin, index);
+  const StageCounters& b = CountersAt(end, index);
   auto delta = [](uint64_t later, uint64_t earlier) {
     return static_cast<double>(later >= earlier ? later - earlier : 0);
   };
@@ -217,8 +211,8 @@ std::vector<models::ScalingPoint> ScalingPoints(const CollectedTrace& trace, siz
   };
   std::map<uint32_t, Sums> levels;
   for (size_t i = from_frame + 1; i < trace.frames.size(); ++i) {
-    const StageCounters& a = At(trace.frames[i - 1], stage);
-    const StageCounters& b = At(trace.frames[i], stage);
+    const StageCounters& a = CountersAt(trace.frames[i - 1], stage);
+    const StageCounters& b = CountersAt(trace.frames[i], stage);
     if (!a.seen || !b.seen || a.parallelism != b.parallelism || b.parallelism == window_parallelism) continue;
     Sums& sums = levels[b.parallelism];
     sums.elements += static_cast<double>(b.produced - std::min(b.produced, a.produced));
@@ -241,7 +235,7 @@ std::optional<double> SourceEpoch(const CollectedTrace& trace, const models::Pip
   if (trace.stages.empty()) return std::nullopt;
   RanDry dry = FindRanDry(trace, 0, kMinSteadySeconds);
   if (!dry.dry) return std::nullopt;
-  double produced = static_cast<double>(At(trace.frames.back(), 0).produced);
+  double produced = static_cast<double>(CountersAt(trace.frames.back(), 0).produced);
   if (config == nullptr) return produced;
   for (size_t i = 1; i < config->stages.size(); ++i) {
     const models::StageConfig& stage = config->stages[i];

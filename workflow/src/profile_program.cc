@@ -51,11 +51,7 @@ std::vector<ProfiledProcess> RecordedProcesses(const std::string& trace) {
     process.pid = p.pid;
     process.exit_status = p.exit_status;
     process.exception = p.exit_exception;
-    if (!p.ended_cleanly) {
-      process.ended = "killed";
-    } else if ((p.exit_status && *p.exit_status != 0) || !p.exit_exception.empty()) {
-      process.ended = "failed";
-    }
+    process.ended = analyzer::HowItEnded(p);
     processes.push_back(std::move(process));
   }
   return processes;

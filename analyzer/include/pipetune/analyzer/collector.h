@@ -47,6 +47,9 @@ struct Frame {
   uint64_t gpu_busy_ns = 0;  // sum of GPU kernel durations so far
 };
 
+// A stage's counters at `frame`; all zero for a stage registered after it.
+const StageCounters& CountersAt(const Frame& frame, size_t stage);
+
 // A log-scale histogram of span durations: buckets of 2^(1/4) from 1 us.
 struct LatencyHistogram {
   static constexpr int kBuckets = 128;

@@ -172,6 +172,10 @@ StatusOr<DataLoaderProfile> ReadDataLoaderProfile(const std::string& main_trace)
 // ended_cleanly, the clock pair, duration_seconds), whether or not it took a
 // batch; nothing else of the profile is filled.
 DataLoaderProfile DescribeDataLoaderProcess(const tracer::Trace& main);
+// How the process ended: "killed" (no clean end: a signal, the OOM killer,
+// a crash), "failed" (a nonzero exit status or an uncaught exception) or
+// "clean".
+const char* HowItEnded(const DataLoaderProfile& p);
 // The same over traces already loaded: the main process's, then the workers'.
 StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
                                                   const std::vector<tracer::Trace>& workers);
