@@ -9,6 +9,7 @@
 
 #include "format_util.h"
 #include "pipetune/base/size.h"
+#include "pipetune/base/text.h"
 #include "pipetune/models/config.h"
 #include "report_rows.h"
 #include "svg.h"
@@ -46,7 +47,7 @@ ul { margin: 4px 0; padding-left: 20px; }
 
 std::string Card(const std::string& label, const std::string& value) {
   return fmt::format(R"(<div class="card"><div class="l">{}</div><div class="v">{}</div></div>)",
-                     Escape(label), Escape(value));
+                     EscapeXml(label), EscapeXml(value));
 }
 
 std::string ThroughputChart(const Diagnosis& d) {
@@ -155,13 +156,13 @@ std::string TableHtml(const Table& table, const char* marked) {
   std::string html = "<table><tr>";
   for (size_t c = 0; c < table.header.size(); ++c) {
     html += fmt::format(R"(<th{}>{}</th>)", table.right_aligned[c] ? R"( class="r")" : "",
-                        Escape(table.header[c]));
+                        EscapeXml(table.header[c]));
   }
   html += "</tr>\n";
   for (size_t r = 0; r < table.rows.size(); ++r) {
     html += table.highlighted[r] ? R"(<tr class="bottleneck">)" : "<tr>";
     for (size_t c = 0; c < table.rows[r].size(); ++c) {
-      std::string cell = Escape(table.rows[r][c]);
+      std::string cell = EscapeXml(table.rows[r][c]);
       if (c == 0 && table.highlighted[r]) cell += fmt::format(" ({})", marked);
       html += fmt::format(R"(<td{}>{}</td>)", table.right_aligned[c] ? R"( class="r")" : "", cell);
     }
@@ -172,7 +173,7 @@ std::string TableHtml(const Table& table, const char* marked) {
 
 std::string List(const std::vector<std::string>& items) {
   std::string html = "<ul>";
-  for (const std::string& item : items) html += "<li>" + Escape(item) + "</li>";
+  for (const std::string& item : items) html += "<li>" + EscapeXml(item) + "</li>";
   return html + "</ul>\n";
 }
 
@@ -184,13 +185,14 @@ class HtmlWriter : public ReportWriter {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
         "charset=\"utf-8\">\n<title>{}</title>\n<style>{}</style>\n"
         "</head>\n<body>\n",
-        Escape(title), kStyle);
-    html += fmt::format("<h1>{}</h1>\n<div class=\"sub\">trace {} ({:.1f} s); window {}</div>\n",
-                        Escape(title), Escape(d.trace_name), d.trace_seconds, Escape(d.window_reason));
+        EscapeXml(title), kStyle);
+    html +=
+        fmt::format("<h1>{}</h1>\n<div class=\"sub\">trace {} ({:.1f} s); window {}</div>\n",
+                    EscapeXml(title), EscapeXml(d.trace_name), d.trace_seconds, EscapeXml(d.window_reason));
     if (!d.truncation_warning.empty()) {
-      html += fmt::format("<div class=\"warning\">{}</div>\n", Escape(d.truncation_warning));
+      html += fmt::format("<div class=\"warning\">{}</div>\n", EscapeXml(d.truncation_warning));
     }
-    html += fmt::format("<div class=\"summary\">{}</div>\n", Escape(d.summary));
+    html += fmt::format("<div class=\"summary\">{}</div>\n", EscapeXml(d.summary));
     html += "<div class=\"cards\">";
     html += Card("measured", Rate(d.measured_throughput) + " outputs/s");
     html += Card("predicted", fmt::format("{} ({:.2f}x)", Rate(d.predicted_throughput), d.prediction_ratio));
@@ -211,7 +213,7 @@ class HtmlWriter : public ReportWriter {
     html += "</div>\n";
     if (d.job) {
       html += "<h2>Ranks</h2>\n" + TableHtml(RankTable(d), "straggler");
-      html += fmt::format("<div class=\"sub\">{}</div>\n", Escape(StragglerLine(d)));
+      html += fmt::format("<div class=\"sub\">{}</div>\n", EscapeXml(StragglerLine(d)));
     }
     html += "<h2>Stages</h2>\n" + TableHtml(StageTable(d), "bottleneck");
     std::vector<std::string> what_ifs = WhatIfLines(d);

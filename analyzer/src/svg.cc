@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "format_util.h"
+#include "pipetune/base/text.h"
 
 namespace pipetune::analyzer::internal {
 namespace {
@@ -38,37 +39,10 @@ std::string Tick(double value, bool percent) {
 
 std::string Title(const std::string& title, int x) {
   return fmt::format(R"(<text x="{}" y="17" font-size="13" font-weight="600" fill="{}">{}</text>)", x, kText,
-                     Escape(title));
+                     EscapeXml(title));
 }
 
 }  // namespace
-
-std::string Escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string RenderLineChart(const LineChart& chart) {
   double x_min = std::numeric_limits<double>::infinity(), x_max = -x_min, y_top = 0;
@@ -95,14 +69,14 @@ std::string RenderLineChart(const LineChart& chart) {
 
   std::string svg = fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)",
-      chart.width, chart.height, Escape(chart.title));
+      chart.width, chart.height, EscapeXml(chart.title));
   svg += Title(chart.title, kLeft);
   if (chart.shaded_x) {
     double a = px(chart.shaded_x->first), b = px(chart.shaded_x->second);
     svg += fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="#f3f6fb"/>)", a, kTop,
                        std::max(0.0, b - a), plot_h);
     svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" fill="#6b7c93">{}</text>)", a + 3, kTop + 11,
-                       Escape(chart.shaded_label));
+                       EscapeXml(chart.shaded_label));
   }
   // Ticks by an integer index (no accumulated rounding, no floating-point
   // loop counter).
@@ -125,10 +99,10 @@ std::string RenderLineChart(const LineChart& chart) {
   svg += fmt::format(R"(<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}"/>)", kLeft, kLeft + plot_w,
                      kTop + plot_h, kAxis);
   svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="{}">{}</text>)",
-                     kLeft + plot_w / 2, chart.height - 6, kText, Escape(chart.x_label));
+                     kLeft + plot_w / 2, chart.height - 6, kText, EscapeXml(chart.x_label));
   svg += fmt::format(
       R"svg(<text x="12" y="{0}" font-size="11" text-anchor="middle" fill="{1}" transform="rotate(-90 12 {0})">{2}</text>)svg",
-      kTop + plot_h / 2, kText, Escape(chart.y_label));
+      kTop + plot_h / 2, kText, EscapeXml(chart.y_label));
   for (const Series& s : chart.series) {
     if (s.points.empty()) continue;
     std::string path;
@@ -149,7 +123,7 @@ std::string RenderLineChart(const LineChart& chart) {
         R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="{}" stroke-dasharray="5 3" stroke-width="1.3"/>)",
         kLeft, kLeft + plot_w, py(line.y), py(line.y), line.color);
     svg += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end" fill="{}">{}</text>)",
-                       legend_x - 2, py(line.y) - 3, line.color, Escape(line.label));
+                       legend_x - 2, py(line.y) - 3, line.color, EscapeXml(line.label));
   }
   // Legend for the series, top right.
   int lx = chart.width - kRight;
@@ -158,7 +132,7 @@ std::string RenderLineChart(const LineChart& chart) {
     lx -= text_w;
     svg += fmt::format(R"(<rect x="{}" y="9" width="10" height="10" fill="{}"/>)", lx, it->color);
     svg += fmt::format(R"(<text x="{}" y="18" font-size="10" fill="{}">{}</text>)", lx + 13, kText,
-                       Escape(it->name));
+                       EscapeXml(it->name));
   }
   return svg + "</svg>";
 }
@@ -177,7 +151,7 @@ std::string RenderBarChart(const BarChart& chart) {
   auto px = [&](double v) { return kLabel + std::clamp(v / top, 0.0, 1.0) * plot_w; };
   std::string svg = fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)",
-      chart.width, height, Escape(chart.title));
+      chart.width, height, EscapeXml(chart.title));
   svg += Title(chart.title, 8);
   for (size_t i = 0; i < chart.bars.size(); ++i) {
     const Bar& bar = chart.bars[i];
@@ -186,7 +160,7 @@ std::string RenderBarChart(const BarChart& chart) {
     bool cut = unbounded || bar.value > top;
     double end = cut ? px(top) : px(bar.value);
     svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)",
-                       kLabel - 6, y + 14, kText, Escape(bar.label));
+                       kLabel - 6, y + 14, kText, EscapeXml(bar.label));
     svg += fmt::format(R"(<rect x="{}" y="{}" width="{:.1f}" height="16" fill="{}"{}/>)", kLabel, y + 2,
                        std::max(1.0, end - kLabel), bar.color, unbounded ? R"( fill-opacity="0.25")" : "");
     if (cut) {
@@ -197,7 +171,7 @@ std::string RenderBarChart(const BarChart& chart) {
     std::string value = unbounded ? "unbounded" : Rate(bar.value);
     if (!bar.note.empty()) value += " " + bar.note;
     svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" fill="{}">{}</text>)", end + 5, y + 14,
-                       kText, Escape(value));
+                       kText, EscapeXml(value));
   }
   for (const ReferenceLine& m : chart.markers) {
     svg += fmt::format(
@@ -213,12 +187,12 @@ std::string RenderHeatStrip(const HeatStrip& chart) {
   int plot_w = chart.width - kLabel - kRight;
   std::string svg = fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)",
-      chart.width, height, Escape(chart.title));
+      chart.width, height, EscapeXml(chart.title));
   svg += Title(chart.title, 8);
   for (size_t r = 0; r < chart.row_labels.size(); ++r) {
     int y = kTop + static_cast<int>(r) * kRow;
     svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)",
-                       kLabel - 6, y + 14, kText, Escape(chart.row_labels[r]));
+                       kLabel - 6, y + 14, kText, EscapeXml(chart.row_labels[r]));
     const std::vector<double>& row = chart.values[r];
     double cell = row.empty() ? 0 : static_cast<double>(plot_w) / static_cast<double>(row.size());
     for (size_t c = 0; c < row.size(); ++c) {
@@ -244,7 +218,7 @@ std::string RenderHeatStrip(const HeatStrip& chart) {
     }
   }
   svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="{}">{}</text>)",
-                     kLabel + plot_w / 2, axis_y + 26, kText, Escape(chart.x_label));
+                     kLabel + plot_w / 2, axis_y + 26, kText, EscapeXml(chart.x_label));
   return svg + "</svg>";
 }
 
@@ -254,20 +228,20 @@ std::string RenderStackedBars(const StackedBars& chart) {
   int plot_w = chart.width - kLabel - kRight;
   std::string svg = fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)",
-      chart.width, height, Escape(chart.title));
+      chart.width, height, EscapeXml(chart.title));
   svg += Title(chart.title, 8);
   int lx = kLabel;
   for (size_t s = 0; s < chart.segment_names.size(); ++s) {
     svg += fmt::format(R"(<rect x="{}" y="{}" width="10" height="10" fill="{}"/>)", lx, kTop - 2,
                        chart.segment_colors[s]);
     svg += fmt::format(R"(<text x="{}" y="{}" font-size="10" fill="{}">{}</text>)", lx + 13, kTop + 7, kText,
-                       Escape(chart.segment_names[s]));
+                       EscapeXml(chart.segment_names[s]));
     lx += static_cast<int>(chart.segment_names[s].size()) * 6 + 30;
   }
   for (size_t r = 0; r < chart.row_labels.size(); ++r) {
     int y = kTop + 16 + static_cast<int>(r) * kRow;
     svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)",
-                       kLabel - 6, y + 14, kText, Escape(chart.row_labels[r]));
+                       kLabel - 6, y + 14, kText, EscapeXml(chart.row_labels[r]));
     svg +=
         fmt::format(R"(<rect x="{}" y="{}" width="{}" height="16" fill="#f2f2f2"/>)", kLabel, y + 2, plot_w);
     double x = kLabel;

@@ -9,9 +9,6 @@
 
 namespace pipetune::analyzer::internal {
 
-// "<" -> "&lt;" and friends, for text and attribute values.
-std::string Escape(const std::string& text);
-
 struct Series {
   std::string name;
   std::string color;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "pipetune/base/text.h"
 #include "pipetune/workflow/check.h"
 
 namespace pipetune::workflow {
@@ -73,29 +74,6 @@ std::string KnobLine(const KnobChange& k) {
   return fmt::format("{}.{}: {} -> {}{}", k.stage, k.knob, k.baseline, k.now,
                      k.predicted_change ? fmt::format(" (model: {} throughput)", Percent(*k.predicted_change))
                                         : " (not priced by the model)");
-}
-
-std::string XmlEscape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -213,20 +191,20 @@ std::string FormatCheckJunit(const CheckReport& r) {
     failures += c.failed ? 1 : 0;
     skipped += c.skipped ? 1 : 0;
   }
-  std::string suite = XmlEscape("pipetune check " + r.pipeline);
+  std::string suite = EscapeXml("pipetune check " + r.pipeline);
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n", suite,
                      cases.size(), failures, skipped);
   out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n", suite,
                      cases.size(), failures, skipped);
   for (const Case& c : cases) {
-    out += fmt::format("    <testcase classname=\"{}\" name=\"{}\">", suite, XmlEscape(c.name));
+    out += fmt::format("    <testcase classname=\"{}\" name=\"{}\">", suite, EscapeXml(c.name));
     if (c.failed) {
-      out += fmt::format("<failure message=\"{}\"/>", XmlEscape(c.message));
+      out += fmt::format("<failure message=\"{}\"/>", EscapeXml(c.message));
     } else if (c.skipped) {
-      out += fmt::format("<skipped message=\"{}\"/>", XmlEscape(c.message));
+      out += fmt::format("<skipped message=\"{}\"/>", EscapeXml(c.message));
     } else {
-      out += fmt::format("<system-out>{}</system-out>", XmlEscape(c.message));
+      out += fmt::format("<system-out>{}</system-out>", EscapeXml(c.message));
     }
     out += "</testcase>\n";
   }

@@ -1,0 +1,26 @@
+// EscapeXml: what the HTML report, its charts and the JUnit file write for a
+// stage name, a message or a title a user chose.
+#include <gtest/gtest.h>
+
+#include "pipetune/base/text.h"
+
+namespace pipetune {
+namespace {
+
+TEST(EscapeXml, EveryMarkupCharacterBecomesAnEntity) {
+  EXPECT_EQ(EscapeXml(R"(<map fn="a&b"> 'x')"), "&lt;map fn=&quot;a&amp;b&quot;&gt; &#39;x&#39;");
+}
+
+TEST(EscapeXml, OtherTextIsKeptByteForByte) {
+  EXPECT_EQ(EscapeXml("transform[0]:RandomResizedCrop, 3.2 ms \xc2\xb5s"),
+            "transform[0]:RandomResizedCrop, 3.2 ms \xc2\xb5s");
+  EXPECT_EQ(EscapeXml(""), "");
+}
+
+TEST(EscapeXml, AnEntityAlreadyWrittenIsEscapedAgain) {
+  // The text is data, not markup: "&lt;" in a stage name shows as typed.
+  EXPECT_EQ(EscapeXml("&lt;"), "&amp;lt;");
+}
+
+}  // namespace
+}  // namespace pipetune
