@@ -22,6 +22,10 @@ constexpr const char* kKey = "pipetune_dataloader";
 // The record version this reader reads: 2 keeps every count in the trace's
 // stages (docs/pytorch.md), so that a killed run's counts survive.
 constexpr int kRecordVersion = 2;
+// A loading process that got under this share of what it could get (a core,
+// or its share when the workers outnumber the cores) had other programs
+// beside it (LoadingShareMeansSharedHost).
+constexpr double kSharedHostShare = 0.75;
 
 // The bootstrap's record in a trace's latest pipeline info; null when none.
 json RecordOf(const tracer::PipelineInfo& info) {
@@ -359,8 +363,10 @@ void ReadCpuShares(const tracer::Trace& main, const std::vector<const tracer::Tr
   for (const DataLoaderStage& st : p.sample_stages) {
     if (st.kind == DataLoaderStageKind::kLoad) samples = st.count;
   }
-  p.shared_host = p.loading_cpu_share < 0.75 && storage_known && samples > 0 &&
-                  static_cast<double>(storage_bytes) / static_cast<double>(samples) < 16384.0;
+  p.shared_host =
+      LoadingShareMeansSharedHost(p.loading_cpu_share, p.settings.num_workers, p.host.UsableCores()) &&
+      storage_known && samples > 0 &&
+      static_cast<double>(storage_bytes) / static_cast<double>(samples) < 16384.0;
   if (p.shared_host) p.worker_cpu_ratio = 1.0;
   if (p.batches > 0) {
     p.main_other_cpu_per_batch =
@@ -462,6 +468,14 @@ void ReadLoopSpan(const tracer::Trace& main, const std::string& prefix, DataLoad
 }
 
 }  // namespace
+
+bool LoadingShareMeansSharedHost(double loading_cpu_share, int num_workers, double cores) {
+  // More workers than cores share them among themselves: each then gets
+  // cores / workers of one, which is the run's own doing, not other programs'.
+  const double loaders = std::max(1, num_workers);
+  const double own_share = cores > 0 ? std::min(1.0, cores / loaders) : 1.0;
+  return loading_cpu_share > 0 && loading_cpu_share < kSharedHostShare * own_share;
+}
 
 const char* HowItEnded(const DataLoaderProfile& p) {
   if (!p.ended_cleanly) return "killed";

@@ -368,5 +368,20 @@ TEST(DataLoaderTraceTest, TraceOfAnotherProgramIsNotADataLoaders) {
   EXPECT_THAT(p.status().message(), HasSubstr("not the trace of a PyTorch DataLoader's main process"));
 }
 
+// Four workers on two cores get half a core each while they load: that is
+// the run's own oversubscription, and the report must not tell the user to
+// look for other programs (a 4-worker benchmark run said so before). The
+// same half core for two workers on two cores is other programs' doing.
+TEST(DataLoaderTraceTest, WorkersOutnumberingTheCoresAreNotASharedHost) {
+  EXPECT_FALSE(LoadingShareMeansSharedHost(0.5, 4, 2));
+  EXPECT_FALSE(LoadingShareMeansSharedHost(0.4, 4, 2));
+  EXPECT_TRUE(LoadingShareMeansSharedHost(0.3, 4, 2));  // under 0.75 of its half core
+  EXPECT_TRUE(LoadingShareMeansSharedHost(0.5, 2, 2));
+  EXPECT_TRUE(LoadingShareMeansSharedHost(0.5, 0, 2));  // the main process loads, on a core of its own
+  EXPECT_FALSE(LoadingShareMeansSharedHost(0.9, 0, 2));
+  EXPECT_FALSE(LoadingShareMeansSharedHost(0.9, 8, 16));
+  EXPECT_TRUE(LoadingShareMeansSharedHost(0.5, 4, 0));  // cores unknown: a core each
+}
+
 }  // namespace
 }  // namespace pipetune::analyzer

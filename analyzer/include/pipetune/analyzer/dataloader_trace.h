@@ -112,9 +112,11 @@ struct DataLoaderProfile {
   // under 1 for CPU-bound transforms means the host was shared: other
   // processes took the cores the budget counts on.
   double loading_cpu_share = 1;
-  // The share above was under 0.75 while samples came from the page cache:
-  // other processes had the CPU. The model then counts the workers as busy
-  // on a core for all their wall time (worker_cpu_ratio = 1).
+  // The share above was under 0.75 of what the run's own processes leave
+  // each other (cores / num_workers when the workers outnumber the cores)
+  // while samples came from the page cache: other processes had the CPU.
+  // The model then counts the workers as busy on a core for all their wall
+  // time (worker_cpu_ratio = 1).
   bool shared_host = false;
   double main_other_cpu_per_batch = 0;  // main-process CPU per batch besides loading samples
   std::vector<DataLoaderEpoch> epochs;
@@ -172,6 +174,12 @@ StatusOr<DataLoaderProfile> ReadDataLoaderProfile(const std::string& main_trace)
 // ended_cleanly, the clock pair, duration_seconds), whether or not it took a
 // batch; nothing else of the profile is filled.
 DataLoaderProfile DescribeDataLoaderProcess(const tracer::Trace& main);
+// Whether the share of a core the loading processes got while loading
+// samples from the page cache (DataLoaderProfile::loading_cpu_share) means
+// other programs held the cores: under 0.75 of what the run's own processes
+// leave each other, a whole core each, or cores / num_workers when the
+// workers outnumber the cores. An unknown core count (0) counts as enough.
+bool LoadingShareMeansSharedHost(double loading_cpu_share, int num_workers, double cores);
 // How the process ended: "killed" (no clean end: a signal, the OOM killer,
 // a crash), "failed" (a nonzero exit status or an uncaught exception) or
 // "clean".
