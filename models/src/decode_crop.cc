@@ -51,7 +51,8 @@ StatusOr<std::array<double, 2>> Range(const StageConfig& stage, const char* key,
 
 }  // namespace
 
-DecodeCropShare EstimateDecodeCropShare(double width, double height, const CropSampling& sampling) {
+DecodeCropShare EstimateDecodeCropShare(double width, double height, const CropSampling& sampling,
+                                        double entropy_share) {
   const int w = std::max(1, static_cast<int>(std::lround(width)));
   const int h = std::max(1, static_cast<int>(std::lround(height)));
   Rng rng(0x5eed);
@@ -67,7 +68,8 @@ DecodeCropShare EstimateDecodeCropShare(double width, double height, const CropS
   DecodeCropShare share;
   share.rows = rows / kDraws;
   share.pixels = pixels / kDraws;
-  share.cost = kEntropyShare * share.rows + (1 - kEntropyShare) * share.pixels;
+  share.entropy_share = std::clamp(entropy_share, 0.0, 1.0);
+  share.cost = share.entropy_share * share.rows + (1 - share.entropy_share) * share.pixels;
   return share;
 }
 
@@ -105,7 +107,9 @@ std::optional<DecodeCropPrice> PriceDecodeCropFusion(const PipelineConfig& confi
   price.pair = *pair;
   price.decode_stage = *decode;
   price.crop_stage = *crop;
-  price.share = EstimateDecodeCropShare(width, pixels / width, pair->sampling);
+  price.entropy_measured = profile.jpeg_entropy.has_value();
+  price.share = EstimateDecodeCropShare(width, pixels / width, pair->sampling,
+                                        price.entropy_measured ? profile.jpeg_entropy->share : kEntropyShare);
   const double crop_cpu = profile.stages[*crop].cpu_seconds_per_element;
   price.separate_cpu_seconds = decoded.cpu_seconds_per_element + crop_cpu;
   price.fused_cpu_seconds = decoded.cpu_seconds_per_element * price.share.cost + crop_cpu;
@@ -115,9 +119,11 @@ std::optional<DecodeCropPrice> PriceDecodeCropFusion(const PipelineConfig& confi
 std::string DescribeDecodeCropFusion(const PipelineConfig& config, const DecodeCropPrice& price) {
   return fmt::format(
       "\"{}\" decodes whole images that \"{}\" then crops: decoding only the crop's window (jpeg_decode with "
-      "crop_size, same pixels) would need about {:.0f}% of the decode's CPU, {:.2f} instead of {:.2f} ms per "
-      "image for the two stages; `pipetune tune` proposes the fusion.",
+      "crop_size, same pixels) would need about {:.0f}% of the decode's CPU ({}), {:.2f} instead of {:.2f} "
+      "ms "
+      "per image for the two stages; `pipetune tune` proposes the fusion.",
       config.stages[price.pair.decode].name, config.stages[price.pair.crop].name, 100 * price.share.cost,
+      price.entropy_measured ? "the decode's split measured on this host" : "the decode's split assumed",
       price.fused_cpu_seconds * 1e3, price.separate_cpu_seconds * 1e3);
 }
 

@@ -8,7 +8,9 @@
 #include <fstream>
 #include <string>
 
+#include "jpeg_files.h"
 #include "pipetune/workflow/exit_code.h"
+#include "pipetune/workflow/report.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
 
@@ -148,6 +150,62 @@ TEST_F(WorkflowTest, BadBudgetsNameTheFlag) {
   StatusOr<tuner::BudgetFlags> ok = ParseBudgets(2.0, "1GiB", 8, "");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(*ok->memory_bytes, 1ull << 30);
+}
+
+// Decode then random-resized crop of files on disk: `tune` prices the fusion
+// of the two with the decode's split measured on the pipeline's own files
+// (this CPU, these files), and the report says which it used. Without the
+// files (a trace read elsewhere) the split is assumed, and said so.
+constexpr const char* kDecodeCrop = R"({"name": "decode_crop", "resources": {"cores": 2, "memory": "1GiB"},
+  "stages": [
+    {"name": "files", "op": "list_files", "args": {"pattern": "images/*.jpg"}},
+    {"name": "repeat", "op": "repeat"},
+    {"name": "read", "op": "read_file", "parallelism": 1},
+    {"name": "decode", "op": "map", "fn": "jpeg_decode", "parallelism": 1},
+    {"name": "augment", "op": "map", "fn": "random_crop_flip", "args": {"size": 64}, "parallelism": 1,
+     "random": true},
+    {"name": "batch", "op": "batch", "args": {"size": 4}}]})";
+
+TEST_F(WorkflowTest, FusionIsPricedWithTheDecodeSplitMeasuredOnThePipelinesFiles) {
+  fs::create_directories(dir_ / "images");
+  for (uint32_t i = 0; i < 5; ++i) {
+    jpeg_files::WriteJpegFile(Path("images/" + std::to_string(i) + ".jpg"), 240, 180, jpeg_files::NoisePixels(i));
+  }
+  std::string config = Write("decode_crop.json", kDecodeCrop);
+  RunConfigOptions run;
+  run.seconds = 1.0;
+  run.trace_path = Path("decode_crop.ptrace");
+  StatusOr<runtime::RunSummary> summary = RunConfigFile(config, run);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+
+  StatusOr<TracedRun> traced = CollectProfile({run.trace_path});
+  ASSERT_TRUE(traced.ok()) << traced.status().message();
+  ASSERT_TRUE(traced->input.profile.jpeg_entropy.has_value());
+  EXPECT_EQ(traced->input.profile.jpeg_entropy->files, 5);
+  EXPECT_GT(traced->input.profile.jpeg_entropy->share, 0.0);
+  EXPECT_LE(traced->input.profile.jpeg_entropy->share, 1.0);
+  TuneRequest tune;
+  tune.traces = {run.trace_path};
+  tune.output = Path("decode_crop.tuned.json");
+  StatusOr<TuneResult> tuned = Tune(tune);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().message();
+  ASSERT_EQ(tuned->plan.rewrites.size(), 1u);  // noise-filled images: decoding is nearly all the CPU
+  bool said = false;
+  for (const std::string& note : tuned->plan.notes) said |= note.find("measured on 5 of the pipeline's files") != std::string::npos;
+  EXPECT_TRUE(said) << "the plan's notes do not say how the fused stage was priced";
+  ReportRequest report;
+  report.traces = {run.trace_path};
+  StatusOr<ReportResult> measured = Report(report);
+  ASSERT_TRUE(measured.ok()) << measured.status().message();
+  EXPECT_NE(measured->text.find("the decode's split measured on this host"), std::string::npos) << measured->text;
+
+  fs::remove_all(dir_ / "images");
+  traced = CollectProfile({run.trace_path});
+  ASSERT_TRUE(traced.ok()) << traced.status().message();
+  EXPECT_FALSE(traced->input.profile.jpeg_entropy.has_value());
+  StatusOr<ReportResult> assumed = Report(report);
+  ASSERT_TRUE(assumed.ok()) << assumed.status().message();
+  EXPECT_NE(assumed->text.find("the decode's split assumed"), std::string::npos) << assumed->text;
 }
 
 }  // namespace

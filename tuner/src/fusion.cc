@@ -77,7 +77,7 @@ std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input) {
   const models::StageConfig& decode_config = input.config->stages[price->pair.decode];
   const models::StageConfig& crop_config = input.config->stages[price->pair.crop];
 
-  RewrittenInput rewritten{input, {}};
+  RewrittenInput rewritten{input, {}, {}};
   rewritten.input.config = std::move(fused_config).value();
   models::Profile& fused = rewritten.input.profile;
   fused.stages[price->decode_stage] =
@@ -85,12 +85,17 @@ std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input) {
   fused.stages.erase(fused.stages.begin() + static_cast<std::ptrdiff_t>(price->crop_stage));
   Shift(fused.storage_stage, price->crop_stage);
   Shift(fused.cache_stage, price->crop_stage);
-  fused.assumptions.push_back(fmt::format(
+  const std::string entropy_source =
+      price->entropy_measured
+          ? fmt::format("measured on {} of the pipeline's files on this host", profile.jpeg_entropy->files)
+          : std::string("assumed: the pipeline's files could not be read to measure it");
+  rewritten.pricing = fmt::format(
       "\"{}\" fused with \"{}\" is priced at {:.2f} of the measured decode (a crop needs {:.0f}% of the rows "
-      "entropy-decoded and {:.0f}% of the pixels transformed; {:.0f}% of a decode's CPU is entropy decoding) "
-      "plus the measured crop",
+      "entropy-decoded and {:.0f}% of the pixels transformed; {:.0f}% of a decode's CPU is entropy decoding, "
+      "{}) plus the measured crop",
       decode_config.name, crop_config.name, price->share.cost, 100 * price->share.rows,
-      100 * price->share.pixels, 100 * models::kEntropyShare));
+      100 * price->share.pixels, 100 * price->share.entropy_share, entropy_source);
+  fused.assumptions.push_back(rewritten.pricing);
 
   GraphRewrite& rewrite = rewritten.rewrite;
   rewrite.kind = kFuseDecodeCrop;
@@ -130,6 +135,7 @@ StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resour
   AddStageChanges(rewrite, crop.args.contains("size") ? crop.args["size"].dump() : "?", plan);
   plan.notes.push_back(fmt::format("graph rewrite: {} (predicted x{:.2f} over the best plan without it)",
                                    rewrite.description, gain));
+  plan.notes.push_back(std::move(rewritten->pricing));
   plan.rewrites.push_back(std::move(rewrite));
   return plan;
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "decode_probe.h"
 #include "pipetune/analyzer/collector.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/base/size.h"
@@ -50,6 +51,9 @@ StatusOr<TracedRun> MakeTracedRun(const analyzer::TraceSet& traces) {
   traced.input.output_spread = OutputSpread(traces.main, run.window);
   traced.input.profile = std::move(run.profile);
   traced.input.config = std::move(run.config);
+  if (traced.input.config) {
+    traced.input.profile.jpeg_entropy = MeasureDecodeCropHost(*traced.input.config, traced.config_path);
+  }
   return traced;
 }
 

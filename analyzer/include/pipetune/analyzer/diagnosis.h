@@ -208,6 +208,9 @@ struct Diagnosis {
 
 struct DiagnoseOptions {
   std::vector<std::string> what_ifs;  // "cores=4", "decode.parallelism=3", "cache=decode"
+  // What the host measured of a JPEG decode (models::Profile::jpeg_entropy),
+  // for the sentence about a decode-and-crop fusion; absent: assumed.
+  std::optional<models::JpegEntropyShare> jpeg_entropy;
 };
 
 // A profiled run: the model's profile, and the config it ran when the trace

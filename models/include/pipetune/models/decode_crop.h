@@ -26,10 +26,13 @@
 
 namespace pipetune::models {
 
-// Entropy decoding's share of a whole-image decode's CPU: measured on the
-// image example's files (quality 90, 4:2:0, ~107 KB), where decoding only
-// the crop's window took 0.69 of the whole decode for rows 0.83 and pixels
-// 0.44 (bench/image: pipetune_image_bench stages).
+// Entropy decoding's share of a whole-image decode's CPU when it could not be
+// measured on the pipeline's own files (Profile::jpeg_entropy): measured on
+// the image example's files (quality 90, 4:2:0, ~107 KB) on one machine,
+// where decoding only the crop's window took 0.69 of the whole decode for
+// rows 0.83 and pixels 0.44 (bench/image: pipetune_image_bench stages). On
+// another CPU (an AMD EPYC with AVX-512, faster at the pixel work) the same
+// files gave 0.85-0.9: hence the measurement where the files are at hand.
 inline constexpr double kEntropyShare = 0.6;
 
 // torchvision's RandomResizedCrop parameters, as random_crop_flip takes them.
@@ -40,14 +43,16 @@ struct CropSampling {
 
 // Mean shares over crops drawn as random_crop_flip draws them.
 struct DecodeCropShare {
-  double rows = 1;    // rows entropy-decoded: down to the crop's last row
-  double pixels = 1;  // pixels transformed: the crop's rows x its iMCU-aligned columns
-  double cost = 1;    // share of the whole decode's CPU (the formula above)
+  double rows = 1;                       // rows entropy-decoded: down to the crop's last row
+  double pixels = 1;                     // pixels transformed: the crop's rows x its iMCU-aligned columns
+  double entropy_share = kEntropyShare;  // the formula's
+  double cost = 1;                       // share of the whole decode's CPU (the formula above)
 };
 
 // For an image `width` x `height` (>= 1). Deterministic (a fixed-seed
 // sample of 4000 crops).
-DecodeCropShare EstimateDecodeCropShare(double width, double height, const CropSampling& sampling);
+DecodeCropShare EstimateDecodeCropShare(double width, double height, const CropSampling& sampling,
+                                        double entropy_share = kEntropyShare);
 
 // A jpeg_decode map stage followed directly by a random_crop_flip one, the
 // decode without a crop of its own. Indices into config.stages.
@@ -67,6 +72,7 @@ struct DecodeCropPrice {
   size_t decode_stage = 0;  // indices into profile.stages
   size_t crop_stage = 0;
   DecodeCropShare share;            // for the decoded images' mean size, assumed 4:3
+  bool entropy_measured = false;    // share.entropy_share is profile.jpeg_entropy's
   double separate_cpu_seconds = 0;  // per element: decode + crop, as measured
   double fused_cpu_seconds = 0;     // decode x share.cost + crop
 };

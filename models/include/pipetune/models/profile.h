@@ -157,6 +157,15 @@ struct StageProfile {
   double wait_output_fraction = 0;
 };
 
+// Entropy (Huffman) decoding's share of a whole JPEG decode's CPU, measured
+// on some of the pipeline's own files on the host (workflow/decode_probe.h).
+// It depends on the files (their bits per pixel) and on the CPU (how fast it
+// does the pixel work beside the bit-serial entropy decoding).
+struct JpegEntropyShare {
+  double share = 0;
+  int files = 0;  // how many files it was measured on
+};
+
 struct Profile {
   std::string pipeline_name;
   double window_begin_seconds = 0;
@@ -208,6 +217,10 @@ struct Profile {
   // Memory the run holds outside every buffer and worker (the consumer's
   // process), counted in plans' memory.
   double base_memory_bytes = 0;
+
+  // For pricing a decode-and-crop fusion (decode_crop.h): measured where the
+  // pipeline's files could be read; absent, kEntropyShare is assumed.
+  std::optional<JpegEntropyShare> jpeg_entropy;
 
   // Every assumption the model made, one sentence each, for the report.
   std::vector<std::string> assumptions;

@@ -34,6 +34,7 @@ inline constexpr double kMinRewriteGain = 0.03;
 struct RewrittenInput {
   TuneInput input;
   GraphRewrite rewrite;  // predicted_gain not yet known
+  std::string pricing;   // how the fused stage was priced, for the plan's notes
 };
 std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input);
 
