@@ -32,7 +32,7 @@ namespace pipetune::models {
 // where decoding only the crop's window took 0.69 of the whole decode for
 // rows 0.83 and pixels 0.44 (bench/image: pipetune_image_bench stages). On
 // another CPU (an AMD EPYC with AVX-512, faster at the pixel work) the same
-// files gave 0.85-0.9: hence the measurement where the files are at hand.
+// files gave 0.78-0.79: hence the measurement where the files are at hand.
 inline constexpr double kEntropyShare = 0.6;
 
 // torchvision's RandomResizedCrop parameters, as random_crop_flip takes them.

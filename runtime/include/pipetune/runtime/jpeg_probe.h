@@ -4,7 +4,7 @@
 // against the pixel work (IDCT, chroma upsampling, colour conversion), which
 // it does only for the crop. The split depends on the files (their bits per
 // pixel) and on the CPU (how fast its vector units do the pixel work): 0.6
-// and 0.87 of the image example's decode on two x86-64 machines.
+// and 0.79 of the image example's decode on two x86-64 machines.
 //
 // Cost model: each file is read once and decoded 2 x kJpegProbeRounds times
 // on the calling thread (about 1.5 ms of CPU per file and round for a
