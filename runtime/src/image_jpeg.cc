@@ -7,42 +7,29 @@
 namespace pipetune::runtime::image {
 namespace {
 
-// One decompressor per thread, created on first use and destroyed when the
-// thread exits. TurboJPEG handles keep error state and libjpeg structures, so
-// two threads must never share one; per-thread handles also mean no lock on
-// the hot path.
-class ThreadDecoder {
+// A decompressor per call. A TurboJPEG handle is not thread-safe, and it
+// keeps the Huffman and quantization tables of the last image it read: an
+// image that lacks one (a corrupt or abbreviated file) would decode with
+// whatever the thread's previous file left there, where a fresh handle uses
+// libjpeg's standard tables or refuses it, as Pillow does. Creating one costs
+// well under a microsecond, against hundreds for a decode.
+class TurboDecompressor {
  public:
-  ~ThreadDecoder() {
+  TurboDecompressor() : handle_(tjInitDecompress()) {}
+  ~TurboDecompressor() {
     if (handle_ != nullptr) tjDestroy(handle_);
   }
-  tjhandle Get() {
-    if (handle_ == nullptr) handle_ = tjInitDecompress();
+  TurboDecompressor(const TurboDecompressor&) = delete;
+  TurboDecompressor& operator=(const TurboDecompressor&) = delete;
+  StatusOr<tjhandle> Get() const {
+    if (handle_ == nullptr)
+      return Failed(std::string("cannot create a TurboJPEG decoder: ") + tjGetErrorStr2(nullptr));
     return handle_;
-  }
-  // After a failed call libjpeg's state machine is left mid-way (TurboJPEG
-  // 2.1 does not always abort it), which breaks the next header read; a new
-  // handle is the reliable reset, and failures are rare.
-  void Reset() {
-    if (handle_ != nullptr) tjDestroy(handle_);
-    handle_ = nullptr;
   }
 
  private:
-  tjhandle handle_ = nullptr;
+  tjhandle handle_;
 };
-
-ThreadDecoder& ThisThreadsDecoder() {
-  thread_local ThreadDecoder decoder;
-  return decoder;
-}
-
-StatusOr<tjhandle> Decoder() {
-  tjhandle handle = ThisThreadsDecoder().Get();
-  if (handle == nullptr)
-    return Failed(std::string("cannot create a TurboJPEG decoder: ") + tjGetErrorStr2(nullptr));
-  return handle;
-}
 
 // TurboJPEG takes a non-const pointer in its 2.x API but does not write.
 unsigned char* Input(const uint8_t* data) { return const_cast<unsigned char*>(data); }
@@ -50,14 +37,13 @@ unsigned char* Input(const uint8_t* data) { return const_cast<unsigned char*>(da
 }  // namespace
 
 StatusOr<JpegInfo> ReadJpegInfo(const uint8_t* data, size_t size) {
-  PIPETUNE_ASSIGN_OR_RETURN(tjhandle handle, Decoder());
+  const TurboDecompressor decompressor;
+  PIPETUNE_ASSIGN_OR_RETURN(tjhandle handle, decompressor.Get());
   if (size == 0) return Failed("not a JPEG: the data is empty");
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
   if (tjDecompressHeader3(handle, Input(data), static_cast<unsigned long>(size), &width, &height,
                           &subsampling, &colorspace) != 0) {
-    Status error = Failed(std::string("not a JPEG (libjpeg: ") + tjGetErrorStr2(handle) + ")");
-    ThisThreadsDecoder().Reset();
-    return error;
+    return Failed(std::string("not a JPEG (libjpeg: ") + tjGetErrorStr2(handle) + ")");
   }
   if (width <= 0 || height <= 0) return Failed("JPEG header gives an empty image");
   return JpegInfo{width, height};
@@ -69,7 +55,8 @@ int ScaledDimension(int dimension, int scale_down) {
 
 Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info, const JpegDecodeOptions& options,
                   uint8_t* out) {
-  PIPETUNE_ASSIGN_OR_RETURN(tjhandle handle, Decoder());
+  const TurboDecompressor decompressor;
+  PIPETUNE_ASSIGN_OR_RETURN(tjhandle handle, decompressor.Get());
   int flags = 0;
   if (options.fast_dct) flags |= TJFLAG_FASTDCT;
   if (options.fast_upsample) flags |= TJFLAG_FASTUPSAMPLE;
@@ -87,9 +74,7 @@ Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info, const 
       std::strstr(message, "Premature end") == nullptr) {
     return Status::Ok();
   }
-  Status error = Failed(std::string("corrupt JPEG (libjpeg: ") + message + ")");
-  ThisThreadsDecoder().Reset();
-  return error;
+  return Failed(std::string("corrupt JPEG (libjpeg: ") + message + ")");
 }
 
 }  // namespace pipetune::runtime::image

@@ -1,6 +1,8 @@
 // JPEG decoding through TurboJPEG (libjpeg-turbo's 2.x API), with a
-// TurboJPEG handle per thread: handles are not thread-safe, and the element
-// function that owns them is shared by every worker of its stage.
+// decompressor per call: handles are not thread-safe (the element function
+// that decodes is shared by every worker of its stage), and a handle keeps
+// the tables of the last image it read, which a file lacking its own must
+// not decode with. A decode depends on its file alone.
 #pragma once
 
 #include <cstddef>
@@ -49,7 +51,8 @@ Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info, const 
 // entropy-decoded and skipped (jpeg_skip_scanlines: no IDCT, upsampling or
 // colour conversion), rows below it are not decoded at all, and only the
 // iMCU columns (8-32 pixels) around the region are transformed
-// (jpeg_crop_scanline). The returned view's left and top place the window in
+// (jpeg_crop_scanline; a progressive JPEG's are all transformed, see the
+// .cc). The returned view's left and top place the window in
 // the whole scaled image; ResampleCrop takes it as it is.
 //
 // Exactness: every pixel inside `region` equals the whole-image decode's

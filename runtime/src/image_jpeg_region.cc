@@ -1,6 +1,6 @@
 // DecodeJpegRegion: a cropped decode through libjpeg's API (libjpeg-turbo
 // 2.1's jpeg_skip_scanlines and jpeg_crop_scanline), which TurboJPEG 2.1 does
-// not expose. One decompressor per thread, reused from image to image.
+// not expose. A decompressor per call (see LibjpegDecompressor).
 //
 // libjpeg reports errors by calling error_exit, which must not return; as
 // libjpeg's own example does, it longjmps back to the setjmp in
@@ -49,17 +49,21 @@ void OnMessage(j_common_ptr cinfo, int level) {
   cinfo->err->num_warnings++;
 }
 
-class ThreadDecompressor {
+// A decompressor per call, as image_jpeg.cc's: libjpeg keeps the tables of
+// the last image an object read, and a file that lacks one would decode with
+// another file's (found by fuzz/jpeg_decode_fuzz.cc: the window and the
+// whole decode of one file differed after different previous files).
+class LibjpegDecompressor {
  public:
-  ThreadDecompressor() {
+  LibjpegDecompressor() {
     info_.err = jpeg_std_error(&error_.pub);
     error_.pub.error_exit = ExitWithMessage;
     error_.pub.emit_message = OnMessage;
     jpeg_create_decompress(&info_);
   }
-  ~ThreadDecompressor() { jpeg_destroy_decompress(&info_); }
-  ThreadDecompressor(const ThreadDecompressor&) = delete;
-  ThreadDecompressor& operator=(const ThreadDecompressor&) = delete;
+  ~LibjpegDecompressor() { jpeg_destroy_decompress(&info_); }
+  LibjpegDecompressor(const LibjpegDecompressor&) = delete;
+  LibjpegDecompressor& operator=(const LibjpegDecompressor&) = delete;
 
   jpeg_decompress_struct* info() { return &info_; }
   ErrorManager* error() { return &error_; }
@@ -86,7 +90,6 @@ bool DecodeWindow(jpeg_decompress_struct* info, ErrorManager* error, const uint8
     jpeg_abort_decompress(info);
     return false;
   }
-  jpeg_abort_decompress(info);  // a no-op unless the last call was cut short (an exception)
   error->strict = options.strict;
   error->pub.num_warnings = 0;
   jpeg_mem_src(info, data, static_cast<unsigned long>(size));
@@ -110,7 +113,17 @@ bool DecodeWindow(jpeg_decompress_struct* info, ErrorManager* error, const uint8
   JDIMENSION x_offset = static_cast<JDIMENSION>(left);
   JDIMENSION width = static_cast<JDIMENSION>(right - left);
   // Aligns x_offset down to an iMCU boundary and widens `width` to match.
-  if (width < info->output_width) jpeg_crop_scanline(info, &x_offset, &width);
+  // Not for a progressive JPEG: where its scans leave coefficients
+  // incomplete, libjpeg smooths each block with its neighbours, and a
+  // cropped row has no neighbours beyond the crop, so its edge blocks come
+  // out other than in the whole decode (found by fuzz/jpeg_decode_fuzz.cc; a
+  // regression in tests/runtime/regressions/). Its rows are still skipped.
+  if (info->progressive_mode) {
+    x_offset = 0;
+    width = info->output_width;
+  } else if (width < info->output_width) {
+    jpeg_crop_scanline(info, &x_offset, &width);
+  }
   if (top > 0) jpeg_skip_scanlines(info, static_cast<JDIMENSION>(top));
 
   const size_t row_bytes = static_cast<size_t>(width) * kChannels;
@@ -152,7 +165,7 @@ bool HasEndMarker(const uint8_t* data, size_t size) {
 StatusOr<ImageView> DecodeJpegRegion(const uint8_t* data, size_t size, const JpegDecodeOptions& options,
                                      const PixelCrop& region, std::vector<uint8_t>& scratch) {
   if (size == 0) return Failed("not a JPEG: the data is empty");
-  thread_local ThreadDecompressor decompressor;
+  LibjpegDecompressor decompressor;
   Window window;
   if (!DecodeWindow(decompressor.info(), decompressor.error(), data, size, options, region, &scratch,
                     &window)) {

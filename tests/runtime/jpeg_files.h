@@ -14,8 +14,10 @@
 namespace pipetune::jpeg_files {
 
 // Writes `path` and returns it; pixel(x, y, channel) gives each byte.
+// `flags`: TurboJPEG's (TJFLAG_PROGRESSIVE for a progressive file, whose
+// Huffman tables are optimised for its data).
 template <typename PixelFn>
-std::string WriteJpegFile(const std::string& path, int width, int height, PixelFn pixel) {
+std::string WriteJpegFile(const std::string& path, int width, int height, PixelFn pixel, int flags = 0) {
   std::vector<uint8_t> rgb(static_cast<size_t>(width) * height * 3);
   for (int y = 0; y < height; ++y) {
     for (int x = 0; x < width; ++x) {
@@ -25,7 +27,7 @@ std::string WriteJpegFile(const std::string& path, int width, int height, PixelF
   tjhandle encoder = tjInitCompress();
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(encoder, rgb.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, 95, 0), 0);
+  EXPECT_EQ(tjCompress2(encoder, rgb.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, 95, flags), 0);
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(jpeg), static_cast<std::streamsize>(size));
   tjFree(jpeg);
   tjDestroy(encoder);
