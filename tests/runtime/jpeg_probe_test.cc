@@ -65,6 +65,14 @@ TEST_F(JpegProbeTest, DetailedFilesSpendMoreOfTheirDecodeInEntropyDecoding) {
   EXPECT_GT(noise->share, smooth->share + 0.2) << noise->share << " " << smooth->share;
 }
 
+TEST_F(JpegProbeTest, StopsAfterTwoFilesOnceItsCpuBudgetIsSpent) {
+  JpegProbeOptions options;
+  options.max_cpu_seconds = 0;  // every file costs more than that
+  StatusOr<models::JpegEntropyShare> share = MeasureJpegEntropyShare(Files("noise", 5), options);
+  ASSERT_TRUE(share.ok()) << share.status().message();
+  EXPECT_EQ(share->files, 2);
+}
+
 TEST_F(JpegProbeTest, AFileThatCannotBeDecodedIsNamed) {
   std::vector<std::string> files = Files("smooth", 1);
   const std::string text = (dir_ / "notes.jpg").string();

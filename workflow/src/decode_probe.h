@@ -14,7 +14,8 @@
 namespace pipetune::workflow {
 
 // At most this many of the pipeline's files are decoded (evenly spaced over
-// its sorted list): about 0.1 s of CPU for the image example's.
+// its sorted list): about 0.1 s of CPU for the image example's, and no more
+// than about half a second for large images (runtime::JpegProbeOptions).
 inline constexpr size_t kDecodeProbeFiles = 16;
 
 // The split measured on files of the list_files stage that feeds the
