@@ -35,6 +35,17 @@ class WorkflowTest : public ::testing::Test {
     return path;
   }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  // Runs the config file traced for `seconds` into NAME.ptrace beside it and
+  // returns the trace's path; a failed run fails the test.
+  std::string RunTraced(const std::string& config, double seconds) {
+    RunConfigOptions run;
+    run.seconds = seconds;
+    run.trace_path = (fs::path(config).parent_path() / (fs::path(config).stem().string() + ".ptrace")).string();
+    StatusOr<runtime::RunSummary> summary = RunConfigFile(config, run);
+    EXPECT_TRUE(summary.ok()) << summary.status().message();
+    EXPECT_TRUE(summary.ok() && summary->outputs > 0) << "the run delivered nothing";
+    return run.trace_path;
+  }
   fs::path dir_;
 };
 
@@ -76,17 +87,11 @@ TEST(TunedConfigPath, BesideTheConfigUnlessToldOtherwise) {
 }
 
 TEST_F(WorkflowTest, TracedRunRecordsTheConfigSoTuneWritesBesideIt) {
-  std::string config = Write("under.json", kUnderTuned);
-  RunConfigOptions run;
-  run.seconds = 1.0;
-  run.trace_path = Path("under.ptrace");
-  StatusOr<runtime::RunSummary> summary = RunConfigFile(config, run);
-  ASSERT_TRUE(summary.ok()) << summary.status().message();
-  EXPECT_GT(summary->outputs, 0u);
-  ASSERT_TRUE(fs::exists(run.trace_path));
+  const std::string trace = RunTraced(Write("under.json", kUnderTuned), 1.0);
+  ASSERT_TRUE(fs::exists(trace));
 
   TuneRequest request;
-  request.traces = {run.trace_path};
+  request.traces = {trace};
   request.diff = true;
   StatusOr<TuneResult> result = Tune(request);
   ASSERT_TRUE(result.ok()) << result.status().message();
@@ -112,13 +117,10 @@ TEST_F(WorkflowTest, RelativePathsStillNameTheSameFilesWhenWrittenElsewhere) {
       {"name": "files", "op": "list_files", "args": {"pattern": "data/*.bin"}},
       {"name": "read", "op": "read_file"},
       {"name": "again", "op": "repeat"}]})");
-  RunConfigOptions run;
-  run.seconds = 0.8;
-  run.trace_path = Path("files.ptrace");
-  ASSERT_TRUE(RunConfigFile(config, run).ok());
+  const std::string trace = RunTraced(config, 0.8);
   fs::create_directories(dir_ / "elsewhere");
   TuneRequest request;
-  request.traces = {run.trace_path};
+  request.traces = {trace};
   request.output = Path("elsewhere/files.tuned.json");
   StatusOr<TuneResult> result = Tune(request);
   ASSERT_TRUE(result.ok()) << result.status().message();
@@ -171,21 +173,16 @@ TEST_F(WorkflowTest, FusionIsPricedWithTheDecodeSplitMeasuredOnThePipelinesFiles
   for (uint32_t i = 0; i < 5; ++i) {
     jpeg_files::WriteJpegFile(Path("images/" + std::to_string(i) + ".jpg"), 240, 180, jpeg_files::NoisePixels(i));
   }
-  std::string config = Write("decode_crop.json", kDecodeCrop);
-  RunConfigOptions run;
-  run.seconds = 1.0;
-  run.trace_path = Path("decode_crop.ptrace");
-  StatusOr<runtime::RunSummary> summary = RunConfigFile(config, run);
-  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  const std::string trace = RunTraced(Write("decode_crop.json", kDecodeCrop), 1.0);
 
-  StatusOr<TracedRun> traced = CollectProfile({run.trace_path});
+  StatusOr<TracedRun> traced = CollectProfile({trace});
   ASSERT_TRUE(traced.ok()) << traced.status().message();
   ASSERT_TRUE(traced->input.profile.jpeg_entropy.has_value());
   EXPECT_EQ(traced->input.profile.jpeg_entropy->files, 5);
   EXPECT_GT(traced->input.profile.jpeg_entropy->share, 0.0);
   EXPECT_LE(traced->input.profile.jpeg_entropy->share, 1.0);
   TuneRequest tune;
-  tune.traces = {run.trace_path};
+  tune.traces = {trace};
   tune.output = Path("decode_crop.tuned.json");
   StatusOr<TuneResult> tuned = Tune(tune);
   ASSERT_TRUE(tuned.ok()) << tuned.status().message();
@@ -194,13 +191,13 @@ TEST_F(WorkflowTest, FusionIsPricedWithTheDecodeSplitMeasuredOnThePipelinesFiles
   for (const std::string& note : tuned->plan.notes) said |= note.find("measured on 5 of the pipeline's files") != std::string::npos;
   EXPECT_TRUE(said) << "the plan's notes do not say how the fused stage was priced";
   ReportRequest report;
-  report.traces = {run.trace_path};
+  report.traces = {trace};
   StatusOr<ReportResult> measured = Report(report);
   ASSERT_TRUE(measured.ok()) << measured.status().message();
   EXPECT_NE(measured->text.find("the decode's split measured on this host"), std::string::npos) << measured->text;
 
   fs::remove_all(dir_ / "images");
-  traced = CollectProfile({run.trace_path});
+  traced = CollectProfile({trace});
   ASSERT_TRUE(traced.ok()) << traced.status().message();
   EXPECT_FALSE(traced->input.profile.jpeg_entropy.has_value());
   StatusOr<ReportResult> assumed = Report(report);
