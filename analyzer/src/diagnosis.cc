@@ -243,7 +243,9 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
     return internal::DiagnoseGpuOnly(trace, trace_name);
   }
   PIPETUNE_ASSIGN_OR_RETURN(ProfiledRun run, ProfileCollected(trace, extra));
-  if (options.jpeg_entropy) run.profile.jpeg_entropy = options.jpeg_entropy;
+  if (options.measure_jpeg && run.config) {
+    run.profile.jpeg_entropy = options.measure_jpeg(*run.config, trace.pipeline.config_path);
+  }
   PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, DiagnoseProfile(std::move(run.profile), trace_name, options));
   d.trace_seconds = trace.DurationSeconds();
   for (StageDiagnosis& stage : d.stages) AddSpans(trace, stage);

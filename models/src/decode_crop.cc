@@ -120,8 +120,7 @@ std::string DescribeDecodeCropFusion(const PipelineConfig& config, const DecodeC
   return fmt::format(
       "\"{}\" decodes whole images that \"{}\" then crops: decoding only the crop's window (jpeg_decode with "
       "crop_size, same pixels) would need about {:.0f}% of the decode's CPU ({}), {:.2f} instead of {:.2f} "
-      "ms "
-      "per image for the two stages; `pipetune tune` proposes the fusion.",
+      "ms per image for the two stages; `pipetune tune` proposes the fusion.",
       config.stages[price.pair.decode].name, config.stages[price.pair.crop].name, 100 * price.share.cost,
       price.entropy_measured ? "the decode's split measured on this host" : "the decode's split assumed",
       price.fused_cpu_seconds * 1e3, price.separate_cpu_seconds * 1e3);

@@ -73,12 +73,4 @@ std::optional<models::JpegEntropyShare> MeasureDecodeCropHost(const models::Pipe
   return *share;
 }
 
-std::optional<models::JpegEntropyShare> MeasureDecodeCropHost(const std::string& config_json,
-                                                              const std::string& config_path) {
-  if (config_json.empty()) return std::nullopt;
-  StatusOr<models::PipelineConfig> config = models::ParseConfig(config_json);
-  if (!config.ok()) return std::nullopt;
-  return MeasureDecodeCropHost(*config, config_path);
-}
-
 }  // namespace pipetune::workflow

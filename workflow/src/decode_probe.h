@@ -28,8 +28,4 @@ inline constexpr size_t kDecodeProbeFiles = 16;
 std::optional<models::JpegEntropyShare> MeasureDecodeCropHost(const models::PipelineConfig& config,
                                                               const std::string& config_path);
 
-// The same for a trace's header: its config's JSON (empty: none).
-std::optional<models::JpegEntropyShare> MeasureDecodeCropHost(const std::string& config_json,
-                                                              const std::string& config_path);
-
 }  // namespace pipetune::workflow

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "decode_probe.h"
-#include "pipetune/analyzer/collector.h"
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/files.h"
@@ -19,10 +18,8 @@ StatusOr<analyzer::Diagnosis> DiagnoseAny(const ReportRequest& request) {
   analyzer::DiagnoseOptions options;
   options.what_ifs = request.what_ifs;
   if (!analyzer::IsDataLoaderTraceFile(request.traces[0])) {
-    PIPETUNE_ASSIGN_OR_RETURN(analyzer::TraceSet traces, analyzer::ReadTraceSet(request.traces));
-    options.jpeg_entropy =
-        MeasureDecodeCropHost(traces.main.pipeline.config_json, traces.main.pipeline.config_path);
-    return analyzer::Diagnose(traces.main, traces.main_path, options, traces.extra);
+    options.measure_jpeg = MeasureDecodeCropHost;
+    return analyzer::DiagnoseTraces(request.traces, options);
   }
   // A DataLoader run is its main traces (one per process that consumed a
   // DataLoader: T and the T.main.<pid> files beside it) and their workers'

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -208,9 +209,13 @@ struct Diagnosis {
 
 struct DiagnoseOptions {
   std::vector<std::string> what_ifs;  // "cores=4", "decode.parallelism=3", "cache=decode"
-  // What the host measured of a JPEG decode (models::Profile::jpeg_entropy),
-  // for the sentence about a decode-and-crop fusion; absent: assumed.
-  std::optional<models::JpegEntropyShare> jpeg_entropy;
+  // Measures on the host what the trace cannot show of its config's JPEG
+  // decode (models::Profile::jpeg_entropy), for the sentence about a
+  // decode-and-crop fusion: given the trace's config and the path it was
+  // read from. Unset, or nullopt: the split is assumed. (The analyzer does
+  // not decode; workflow/src/decode_probe.h does.)
+  std::function<std::optional<models::JpegEntropyShare>(const models::PipelineConfig&, const std::string&)>
+      measure_jpeg;
 };
 
 // A profiled run: the model's profile, and the config it ran when the trace

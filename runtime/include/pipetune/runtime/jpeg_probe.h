@@ -36,8 +36,9 @@ struct JpegProbeOptions {
 // alone (every row above entropy-decoded and skipped, one iMCU column
 // transformed), the least of kJpegProbeRounds each; the share is the sum of
 // the second over the sum of the first, in [0, 1]. `files` counts the files
-// decoded: all, or as many as options.max_cpu_seconds allowed. InvalidInput naming the file for one that
-// cannot be read or is not a JPEG libjpeg decodes; InvalidInput for an empty list.
+// decoded: all, or as many as options.max_cpu_seconds allowed. InvalidInput
+// naming the file for one that cannot be read or is not a JPEG libjpeg
+// decodes; InvalidInput for an empty list.
 StatusOr<models::JpegEntropyShare> MeasureJpegEntropyShare(const std::vector<std::string>& files,
                                                            const JpegProbeOptions& options = {});
 
