@@ -51,4 +51,9 @@ run_suite "release" build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPETUNE_WERROR=ON
   -DCMAKE_UNITY_BUILD_BATCH_SIZE=0 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG"
 run_suite "asan+ubsan" build-asan -DCMAKE_BUILD_TYPE=Debug -DPIPETUNE_SANITIZE=ON -DPIPETUNE_WERROR=ON -DPIPETUNE_UNITY_TESTS=ON -DCMAKE_UNITY_BUILD=ON \
   -DCMAKE_UNITY_BUILD_BATCH_SIZE=0 -DPIPETUNE_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1
-echo "== all tests passed (release and asan+ubsan)"
+# The fuzz targets (fuzz/): every saved input replayed, then a short run of
+# each from its seeds (PIPETUNE_FUZZ_SECONDS, 15 by default; about 1.5 min in
+# all with the clang build).
+echo "== fuzz"
+bash scripts/fuzz.sh "${PIPETUNE_FUZZ_SECONDS:-15}"
+echo "== all tests passed (release, asan+ubsan and fuzz)"
