@@ -1,4 +1,4 @@
-// `pipetune export TRACE --format chrome -o FILE`: a timeline for
+// `pipetune export TRACE... --format chrome -o FILE`: a timeline for
 // ui.perfetto.dev (workflow/export.h: a DataLoader's main trace brings its
 // workers' traces). The JSON goes to a temporary file beside FILE and is
 // renamed into place, so FILE is never left half written.
@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -20,7 +21,7 @@ namespace pipetune::cli {
 namespace {
 
 struct ExportFlags {
-  std::string trace_path;
+  std::vector<std::string> trace_paths;
   std::string format = "chrome";
   std::string output_path;
   uint64_t max_events = tracer::ChromeExportOptions{}.max_events;
@@ -31,7 +32,7 @@ int Export(const ExportFlags& flags) {
   options.max_events = flags.max_events;
   StatusOr<workflow::ExportResult> result = workflow::ExportResult{};
   Status status = WriteFileAtomically(flags.output_path, [&](std::ostream& out) {
-    result = workflow::ExportTimeline(flags.trace_path, out, options);
+    result = workflow::ExportTimeline(flags.trace_paths, out, options);
     return result.status();
   });
   if (!status.ok()) return ReportError(status);
@@ -51,7 +52,9 @@ void RegisterExportCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ExportFlags>();
   CLI::App* sub =
       app.add_subcommand("export", "Convert a trace for a timeline viewer (Chrome JSON for ui.perfetto.dev)");
-  sub->add_option("trace", flags->trace_path, "Trace file written by pipetune run or profile")->required();
+  sub->add_option("traces", flags->trace_paths,
+                  "Trace file written by pipetune run or profile; for a job on several nodes, each node's")
+      ->required();
   sub->add_option("--format", flags->format, "Output format")
       ->check(CLI::IsMember({"chrome"}))
       ->capture_default_str();

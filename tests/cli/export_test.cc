@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli_test_util.h"
+#include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/tracer/chrome_export.h"
 #include "pipetune/workflow/export.h"
 
@@ -28,7 +29,7 @@ std::string ExportGolden(const std::string& name) {
 
 json ExportDataLoaderOrFail(const std::string& trace, workflow::ExportResult* result) {
   std::ostringstream out;
-  StatusOr<workflow::ExportResult> r = workflow::ExportTimeline(trace, out);
+  StatusOr<workflow::ExportResult> r = workflow::ExportTimeline({trace}, out);
   EXPECT_TRUE(r.ok()) << r.status().message();
   if (r.ok() && result != nullptr) *result = *r;
   json doc = json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
@@ -150,7 +151,7 @@ TEST(ExportDataLoader, AWorkersTraceAloneAndOtherTracesExportAsBefore) {
         SourcePath("tests/cli/golden/two_stage_cpu.trace"), SourcePath("tests/cli/golden/slow_consumer.trace")}) {
     SCOPED_TRACE(trace);
     std::ostringstream timeline, alone;
-    ASSERT_TRUE(workflow::ExportTimeline(trace, timeline).ok());
+    ASSERT_TRUE(workflow::ExportTimeline({trace}, timeline).ok());
     ASSERT_TRUE(tracer::ExportChrome(trace, alone).ok());
     EXPECT_EQ(timeline.str(), alone.str());
   }
@@ -169,6 +170,54 @@ TEST(ExportDataLoader, AnUnreadableWorkerTraceIsLeftOutAndATruncatedOneReadToIts
   EXPECT_NE(r.err.find("warning: " + (dir / "trace.21239") + ": trace truncated"), std::string::npos) << r.err;
   ExportedTimeline t = ReadExportedTimeline(json::parse(ReadFile(dir / "t.json")));
   EXPECT_EQ(t.process_names.size(), 3u);
+}
+
+// Copies a golden run (its main trace and its workers') into `dir` as NAME
+// and NAME.<pid>; returns the main trace's path.
+std::string CopyGoldenRun(const TempDir& dir, const std::string& golden, const std::string& name) {
+  for (const auto& entry : fs::directory_iterator(SourcePath("tests/analyzer/dataloader_golden/" + golden))) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind("trace", 0) != 0) continue;
+    fs::copy_file(entry.path(), dir.path() / (name + file.substr(5)));
+  }
+  return dir / name;
+}
+
+TEST(ExportDataLoader, TheTracesOfAJobsNodesAreOneTimeline) {
+  TempDir dir("export_nodes");
+  // Two nodes' `profile --trace`, gathered: rank 1 of 2 with no workers, and
+  // a process with two workers (no rank: ranked processes come first).
+  const std::string node0 = CopyGoldenRun(dir, "map_workers2_fork", "node0.trace");
+  const std::string node1 = CopyGoldenRun(dir, "iterable_workers0", "node1.trace");
+  std::ostringstream out;
+  StatusOr<workflow::ExportResult> result = workflow::ExportTimeline({node0, node1}, out);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->traces.size(), 4u);  // two mains, two workers
+  EXPECT_EQ(result->traces[0], node1);
+  json doc = json::parse(out.str());
+  ExpectWellFormed(doc);
+  std::set<std::string> labels;
+  for (const auto& [pid, process] : ReadExportedTimeline(doc).process_names) {
+    labels.insert(process.substr(0, process.find(" (pid ")));
+  }
+  EXPECT_EQ(labels, (std::set<std::string>{"rank 1 main", "main", "DataLoader worker 0", "DataLoader worker 1"}));
+
+  // The same rank twice is two runs given together, as `report` says.
+  const std::string again = CopyGoldenRun(dir, "iterable_workers0", "again.trace");
+  std::ostringstream ignored;
+  StatusOr<workflow::ExportResult> twice = workflow::ExportTimeline({node1, again}, ignored);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("are both rank 1"), std::string::npos) << twice.status().message();
+
+  // Beside others, a worker's trace or an engine run's is a mistake: exit 2
+  // naming it, and no file written.
+  for (const std::string& other :
+       {analyzer::DataLoaderTracePaths(node0)[1], SourcePath("tests/cli/golden/two_stage_cpu.trace")}) {
+    CommandResult r = RunPipetune("export " + node0 + " " + other + " -o " + (dir / "bad.json"));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(other + " is not a DataLoader's main trace"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "bad.json"));
+  }
 }
 
 TEST(ExportDataLoader, TheBinaryExportsEveryProcess) {

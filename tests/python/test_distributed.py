@@ -11,7 +11,8 @@ Cases (each one run of the job, to keep the suite short):
                   rank torchrun-style (RANK, LOCAL_RANK, WORLD_SIZE,
                   MASTER_ADDR, MASTER_PORT; Debian's torchrun does not run
                   under Python 3.11), merged by one report; --apply sets
-                  num_workers=1 (fork), 2 for rank 0 (a "ranks" entry).
+                  num_workers=1 (fork), 2 for rank 0 (a "ranks" entry);
+                  `pipetune export` puts both nodes on one timeline.
 Usage: test_distributed.py CASE PIPETUNE. Exit 77 when this Python has no torch."""
 import importlib.util
 import json
@@ -236,6 +237,19 @@ def case_torchrun_nodes(pipetune, tmp):
     by_rank = ranks(rep)
     expect(all(r["ended"] == "clean" and r["local_rank"] == 0 for r in by_rank.values()), "clean ends", rep)
     expect(by_rank[0]["batches"] == by_rank[1]["batches"] == SAMPLES // 2 // BATCH, "every batch", rep)
+    # Both nodes' traces on one timeline: every rank's main process and its
+    # workers (rank 0 ran 2, rank 1 ran 1), labelled by rank.
+    timeline = os.path.join(tmp, "job.json")
+    r = run([pipetune, "export", traces[0], traces[1], "-o", timeline])
+    if r.returncode != 0:
+        fail("export of both nodes' traces", r)
+    with open(timeline) as f:
+        names = {e["args"]["name"].split(" (pid ")[0] for e in json.load(f)["traceEvents"]
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+    want = {"rank 0 main", "rank 0 DataLoader worker 0", "rank 0 DataLoader worker 1", "rank 1 main",
+            "rank 1 DataLoader worker 0"}
+    if names != want:
+        fail("the exported timeline's processes: %s, expected %s" % (sorted(names), sorted(want)), r)
     # One node's trace alone is its own rank; the same rank twice is two runs.
     other = os.path.join(tmp, "again.trace")
     shutil.copy(traces[1], other)

@@ -10,6 +10,7 @@
 #include <set>
 #include <type_traits>
 
+#include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/tracer/reader.h"
 
@@ -49,31 +50,50 @@ StatusOr<ExportResult> ExportOne(const std::string& trace_path, std::ostream& ou
   return result;
 }
 
+// The main traces on the timeline, each with its label's prefix: "rank R "
+// in a job ("HOST rank R " when it ran on several hosts), "" for a run of
+// one process. Several traces given are one job's nodes, read and checked as
+// `report` reads them (ReadDataLoaderJob).
+StatusOr<std::vector<std::pair<std::string, std::string>>> MainTraces(const std::vector<std::string>& given) {
+  if (given.size() == 1 && analyzer::JobTracePaths(given[0]).size() == 1) return {{{given[0], ""}}};
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderJob job, analyzer::ReadDataLoaderJob(given));
+  std::vector<std::pair<std::string, std::string>> mains;
+  for (const analyzer::DataLoaderJobProcess& process : job.processes) {
+    const analyzer::DataLoaderProfile& p = process.profile;
+    std::string prefix = p.rank ? fmt::format("rank {} ", *p.rank) : "";
+    if (job.hosts > 1) prefix = p.hostname + " " + prefix;
+    mains.emplace_back(p.trace_path, prefix);
+  }
+  return mains;
+}
+
 }  // namespace
 
-StatusOr<ExportResult> ExportTimeline(const std::string& trace_path, std::ostream& out,
+StatusOr<ExportResult> ExportTimeline(const std::vector<std::string>& trace_paths, std::ostream& out,
                                       const tracer::ChromeExportOptions& options) {
-  json main_record = RecordInHeader(trace_path);
-  if (main_record.is_null() || Get<std::string>(main_record, "role", "") != "main")
-    return ExportOne(trace_path, out, options);
+  if (trace_paths.empty()) return InvalidInput("no trace to export");
+  for (const std::string& path : trace_paths) {
+    json record = RecordInHeader(path);
+    if (!record.is_null() && Get<std::string>(record, "role", "") == "main") continue;
+    if (trace_paths.size() == 1) return ExportOne(path, out, options);
+    return InvalidInput(fmt::format(
+        "{} is not a DataLoader's main trace: export takes one trace, or the traces of one job's nodes (each "
+        "node's `pipetune profile --trace T`)",
+        path));
+  }
 
-  // The run's processes: each main one (every rank's, for a job: TRACE and
-  // the TRACE.main.<pid> beside it), then its workers, labelled from their
+  // The run's processes: each main one (every rank's, for a job: each T and
+  // the T.main.<pid> beside it), then its workers, labelled from their
   // records; a worker serves the DataLoader its record names.
+  PIPETUNE_ASSIGN_OR_RETURN(auto mains, MainTraces(trace_paths));
   std::vector<std::string> paths;
   std::vector<tracer::ChromeTimelineTrace> traces;
   std::vector<size_t> main_of;            // per trace: its main process's index in traces
-  std::map<size_t, std::string> rank_of;  // per main process: "rank R " in a job, else ""
+  std::map<size_t, std::string> rank_of;  // per main process: its label's prefix
   std::vector<int> loader_of;             // per trace: the DataLoader a worker serves (0: none)
   std::set<std::pair<size_t, int>> loaders;
-  std::vector<std::string> mains = analyzer::JobTracePaths(trace_path);
-  for (const std::string& main : mains) {
+  for (const auto& [main, rank] : mains) {
     std::vector<std::string> process = analyzer::DataLoaderTracePaths(main);
-    std::string rank;
-    if (mains.size() > 1) {
-      StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(main);
-      rank = profile.ok() && profile->rank ? fmt::format("rank {} ", *profile->rank) : "";
-    }
     const size_t main_index = traces.size();
     rank_of[main_index] = rank;
     traces.push_back({process[0], rank + "main"});

@@ -25,7 +25,10 @@ struct ExportResult {
   std::vector<uint64_t> events_per_trace;
 };
 
-// Writes the Chrome trace JSON for `trace_path` to `out`.
+// Writes the Chrome trace JSON for `trace_paths` to `out`: one trace, or the
+// main traces of one job's nodes (each node's `pipetune profile --trace T`,
+// gathered), which must all be DataLoader main traces of one job as
+// `report` reads them (analyzer::ReadDataLoaderJob).
 //
 // A PyTorch DataLoader's main trace (the Python bootstrap's, role "main";
 // docs/pytorch.md) brings every TRACE.<pid> beside it: one time-aligned
@@ -35,10 +38,16 @@ struct ExportResult {
 // "loaderN batches in flight" (the workers' collated batches minus those the
 // main process's next() took). Any other trace, a worker's TRACE.<pid> given
 // alone included, is exported alone (tracer::ExportChrome), as it always was.
+// A job's processes are labelled by rank ("rank R main", "rank R DataLoader
+// worker K"), with the host first when the job ran on several; ranks in
+// order, so that a job of many nodes reads top to bottom.
 //
-// Errors: the trace given cannot be read (missing, not a trace, a newer
-// format). `out` may then hold part of the JSON.
-StatusOr<ExportResult> ExportTimeline(const std::string& trace_path, std::ostream& out,
+// Errors (kInvalidInput, naming the file): the trace given cannot be read
+// (missing, not a trace, a newer format); of several, one is not a
+// DataLoader main trace, or they are not one job (ReadDataLoaderJob's: two
+// traces of one rank, different world sizes). `out` may then hold part of
+// the JSON.
+StatusOr<ExportResult> ExportTimeline(const std::vector<std::string>& trace_paths, std::ostream& out,
                                       const tracer::ChromeExportOptions& options = {});
 
 }  // namespace pipetune::workflow
