@@ -218,6 +218,10 @@ TEST(ExportDataLoader, TheTracesOfAJobsNodesAreOneTimeline) {
     EXPECT_NE(r.err.find(other + " is not a DataLoader's main trace"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(dir / "bad.json"));
   }
+  CommandResult missing = RunPipetune("export " + node0 + " " + (dir / "gone.trace") + " -o " + (dir / "bad.json"));
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find(dir / "gone.trace"), std::string::npos) << missing.err;
+  EXPECT_EQ(missing.err.find("is not a DataLoader's main trace"), std::string::npos) << missing.err;
 }
 
 TEST(ExportDataLoader, TheBinaryExportsEveryProcess) {

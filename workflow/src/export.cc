@@ -76,6 +76,7 @@ StatusOr<ExportResult> ExportTimeline(const std::vector<std::string>& trace_path
     json record = RecordInHeader(path);
     if (!record.is_null() && Get<std::string>(record, "role", "") == "main") continue;
     if (trace_paths.size() == 1) return ExportOne(path, out, options);
+    PIPETUNE_RETURN_IF_ERROR(tracer::ReadTraceHeader(path).status());  // missing, not a trace: say so
     return InvalidInput(fmt::format(
         "{} is not a DataLoader's main trace: export takes one trace, or the traces of one job's nodes (each "
         "node's `pipetune profile --trace T`)",
