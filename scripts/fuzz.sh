@@ -22,6 +22,7 @@ fi
 CC=clang-14 CXX=clang++-14 PIPETUNE_TARGETS="trace_reader_fuzz config_parse_fuzz jpeg_decode_fuzz" \
   bash "$root/scripts/build.sh" "$build" -DPIPETUNE_BUILD_FUZZ=ON \
   -DPIPETUNE_BUILD_TESTS=OFF -DPIPETUNE_BUILD_BENCH=OFF -DPIPETUNE_BUILD_EXAMPLES=OFF \
+  -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=0 \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
   >"$build.build.log" 2>&1 || { tail -40 "$build.build.log"; exit 1; }
 
