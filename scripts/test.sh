@@ -52,9 +52,17 @@ run_suite "release" build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPETUNE_WERROR=ON
 run_suite "asan+ubsan" build-asan -DCMAKE_BUILD_TYPE=Debug -DPIPETUNE_SANITIZE=ON -DPIPETUNE_WERROR=ON -DPIPETUNE_UNITY_TESTS=ON -DCMAKE_UNITY_BUILD=ON \
   -DCMAKE_UNITY_BUILD_BATCH_SIZE=0 -DPIPETUNE_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1
 # The fuzz targets (fuzz/): every saved input replayed, then a short run of
-# each from its seeds (PIPETUNE_FUZZ_SECONDS, 5 by default: about 45 s in all
-# with the clang build, which keeps CI under 12 minutes on the slower of the
-# machines it has run on; docs/benchmarks-ci.md).
-echo "== fuzz"
-bash scripts/fuzz.sh "${PIPETUNE_FUZZ_SECONDS:-5}"
-echo "== all tests passed (release, asan+ubsan and fuzz)"
+# each from its seeds (PIPETUNE_FUZZ_SECONDS, 5 by default): about 45 s with
+# the clang build on the faster machine CI has run on, 75 s on the slower.
+# CI must finish within 12 minutes; on the slower machine the two suites
+# alone take 10-11 (docs/benchmarks-ci.md), so the step runs only when they
+# left it room (PIPETUNE_FUZZ=1 runs it whatever the time, 0 never).
+fuzz_budget_seconds=600
+if [[ "${PIPETUNE_FUZZ:-}" == 1 || ( "${PIPETUNE_FUZZ:-}" != 0 && $SECONDS -le $fuzz_budget_seconds ) ]]; then
+  echo "== fuzz (after ${SECONDS} s)"
+  bash scripts/fuzz.sh "${PIPETUNE_FUZZ_SECONDS:-5}"
+  echo "== all tests passed (release, asan+ubsan and fuzz) in ${SECONDS} s"
+else
+  echo "== fuzz: skipped (the suites took ${SECONDS} s, over ${fuzz_budget_seconds}: no room left in CI's 12 minutes; run scripts/fuzz.sh)"
+  echo "== all tests passed (release and asan+ubsan) in ${SECONDS} s"
+fi
