@@ -12,7 +12,9 @@ Cases (each one run of the job, to keep the suite short):
                   MASTER_ADDR, MASTER_PORT; Debian's torchrun does not run
                   under Python 3.11), merged by one report; --apply sets
                   num_workers=1 (fork), 2 for rank 0 (a "ranks" entry);
-                  `pipetune export` puts both nodes on one timeline.
+                  `pipetune export` puts both nodes on one timeline. Node 1
+                  runs under a host name of its own where the machine
+                  allows (unshare --uts), so the job spans two hosts.
 Usage: test_distributed.py CASE PIPETUNE. Exit 77 when this Python has no torch."""
 import importlib.util
 import json
@@ -221,11 +223,20 @@ def case_torchrun_nodes(pipetune, tmp):
     kwargs = os.path.join(tmp, "kwargs.json")
     with open(kwargs, "w") as f:
         json.dump({"num_workers": 1, "ranks": {"0": {"num_workers": 2}}}, f)
+    # Node 1 runs under a host name of its own where this machine lets a
+    # process have one (a UTS namespace: root, or unprivileged namespaces),
+    # so that the job spans two hosts as gathered traces of two nodes do.
+    other_host = "pipetune-node1"
+    own_host = subprocess.run(["unshare", "--uts", "sh", "-c", "hostname %s && hostname" % other_host],
+                              capture_output=True, text=True) if shutil.which("unshare") else None
+    two_hosts = own_host is not None and own_host.returncode == 0 and own_host.stdout.strip() == other_host
     nodes = []
     for node in (0, 1):
         trace = os.path.join(tmp, "node%d.trace" % node)
         cmd = [pipetune, "profile", "--trace", trace, "--apply", kwargs, "--", sys.executable, launch, str(node),
                "2", str(port), sys.executable, train]
+        if node == 1 and two_hosts:
+            cmd = ["unshare", "--uts", "sh", "-c", 'hostname %s && exec "$@"' % other_host, "sh"] + cmd
         nodes.append((trace, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     for trace, p in nodes:
         out, err = p.communicate(timeout=100)
@@ -236,6 +247,9 @@ def case_torchrun_nodes(pipetune, tmp):
     check_straggler(rep, [2, 1])
     by_rank = ranks(rep)
     expect(all(r["ended"] == "clean" and r["local_rank"] == 0 for r in by_rank.values()), "clean ends", rep)
+    if two_hosts:  # each node's clock is its own: the job is put together on CLOCK_REALTIME
+        expect(rep["job"]["hosts"] == 2 and rep["job"]["clock"] == "CLOCK_REALTIME", "two hosts", rep)
+        expect(by_rank[1]["host"] == other_host and by_rank[0]["host"] != other_host, "each rank's host", rep)
     expect(by_rank[0]["batches"] == by_rank[1]["batches"] == SAMPLES // 2 // BATCH, "every batch", rep)
     # Both nodes' traces on one timeline: every rank's main process and its
     # workers (rank 0 ran 2, rank 1 ran 1), labelled by rank.
@@ -248,6 +262,8 @@ def case_torchrun_nodes(pipetune, tmp):
                  if e.get("ph") == "M" and e.get("name") == "process_name"}
     want = {"rank 0 main", "rank 0 DataLoader worker 0", "rank 0 DataLoader worker 1", "rank 1 main",
             "rank 1 DataLoader worker 0"}
+    if two_hosts:  # the host first, when the job ran on several
+        want = {(by_rank[0]["host"] if w.startswith("rank 0") else other_host) + " " + w for w in want}
     if names != want:
         fail("the exported timeline's processes: %s, expected %s" % (sorted(names), sorted(want)), r)
     # One node's trace alone is its own rank; the same rank twice is two runs.
