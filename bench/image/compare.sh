@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The image example's pipeline, pipetune against PyTorch's DataLoader, on the
 # same files and the same cores, in one run. Prints per-stage single-thread
-# costs of both, then each side's images/s, then the ratio LAST. First it
-# checks that both sides compute the same pixels (check_pixels.py).
+# costs of both, then each side's images/s, the ceiling libjpeg-turbo's own
+# work sets (with the stages), then the ratio LAST. First it checks that both
+# sides compute the same pixels (check_pixels.py).
 #
 # The pipetune side is the config `pipetune tune` writes, as in
 # scripts/demo.sh: examples/image/image_train.json is traced for
@@ -60,7 +61,9 @@ echo "== same pixels? pipetune's decode and resize against Pillow's"
 if [[ "${SKIP_STAGES:-0}" != 1 ]]; then
   first_core="${cores%%,*}"
   echo "== single-thread cost per image (CPU us, core $first_core, files in memory)"
-  taskset -c "$first_core" "$bench" stages "$data" --count 300
+  stages_out="$(taskset -c "$first_core" "$bench" stages "$data" --count 300)"
+  echo "$stages_out"
+  libjpeg_us="$(echo "$stages_out" | awk '/^cpp_us fused.libjpeg_window/ {print $3}')"
   taskset -c "$first_core" "$python" "$root/bench/image/torch_dataloader.py" stages "$data" --count 300
 fi
 
@@ -112,4 +115,13 @@ echo "pipetune, hand-tuned image_train_tuned.json (separate ops): $best_hand ima
 echo "pipetune, tuned by pipetune tune (out/compare/image_train.tuned.json): $best_pipetune images/s"
 torch_workers="$(echo "$best_torch_line" | sed -n 's/.*(num_workers \([0-9]*\)).*/\1/p')"
 echo "PyTorch DataLoader (num_workers $torch_workers): $best_torch images/s"
+if [[ -n "${libjpeg_us:-}" ]]; then
+  # The floor: libjpeg-turbo's part of the fused decode, single-threaded, on
+  # every pinned core, with everything else (resample, normalize, reading,
+  # the pipeline) free. A ratio below the target here means no change to
+  # pipetune's own code reaches it on this machine.
+  n_cores="$(echo "$cores" | tr ',' '\n' | wc -l)"
+  awk -v us="$libjpeg_us" -v n="$n_cores" -v b="$best_torch" 'BEGIN {
+    printf "ceiling: libjpeg alone (%.0f us of CPU per image for the fused decode'"'"'s windows) on %d cores: %.0f images/s, %.2fx the best DataLoader\n", us, n, n * 1e6 / us, n * 1e6 / us / b }'
+fi
 awk -v a="$best_pipetune" -v b="$best_torch" 'BEGIN {printf "ratio pipetune (tuned) / best DataLoader: %.2fx\n", a / b}'

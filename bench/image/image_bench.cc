@@ -18,6 +18,9 @@
 //     the exact output in levels, at crop_size 112 (at 224 our files' crops
 //     are rarely large enough for it to apply). Outputs are dropped in batches of 64, as
 //     a pipeline's consumer drops them, so buffer reuse is what a run sees.
+//     Last, "cpp_us fused.libjpeg_window": the part of the fused decode
+//     spent inside libjpeg-turbo (the same crops' windows decoded, nothing
+//     else), the floor no change to pipetune's own code goes below.
 //
 //   pipetune_image_bench dump FILE OUT_PREFIX [SEED]
 //     Writes OUT_PREFIX.decoded.rgb (jpeg_decode), OUT_PREFIX.224.rgb
@@ -43,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "image_jpeg.h"     // runtime/src: DecodeJpegRegion, libjpeg's part of the fused decode
 #include "image_kernels.h"  // runtime/src: SampleResizedCrop, to tell Pillow the crop
 #include "pipetune/base/rng.h"
 #include "pipetune/models/config.h"
@@ -129,6 +133,9 @@ StatusOr<std::unique_ptr<runtime::MapFunction>> Make(const runtime::FunctionRegi
   return registry.MakeMap(stage);
 }
 
+// The seed TimeChain gives the first function of a chain for file i.
+uint64_t ChainSeed(size_t i) { return i * 0x9E3779B97F4A7C15ull; }
+
 // CPU microseconds per image of each stage of a chain, applied image by image.
 StatusOr<std::vector<double>> TimeChain(const std::vector<runtime::Element>& files,
                                         const std::vector<const runtime::MapFunction*>& chain) {
@@ -140,7 +147,7 @@ StatusOr<std::vector<double>> TimeChain(const std::vector<runtime::Element>& fil
       runtime::Element element = files[i];
       for (size_t s = 0; s < chain.size(); ++s) {
         const double start = ThreadCpuMicros();
-        Status status = chain[s]->Apply(element, runtime::FnContext{i * 0x9E3779B97F4A7C15ull + s});
+        Status status = chain[s]->Apply(element, runtime::FnContext{ChainSeed(i) + s});
         micros[s] += ThreadCpuMicros() - start;
         if (!status.ok()) return status;
       }
@@ -151,6 +158,31 @@ StatusOr<std::vector<double>> TimeChain(const std::vector<runtime::Element>& fil
   }
   for (double& m : micros) m /= static_cast<double>(files.size());
   return micros;
+}
+
+// CPU microseconds per image inside libjpeg-turbo for the fused decode's
+// windows: the crop each file's seed draws (as the fused jpeg_decode draws
+// it, image_functions.cc's DrawCrop), decoded with DecodeJpegRegion alone.
+StatusOr<double> TimeLibjpegWindows(const std::vector<runtime::Element>& files) {
+  std::vector<uint8_t> scratch;
+  double micros = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // pass 0 warms caches
+    micros = 0;
+    for (size_t i = 0; i < files.size(); ++i) {
+      const runtime::Bytes& jpeg = *files[i].data;
+      StatusOr<runtime::image::JpegInfo> info = runtime::image::ReadJpegInfo(jpeg.data(), jpeg.size());
+      if (!info.ok()) return info.status();
+      pipetune::Rng rng(ChainSeed(i));
+      const runtime::image::PixelCrop crop = runtime::image::SampleResizedCrop(
+          info->height, info->width, runtime::image::ResizedCropSampling{}, rng);
+      const double start = ThreadCpuMicros();
+      StatusOr<runtime::image::ImageView> view =
+          runtime::image::DecodeJpegRegion(jpeg.data(), jpeg.size(), {}, crop, scratch);
+      micros += ThreadCpuMicros() - start;
+      if (!view.ok()) return view.status();
+    }
+  }
+  return micros / static_cast<double>(files.size());
 }
 
 // The opt-in DCT-scaled fused decode against the exact one, same seeds.
@@ -247,6 +279,9 @@ int RunStagesMode(const std::string& dir, size_t count) {
     }
     std::printf("cpp_us %s.total %.1f\n", chain.name.c_str(), total);
   }
+  StatusOr<double> libjpeg = TimeLibjpegWindows(files);
+  if (!libjpeg.ok()) return Fail(libjpeg.status().message());
+  std::printf("cpp_us fused.libjpeg_window %.1f\n", *libjpeg);
   return 0;
 }
 
