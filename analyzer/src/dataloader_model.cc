@@ -312,8 +312,10 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   // The same time charts as a config's, from the run's processes merged.
   d.timeline = internal::Timeline(run.timeline);
   d.trace_seconds = run.trace_seconds > 0 ? run.trace_seconds : d.window_end_seconds;
-  d.peak_rss_bytes =
-      static_cast<uint64_t>(run.main_rss_bytes + run.worker_rss_bytes * run.settings.num_workers);
+  // Saturated: a damaged trace's RSS samples can sum past 2^64 bytes, and
+  // converting that is undefined (fuzz/trace_analysis_fuzz.cc).
+  d.peak_rss_bytes = static_cast<uint64_t>(
+      std::clamp(run.main_rss_bytes + run.worker_rss_bytes * run.settings.num_workers, 0.0, 1.8e19));
   d.ended_cleanly = run.ended_cleanly;
   for (const std::string& warning : run.warnings) {
     if (warning.find("byte") != std::string::npos && d.truncation_warning.empty())

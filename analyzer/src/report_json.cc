@@ -230,7 +230,7 @@ class JsonWriter : public ReportWriter {
                            {"step_seconds", Number(d.job->step_seconds)},
                            {"clock", d.job->clock}};
     }
-    return report.dump(2) + "\n";
+    return DumpJson(report, 2) + "\n";
   }
 };
 

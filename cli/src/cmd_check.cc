@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "pipetune/base/files.h"
+#include "pipetune/base/json.h"
 #include "pipetune/models/config.h"
 #include "pipetune/workflow/check.h"
 
@@ -48,7 +49,7 @@ int RunCheck(const CheckFlags& flags) {
     if (!written.ok()) return ReportError(written);
   }
   if (flags.format == "json") {
-    fmt::print("{}\n", workflow::CheckReportToJson(*report).dump(2));
+    fmt::print("{}\n", DumpJson(workflow::CheckReportToJson(*report), 2));
   } else if (flags.format == "markdown") {
     fmt::print("{}", workflow::FormatCheckMarkdown(*report));
   } else {

@@ -9,6 +9,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "pipetune/base/files.h"
+#include "pipetune/base/json.h"
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/pipeline.h"
 #include "pipetune/workflow/exit_code.h"
@@ -111,7 +112,8 @@ int Run(const RunFlags& flags) {
   fmt::print("{}", FormatRunSummary(*config, *summary));
   if (!flags.trace_path.empty()) fmt::print("trace: {}\n", flags.trace_path);
   if (!flags.summary_path.empty()) {
-    Status written = WriteFileAtomically(flags.summary_path, runtime::SummaryToJson(*summary).dump(2) + "\n");
+    Status written =
+        WriteFileAtomically(flags.summary_path, DumpJson(runtime::SummaryToJson(*summary), 2) + "\n");
     if (!written.ok()) return ReportError(written);
     fmt::print("summary: {}\n", flags.summary_path);
   }

@@ -11,6 +11,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "pipetune/base/json.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/source_rewrite.h"
@@ -68,7 +69,7 @@ int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
     j["output"] = result->output;
     j["dataloader_kwargs"] = workflow::DataLoaderKwargs(result->knobs);
     j["code_change"] = result->code_change;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", DumpJson(j, 2));
     return kExitOk;
   }
   fmt::print("{}", tuner::FormatPlanText(result->plan));
@@ -104,7 +105,7 @@ int TuneTraces(const TuneFlags& flags) {
     rewritten = *r;
   }
   if (flags.format == "json") {
-    fmt::print("{}\n", workflow::TuneResultToJson(*result).dump(2));
+    fmt::print("{}\n", DumpJson(workflow::TuneResultToJson(*result), 2));
     if (rewritten) fmt::print(stderr, "{}", rewritten->output);
     return kExitOk;
   }
@@ -172,7 +173,7 @@ int TuneVerify(const TuneFlags& flags) {
   if (show_progress) fmt::print(stderr, "\r\033[K");
   if (!verified.ok()) return ReportError(verified.status());
   if (flags.format == "json") {
-    fmt::print("{}\n", workflow::VerifiedTuneToJson(*verified).dump(2));
+    fmt::print("{}\n", DumpJson(workflow::VerifiedTuneToJson(*verified), 2));
     return kExitOk;
   }
   const workflow::VerifyResult& result = verified->result;

@@ -21,6 +21,7 @@
 
 #include "config_internal.h"
 #include "pipetune/base/files.h"
+#include "pipetune/base/json.h"
 #include "pipetune/base/size.h"
 
 namespace pipetune::models {
@@ -403,7 +404,7 @@ StatusOr<PipelineConfig> LoadConfig(const std::string& path) {
   return ParseConfig(buffer.str(), path);
 }
 
-std::string Serialize(const PipelineConfig& config) { return ToJson(config).dump(2) + "\n"; }
+std::string Serialize(const PipelineConfig& config) { return DumpJson(ToJson(config), 2) + "\n"; }
 
 Status SaveConfig(const PipelineConfig& config, const std::string& path) {
   PIPETUNE_RETURN_IF_ERROR(Validate(config).WithContext("refusing to save an invalid config"));

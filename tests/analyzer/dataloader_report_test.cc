@@ -85,6 +85,18 @@ TEST(DataLoaderReport, WhatIfNumWorkersAnswersFromTheSameModel) {
   EXPECT_LE(d.what_ifs[2].speedup, 1.0);  // pinning only adds work (little: the batches are small)
 }
 
+// A damaged trace's memory samples can sum past 2^64 bytes; the report
+// saturates instead of converting out of range (undefined behaviour, which
+// the sanitizer build reports; found by fuzz/trace_analysis_fuzz.cc).
+TEST(DataLoaderReport, MemoryPastTwoToTheSixtyFourIsSaturated) {
+  StatusOr<DataLoaderProfile> run = ReadDataLoaderProfile(GoldenPath("map_workers0"));
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  run->main_rss_bytes = 18446744073709551615.0;  // 2^64, as a double
+  StatusOr<Diagnosis> d = DiagnoseDataLoader(*run);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->peak_rss_bytes, static_cast<uint64_t>(1.8e19));
+}
+
 TEST(DataLoaderReport, AKnobThePipelineDoesNotHaveIsRefused) {
   StatusOr<DataLoaderProfile> run = ReadDataLoaderProfile(GoldenPath("map_workers0"));
   ASSERT_TRUE(run.ok());

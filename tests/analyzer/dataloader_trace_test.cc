@@ -21,6 +21,7 @@
 namespace pipetune::analyzer {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
@@ -314,6 +315,41 @@ TEST(DataLoaderTraceTest, KilledRunGivesTheBatchesItRecorded) {
   ExpectSampleCosts(p, 24);
   EXPECT_EQ(p.collate.count, 6u);
   EXPECT_EQ(p.step.count, 5u);  // the sixth batch's step never ended
+}
+
+// A damaged trace whose epoch counter says far more epochs than its batches
+// allow is read with the epochs the batches allow, and says so; it had the
+// profile allocate 400 GB (fuzz/trace_analysis_fuzz.cc; the input is in
+// tests/analyzer/regressions/).
+TEST(DataLoaderTraceTest, AnEpochCounterBeyondTheBatchesIsCappedNotAllocated) {
+  StatusOr<tracer::Trace> main = tracer::LoadTrace(GoldenTrace("map_workers0"));
+  ASSERT_TRUE(main.ok()) << main.status().message();
+  tracer::StageId epoch = tracer::kInvalidStage;
+  for (const tracer::StageDef& stage : main->stages) {
+    if (stage.name == "loader1/epoch") epoch = stage.id;
+  }
+  ASSERT_NE(epoch, tracer::kInvalidStage);
+  for (tracer::StageSnapshot& snapshot : main->snapshots) {
+    if (snapshot.stage == epoch) snapshot.produced = uint64_t{1} << 40;
+  }
+  StatusOr<DataLoaderProfile> p = MakeDataLoaderProfile(*main, {});
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_LE(p->epochs.size(), p->batches + 4);
+  EXPECT_THAT(p->warnings, Contains(HasSubstr("counts 1099511627776 epochs, more than its")));
+
+  // With the batches' counter damaged too, at most 65536 epochs whose start
+  // went unrecorded (a second input the fuzzer found).
+  tracer::StageId next = tracer::kInvalidStage;
+  for (const tracer::StageDef& stage : main->stages) {
+    if (stage.name == "loader1/next") next = stage.id;
+  }
+  ASSERT_NE(next, tracer::kInvalidStage);
+  for (tracer::StageSnapshot& snapshot : main->snapshots) {
+    if (snapshot.stage == next) snapshot.produced = uint64_t{1} << 40;
+  }
+  StatusOr<DataLoaderProfile> both = MakeDataLoaderProfile(*main, {});
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_LE(both->epochs.size(), (size_t{1} << 16) + 4);
 }
 
 TEST(DataLoaderTraceTest, TruncatedTraceIsReadUpToItsLastWholeChunk) {

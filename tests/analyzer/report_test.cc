@@ -29,6 +29,27 @@ Diagnosis SampleDiagnosis(uint64_t dropped_spans = 0) {
   return *d;
 }
 
+// A trace's names are whatever bytes the traced program gave its tracer (a
+// C++ program's Latin-1 string, say). The report is still written in every
+// format: JSON with each bad byte replaced by U+FFFD, where the JSON writer
+// threw and stopped `pipetune report` (found by fuzz/trace_analysis_fuzz.cc;
+// its input is in tests/analyzer/regressions/).
+TEST(Report, NamesThatAreNotUtf8AreWrittenInEveryFormat) {
+  testing::SyntheticRun run;
+  run.name = "caf\xe9 pipeline";  // Latin-1, as a C++ source file may hold it
+  run.throughput = 25;
+  run.stages = {{"src", "range", 1, 4, 0, 1e-6, 1e-6}, {"d\xe9" "code \xff", "map", 1, 4, 1, 0.010, 0.010}};
+  StatusOr<Diagnosis> d = Diagnose(testing::Collect(run), "latin1.trace");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  for (ReportFormat format : {ReportFormat::kText, ReportFormat::kMarkdown, ReportFormat::kHtml}) {
+    EXPECT_FALSE(RenderReport(*d, format).empty());
+  }
+  const std::string text = RenderReport(*d, ReportFormat::kJson);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << text.substr(0, 400);
+  EXPECT_NE(text.find("d\xef\xbf\xbd" "code \xef\xbf\xbd"), std::string::npos);  // U+FFFD for each bad byte
+}
+
 TEST(Report, FormatsParse) {
   EXPECT_EQ(*ParseReportFormat("md"), ReportFormat::kMarkdown);
   EXPECT_EQ(*ParseReportFormat("html"), ReportFormat::kHtml);

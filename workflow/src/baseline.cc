@@ -13,6 +13,7 @@
 #include "gate_judge.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/base/files.h"
+#include "pipetune/base/json.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
 #include "run_directory.h"
@@ -89,7 +90,7 @@ std::string IdentityHash(const models::PipelineConfig& config) {
         Json{{"name", stage.name}, {"op", models::OpName(stage.op)}, {"fn", stage.fn}, {"args", stage.args}});
   }
   uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
-  for (unsigned char c : identity.dump()) {
+  for (unsigned char c : DumpJson(identity)) {
     hash ^= c;
     hash *= 1099511628211ull;
   }
@@ -411,7 +412,7 @@ StatusOr<Baseline> LoadBaseline(const std::string& path) {
 }
 
 Status SaveBaseline(const Baseline& baseline, const std::string& path) {
-  return WriteFileAtomically(path, BaselineToJson(baseline).dump(2) + "\n");
+  return WriteFileAtomically(path, DumpJson(BaselineToJson(baseline), 2) + "\n");
 }
 
 }  // namespace pipetune::workflow

@@ -12,6 +12,7 @@
 
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/files.h"
+#include "pipetune/base/json.h"
 #include "pipetune/base/size.h"
 #include "pipetune/models/config.h"
 #include "pipetune/models/rate_model.h"
@@ -285,7 +286,7 @@ StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& 
   result.output = DataLoaderKwargsPath(request.output, request.trace);
   result.code_change = DataLoaderCodeChange(result.knobs);
   AddStreamNotes(result);
-  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, kwargs.dump(2) + "\n"));
+  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, DumpJson(kwargs, 2) + "\n"));
   return result;
 }
 
@@ -357,7 +358,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     best_kwargs = DataLoaderKwargs(analyzer::CurrentKnobs(profile->settings));
   }
   result.output = DataLoaderKwargsPath(options.output, options.trace);
-  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, best_kwargs.dump(2) + "\n"));
+  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, DumpJson(best_kwargs, 2) + "\n"));
   analyzer::DataLoaderKnobs knobs;
   knobs.num_workers = best_kwargs.value("num_workers", 0);
   knobs.prefetch_factor =

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "pipetune/base/json.h"
 #include "run_directory.h"
 
 namespace pipetune::workflow {
@@ -95,7 +96,7 @@ StatusOr<SourceRewriteResult> RewriteSource(const SourceRewriteRequest& request)
   fs::path plan_path = plan_dir.File("plan.json");
   {
     std::ofstream out(plan_path);
-    out << request.plan.dump(2) << "\n";
+    out << DumpJson(request.plan, 2) << "\n";
     if (!out) return IoError(fmt::format("{}: cannot write the plan", plan_path.string()));
   }
   result.command = {result.rewriter, "apply", request.source, "--plan", plan_path.string()};
