@@ -241,7 +241,17 @@ StatusOr<Json> PipelineBuilder::Document() const {
 
 StatusOr<models::PipelineConfig> PipelineBuilder::Config() const {
   PIPETUNE_ASSIGN_OR_RETURN(Json doc, Document());
-  return models::ParseConfig(doc.dump(), fmt::format("pipeline \"{}\" (builder)", name_));
+  // A config is JSON, so its names are UTF-8: a C++ string that is not (a
+  // Latin-1 source file's) is refused here, naming the byte, rather than
+  // thrown out of the program by the JSON writer.
+  std::string text;
+  try {
+    text = doc.dump();
+  } catch (const Json::type_error& error) {
+    return InvalidInput(fmt::format("pipeline \"{}\" (builder): a name or string argument is not UTF-8: {}",
+                                    name_, error.what()));
+  }
+  return models::ParseConfig(text, fmt::format("pipeline \"{}\" (builder)", name_));
 }
 
 StatusOr<std::string> PipelineBuilder::ToJson() const {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "pipetune/base/check.h"
+#include "pipetune/base/json.h"
 #include "stages.h"
 
 namespace pipetune::runtime {
@@ -28,7 +29,7 @@ uint64_t Fingerprint(const models::PipelineConfig& config, size_t index) {
     what.push_back(std::move(one));
   }
   uint64_t hash = 0xcbf29ce484222325ull;
-  for (char c : what.dump()) {
+  for (char c : DumpJson(what)) {
     hash ^= static_cast<uint8_t>(c);
     hash *= 0x100000001b3ull;
   }

@@ -136,6 +136,18 @@ TEST(BuilderTest, CustomFunctionErrorNamesTheStage) {
 
 TEST(BuilderTest, ErrorsNameTheStageAndKey) {
   {
+    // A name from a Latin-1 source file: refused, never thrown.
+    PipelineBuilder b("latin1");
+    b.Range("source", 10);
+    b.Map("d\xe9" "code", "cpu_work");
+    StatusOr<PipelineConfig> config = b.Config();
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.status().code(), StatusCode::kInvalidInput);
+    EXPECT_NE(config.status().message().find("not UTF-8"), std::string::npos) << config.status().message();
+    EXPECT_NE(config.status().message().find("invalid UTF-8 byte at index 2"), std::string::npos)
+        << config.status().message();
+  }
+  {
     PipelineBuilder b("bad_parallelism");
     b.Range("source", 10);
     b.Map("decode", "cpu_work").Parallelism(0);
