@@ -321,17 +321,23 @@ TEST(DataLoaderTraceTest, KilledRunGivesTheBatchesItRecorded) {
 // allow is read with the epochs the batches allow, and says so; it had the
 // profile allocate 400 GB (fuzz/trace_analysis_fuzz.cc; the input is in
 // tests/analyzer/regressions/).
+// Sets every snapshot's count of the stage named `name` to `produced`; false
+// when the trace has no such stage.
+bool DamageCounter(tracer::Trace& trace, const std::string& name, uint64_t produced) {
+  tracer::StageId id = tracer::kInvalidStage;
+  for (const tracer::StageDef& stage : trace.stages) {
+    if (stage.name == name) id = stage.id;
+  }
+  for (tracer::StageSnapshot& snapshot : trace.snapshots) {
+    if (snapshot.stage == id) snapshot.produced = produced;
+  }
+  return id != tracer::kInvalidStage;
+}
+
 TEST(DataLoaderTraceTest, AnEpochCounterBeyondTheBatchesIsCappedNotAllocated) {
   StatusOr<tracer::Trace> main = tracer::LoadTrace(GoldenTrace("map_workers0"));
   ASSERT_TRUE(main.ok()) << main.status().message();
-  tracer::StageId epoch = tracer::kInvalidStage;
-  for (const tracer::StageDef& stage : main->stages) {
-    if (stage.name == "loader1/epoch") epoch = stage.id;
-  }
-  ASSERT_NE(epoch, tracer::kInvalidStage);
-  for (tracer::StageSnapshot& snapshot : main->snapshots) {
-    if (snapshot.stage == epoch) snapshot.produced = uint64_t{1} << 40;
-  }
+  ASSERT_TRUE(DamageCounter(*main, "loader1/epoch", uint64_t{1} << 40));
   StatusOr<DataLoaderProfile> p = MakeDataLoaderProfile(*main, {});
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_LE(p->epochs.size(), p->batches + 4);
@@ -339,14 +345,7 @@ TEST(DataLoaderTraceTest, AnEpochCounterBeyondTheBatchesIsCappedNotAllocated) {
 
   // With the batches' counter damaged too, at most 65536 epochs whose start
   // went unrecorded (a second input the fuzzer found).
-  tracer::StageId next = tracer::kInvalidStage;
-  for (const tracer::StageDef& stage : main->stages) {
-    if (stage.name == "loader1/next") next = stage.id;
-  }
-  ASSERT_NE(next, tracer::kInvalidStage);
-  for (tracer::StageSnapshot& snapshot : main->snapshots) {
-    if (snapshot.stage == next) snapshot.produced = uint64_t{1} << 40;
-  }
+  ASSERT_TRUE(DamageCounter(*main, "loader1/next", uint64_t{1} << 40));
   StatusOr<DataLoaderProfile> both = MakeDataLoaderProfile(*main, {});
   ASSERT_TRUE(both.ok()) << both.status().message();
   EXPECT_LE(both->epochs.size(), (size_t{1} << 16) + 4);
