@@ -35,6 +35,18 @@ const char* OnErrorName(models::OnError on_error) {
   return on_error == models::OnError::kSkip ? "skip" : "stop";
 }
 
+// A config is JSON, so its strings are UTF-8: a C++ string that is not (a
+// Latin-1 source file's) is refused, naming where and the byte, rather than
+// thrown out of the program by the JSON writer.
+Status CheckUtf8(const Json& value, const std::string& where) {
+  try {
+    (void)value.dump();
+  } catch (const Json::type_error& error) {
+    return InvalidInput(fmt::format("{}: not UTF-8 ({})", where, error.what()));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StageBuilder& StageBuilder::Parallelism(int workers) {
@@ -215,13 +227,15 @@ StatusOr<Json> PipelineBuilder::Document() const {
   }
   Json doc = Json::object();
   doc["name"] = name_;
+  PIPETUNE_RETURN_IF_ERROR(CheckUtf8(doc["name"], "the builder's pipeline name"));
   Json resources = Json::object();
   if (cores_) resources["cores"] = *cores_;
   if (memory_) resources["memory"] = *memory_;
   if (storage_) resources["storage_bandwidth"] = static_cast<uint64_t>(*storage_);
   if (!resources.empty()) doc["resources"] = std::move(resources);
   Json stages = Json::array();
-  for (const StageBuilder& s : stages_) {
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    const StageBuilder& s = stages_[i];
     Json stage = Json::object();
     stage["name"] = s.name_;
     stage["op"] = s.op_;
@@ -232,6 +246,8 @@ StatusOr<Json> PipelineBuilder::Document() const {
     if (s.location_) stage["location"] = *s.location_;
     if (s.random_) stage["random"] = *s.random_;
     if (s.on_error_) stage["on_error"] = OnErrorName(*s.on_error_);
+    PIPETUNE_RETURN_IF_ERROR(
+        CheckUtf8(stage, fmt::format("{}: stage #{}'s name, function or a string argument", source, i + 1)));
     stages.push_back(std::move(stage));
   }
   doc["stages"] = std::move(stages);
@@ -241,17 +257,7 @@ StatusOr<Json> PipelineBuilder::Document() const {
 
 StatusOr<models::PipelineConfig> PipelineBuilder::Config() const {
   PIPETUNE_ASSIGN_OR_RETURN(Json doc, Document());
-  // A config is JSON, so its names are UTF-8: a C++ string that is not (a
-  // Latin-1 source file's) is refused here, naming the byte, rather than
-  // thrown out of the program by the JSON writer.
-  std::string text;
-  try {
-    text = doc.dump();
-  } catch (const Json::type_error& error) {
-    return InvalidInput(fmt::format("pipeline \"{}\" (builder): a name or string argument is not UTF-8: {}",
-                                    name_, error.what()));
-  }
-  return models::ParseConfig(text, fmt::format("pipeline \"{}\" (builder)", name_));
+  return models::ParseConfig(doc.dump(), fmt::format("pipeline \"{}\" (builder)", name_));
 }
 
 StatusOr<std::string> PipelineBuilder::ToJson() const {

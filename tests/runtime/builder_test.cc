@@ -143,9 +143,15 @@ TEST(BuilderTest, ErrorsNameTheStageAndKey) {
     StatusOr<PipelineConfig> config = b.Config();
     ASSERT_FALSE(config.ok());
     EXPECT_EQ(config.status().code(), StatusCode::kInvalidInput);
-    EXPECT_NE(config.status().message().find("not UTF-8"), std::string::npos) << config.status().message();
+    EXPECT_NE(config.status().message().find("stage #2's name, function or a string argument: not UTF-8"),
+              std::string::npos)
+        << config.status().message();
     EXPECT_NE(config.status().message().find("invalid UTF-8 byte at index 2"), std::string::npos)
         << config.status().message();
+    PipelineBuilder named("caf\xe9");
+    named.Range("source", 10);
+    EXPECT_NE(named.Config().status().message().find("the builder's pipeline name: not UTF-8"),
+              std::string::npos);
   }
   {
     PipelineBuilder b("bad_parallelism");
