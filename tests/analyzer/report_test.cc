@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "synthetic_trace.h"
 
@@ -48,6 +49,29 @@ TEST(Report, NamesThatAreNotUtf8AreWrittenInEveryFormat) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(j.is_discarded()) << text.substr(0, 400);
   EXPECT_NE(text.find("d\xef\xbf\xbd" "code \xef\xbf\xbd"), std::string::npos);  // U+FFFD for each bad byte
+}
+
+// A pipeline using every core: the report names the fewest cores that reach
+// (99% of) what more cores could give. Found by bisection, which a damaged
+// trace claiming millions of cores made necessary (a scan took seconds;
+// fuzz/trace_analysis_fuzz.cc): the counts are those a scan gives.
+TEST(Report, ACpuBoundPipelineIsToldTheFewestCoresThatReachItsBest) {
+  // {cores, decode workers, measured outputs/s, the answer}: 10 ms of CPU an
+  // element, so the workers allow workers x 100/s and n cores n x 100/s.
+  for (const auto& [cores, workers, rate, answer] :
+       {std::tuple{2.0, 4u, 200.0, "4 cores"}, std::tuple{64.0, 200u, 6400.0, "199 cores"}}) {
+    testing::SyntheticRun run;
+    run.name = "cpu";
+    run.cores = cores;
+    run.throughput = rate;
+    run.stages = {{"src", "range", 1, 1, 0, 1e-7, 1e-7}, {"decode", "map", workers, 1, 1, 0.010, 0.010}};
+    StatusOr<Diagnosis> d = Diagnose(testing::Collect(run), "cpu.trace");
+    ASSERT_TRUE(d.ok()) << d.status().message();
+    const std::string text = RenderReport(*d, ReportFormat::kText);
+    EXPECT_NE(text.find(std::string("; ") + answer + " would reach"), std::string::npos)
+        << cores << " cores:\n"
+        << text;
+  }
 }
 
 TEST(Report, FormatsParse) {
