@@ -30,4 +30,13 @@ std::string EscapeXml(std::string_view text) {
   return out;
 }
 
+uint64_t Fnv1a64(std::string_view bytes, uint64_t basis) {
+  uint64_t hash = basis;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
 }  // namespace pipetune

@@ -9,6 +9,7 @@
 
 #include "pipetune/base/check.h"
 #include "pipetune/base/json.h"
+#include "pipetune/base/text.h"
 #include "stages.h"
 
 namespace pipetune::runtime {
@@ -28,12 +29,7 @@ uint64_t Fingerprint(const models::PipelineConfig& config, size_t index) {
     one["random"] = stage.random;
     what.push_back(std::move(one));
   }
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (char c : DumpJson(what)) {
-    hash ^= static_cast<uint8_t>(c);
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
+  return Fnv1a64(DumpJson(what));
 }
 
 StatusOr<std::unique_ptr<Stage>> MakeStage(const models::PipelineConfig& config, size_t index, RunState* run,

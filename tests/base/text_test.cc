@@ -22,5 +22,15 @@ TEST(EscapeXml, AnEntityAlreadyWrittenIsEscapedAgain) {
   EXPECT_EQ(EscapeXml("&lt;"), "&amp;lt;");
 }
 
+// The published FNV-1a 64 test vectors, and the gate's historical basis
+// giving the hash its saved baselines hold (so they stay valid).
+TEST(Fnv1a64, MatchesTheReferenceAndKeepsTheBaselinesBasis) {
+  EXPECT_EQ(Fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(Fnv1a64("foobar"), 0x85944171f73967e8ull);
+  EXPECT_EQ(Fnv1a64("", kBaselineHashBasis), kBaselineHashBasis);
+  EXPECT_NE(Fnv1a64("a", kBaselineHashBasis), Fnv1a64("a"));
+}
+
 }  // namespace
 }  // namespace pipetune

@@ -14,6 +14,7 @@
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
+#include "pipetune/base/text.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
 #include "run_directory.h"
@@ -89,12 +90,7 @@ std::string IdentityHash(const models::PipelineConfig& config) {
     identity.push_back(
         Json{{"name", stage.name}, {"op", models::OpName(stage.op)}, {"fn", stage.fn}, {"args", stage.args}});
   }
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
-  for (unsigned char c : DumpJson(identity)) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", hash);
+  return fmt::format("{:016x}", Fnv1a64(DumpJson(identity), kBaselineHashBasis));
 }
 
 std::vector<StageKnobs> KnobsOf(const models::PipelineConfig& config) {

@@ -15,6 +15,7 @@
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/base/json.h"
+#include "pipetune/base/text.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/profile_program.h"
@@ -112,12 +113,7 @@ std::string DataLoaderIdentityHash(const DataLoaderGateSettings& settings,
                                    const std::vector<StageKnobs>& stages) {
   Json identity{{"batch_size", settings.batch_size}, {"dataset", settings.dataset}};
   for (const StageKnobs& s : stages) identity["stages"].push_back(s.name);
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64, as IdentityHash
-  for (unsigned char c : DumpJson(identity)) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", hash);
+  return fmt::format("{:016x}", Fnv1a64(DumpJson(identity), kBaselineHashBasis));  // as IdentityHash
 }
 
 Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run) {
