@@ -158,6 +158,7 @@ void TraceCollector::OnSnapshot(const tracer::StageSnapshot& snapshot) {
   stage.cpu_ns = snapshot.cpu_ns;
   stage.occupancy_bytes = snapshot.occupancy_bytes;
   stage.spans_dropped = snapshot.spans_dropped;
+  stage.epoch_elements = snapshot.epoch_elements;
   auto index = static_cast<size_t>(std::find(stage_ids_.begin(), stage_ids_.end(), snapshot.stage) -
                                    stage_ids_.begin());
   trace_.stages[index].last_snapshot_ns = Relative(snapshot.time_ns);

@@ -229,10 +229,15 @@ std::vector<models::ScalingPoint> ScalingPoints(const CollectedTrace& trace, siz
   return points;
 }
 
-// Elements per epoch at the source, when the trace shows the source ran dry:
-// its count, divided by the passes a counted repeat asked of it.
+// Elements per epoch at the source: what the source said one pass holds (a
+// listing, a counted range), else, when the trace shows the source ran dry,
+// its count divided by the passes a counted repeat asked of it.
 std::optional<double> SourceEpoch(const CollectedTrace& trace, const models::PipelineConfig* config) {
   if (trace.stages.empty()) return std::nullopt;
+  if (uint64_t known = trace.frames.empty() ? 0 : CountersAt(trace.frames.back(), 0).epoch_elements;
+      known > 0) {
+    return static_cast<double>(known);
+  }
   RanDry dry = FindRanDry(trace, 0, kMinSteadySeconds);
   if (!dry.dry) return std::nullopt;
   double produced = static_cast<double>(CountersAt(trace.frames.back(), 0).produced);

@@ -55,7 +55,9 @@ class SourceStage : public Stage {
 class RangeStage : public SourceStage {
  public:
   RangeStage(const models::StageConfig& config, RunState* run, std::optional<uint64_t> count, uint64_t bytes)
-      : SourceStage(config, run), count_(count), bytes_(bytes) {}
+      : SourceStage(config, run), count_(count), bytes_(bytes) {
+    if (count_) tracer::SetEpochElements(trace_id_, *count_);
+  }
 
  private:
   bool Produce(StageWorker& worker, const RequestChannel::Request& request) override {
@@ -87,7 +89,12 @@ class ListFilesStage : public SourceStage {
  public:
   ListFilesStage(const models::StageConfig& config, RunState* run, std::vector<std::string> paths,
                  std::optional<int64_t> shuffle_seed)
-      : SourceStage(config, run), paths_(std::move(paths)), shuffle_seed_(shuffle_seed) {}
+      : SourceStage(config, run), paths_(std::move(paths)), shuffle_seed_(shuffle_seed) {
+    // The listing is fixed for the run: every pass is these files, so the
+    // trace can say an epoch's size although a repeat keeps this source from
+    // ever running dry (what a cache after it would hold).
+    tracer::SetEpochElements(trace_id_, paths_.size());
+  }
 
  private:
   bool Produce(StageWorker& worker, const RequestChannel::Request& request) override {

@@ -204,6 +204,7 @@ StageSnapshot Snapshot(StageState& stage, uint64_t time_ns) {
   s.cpu_ns = Minus(now.cpu_ns, b.cpu_ns);
   s.occupancy_elements = stage.occupancy_elements.load(std::memory_order_relaxed);
   s.occupancy_bytes = stage.occupancy_bytes.load(std::memory_order_relaxed);
+  s.epoch_elements = stage.epoch_elements.load(std::memory_order_relaxed);
   s.spans_recorded = stage.spans_recorded;
   s.spans_dropped = Minus(now.spans_dropped, b.spans_dropped);
   return s;
@@ -472,6 +473,11 @@ void SetBufferOccupancy(StageId id, int64_t elements, int64_t bytes) {
     stage->occupancy_elements.store(elements, std::memory_order_relaxed);
     stage->occupancy_bytes.store(bytes, std::memory_order_relaxed);
   }
+}
+
+void SetEpochElements(StageId id, uint64_t elements) {
+  if (StageState* stage = internal::FindStage(id))
+    stage->epoch_elements.store(elements, std::memory_order_relaxed);
 }
 
 Worker* AttachWorker(StageId id, WorkerCounters* counters) {

@@ -52,6 +52,7 @@ struct StageState {
   std::atomic<uint32_t> parallelism;
   std::atomic<int64_t> occupancy_elements{0};
   std::atomic<int64_t> occupancy_bytes{0};
+  std::atomic<uint64_t> epoch_elements{0};
   std::atomic<bool> retired{false};
   RateGate gate;
 

@@ -103,6 +103,8 @@ constexpr void Fields(R& s, F&& f) {
   f(kI64, s.occupancy_bytes);
   f(kU64, s.spans_recorded);
   f(kU64, s.spans_dropped);
+  f(kAppended);
+  f(kU64, s.epoch_elements);
 }
 
 template <RecordOf<ConsumerTotals> R, class F>

@@ -113,6 +113,30 @@ models::StageProfile Synthesised(const PlannedStage& planned, double visit_ratio
   return stage;
 }
 
+// The seed of the per-epoch order a cache after stage `index` would freeze:
+// a list_files source that reshuffles every epoch (`shuffle_seed`) or a
+// shuffle stage at or before it. A cache replays its first epoch in the
+// order it was filled, so the plan keeps such an order with a shuffle of a
+// whole epoch after the cache. nullopt: the order is the same every epoch.
+std::optional<int64_t> PerEpochOrderSeed(const TuneInput& input, size_t index) {
+  std::optional<int64_t> seed;
+  for (size_t i = 0; i <= index && i < input.profile.stages.size(); ++i) {
+    const models::StageConfig* stage = ConfigStage(input, input.profile.stages[i].name);
+    if (stage == nullptr) continue;
+    const char* key = stage->op == Op::kListFiles ? "shuffle_seed"
+                      : stage->op == Op::kShuffle ? "seed"
+                                                  : nullptr;
+    if (key == nullptr) continue;
+    StatusOr<std::optional<int64_t>> value = models::ArgInt(*stage, key, 0);
+    if (stage->op == Op::kShuffle) {
+      seed = value.ok() && *value ? **value : 0;
+    } else if (value.ok() && *value) {
+      seed = **value;
+    }
+  }
+  return seed;
+}
+
 PlannedStage Inserted(const std::string& name, Op op, double bytes_per_element) {
   PlannedStage planned;
   planned.name = name;
@@ -252,6 +276,23 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
     stage_profiles.push_back(Synthesised(cache, profile.stages[i].visit_ratio, seconds));
     candidate.cache_after = candidate.stages.size() - 2;
     candidate.cache_stage = candidate.stages.size() - 1;
+    if (std::optional<int64_t> seed = PerEpochOrderSeed(input, i)) {
+      // The cache would freeze the epoch's order: a shuffle of the whole
+      // epoch after it draws a new order every pass. After a memory cache
+      // it holds records whose payloads the cache owns.
+      double elements = std::ceil(models::ElementsPerEpoch(profile, i).value_or(1));
+      PlannedStage shuffle = Inserted(UniqueName(candidate.stages, candidate.removed_stages, "epoch_shuffle"),
+                                      Op::kShuffle, cache.bytes_per_element);
+      shuffle.args = Json{{"buffer", static_cast<int64_t>(std::max(1.0, elements))}, {"seed", *seed}};
+      shuffle.state_bytes =
+          elements * (choice.kind == CacheKind::kMemory ? kSharedElementBytes : cache.bytes_per_element);
+      candidate.stages.push_back(shuffle);
+      stage_profiles.push_back(Synthesised(shuffle, profile.stages[i].visit_ratio, kPassThroughSeconds));
+      candidate.notes.push_back(fmt::format(
+          "a cache replays its first epoch in the order it was filled; \"{}\" (a shuffle of the whole epoch, "
+          "{:.0f} elements, seed {}) after it keeps a new order every epoch",
+          shuffle.name, elements, *seed));
+    }
   }
   if (choice.kind != CacheKind::kNone && !(profile.cache_stage && !movable) && !candidate.cache_stage) {
     return InvalidInput(

@@ -132,6 +132,11 @@ void ExplainPlan(const TuneInput& input, const Resources& resources, const Candi
           fmt::format("nothing buffered the outputs for the consumer; {}", LastBufferReason(facts, stage));
     } else if (knob.knob == Knob::kStage && stage.op == Op::kCache) {
       knob.reason = CacheReason(input, candidate, stage, resources);
+    } else if (knob.knob == Knob::kStage && stage.op == Op::kShuffle && stage.inserted()) {
+      knob.reason = fmt::format(
+          "the run drew a new order every epoch and the cache replays one: a shuffle of the whole epoch "
+          "({} elements) draws a new one each pass",
+          stage.args.value("buffer", int64_t{0}));
     }
   }
   plan.binding_reason = BindingReason(plan, resources, facts, input);

@@ -3,12 +3,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "pipetune/models/decode_crop.h"
 
 namespace pipetune::tuner {
 namespace {
 
 constexpr const char* kFuseDecodeCrop = "fuse_decode_crop";
+constexpr const char* kMoveRepeat = "move_repeat";
 
 // Index shift for a profile index when the stage at `removed` goes.
 void Shift(std::optional<size_t>& index, size_t removed) {
@@ -107,36 +110,202 @@ std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input) {
   return rewritten;
 }
 
+std::optional<RewrittenInput> ProposeRepeatMove(const TuneInput& input, size_t after) {
+  const models::Profile& profile = input.profile;
+  if (!input.config || profile.cache_stage || after + 1 >= profile.stages.size()) return std::nullopt;
+  const models::StageProfile& point = profile.stages[after];
+  if (point.op == models::Op::kPrefetch || point.op == models::Op::kCache || point.op == models::Op::kRepeat)
+    return std::nullopt;
+  // Exactly one repeat before the point, after the source, and no take:
+  // the stages from the source to the point then make one epoch per pass.
+  std::optional<size_t> repeat;
+  for (size_t i = 1; i <= after; ++i) {
+    const models::StageProfile& stage = profile.stages[i];
+    if (stage.op == models::Op::kTake || (stage.op == models::Op::kRepeat && repeat)) return std::nullopt;
+    if (stage.op == models::Op::kRepeat) repeat = i;
+  }
+  if (!repeat) return std::nullopt;
+  std::optional<size_t> repeat_config = input.config->FindStage(profile.stages[*repeat].name);
+  std::optional<size_t> point_config = input.config->FindStage(point.name);
+  if (!repeat_config || !point_config || *repeat_config > *point_config) return std::nullopt;
+
+  RewrittenInput moved{input, {}, {}};
+  models::Profile& p = moved.input.profile;
+  models::StageProfile repeat_stage = p.stages[*repeat];
+  p.stages.erase(p.stages.begin() + static_cast<std::ptrdiff_t>(*repeat));
+  // The repeat now passes the point's elements: its visits are the point's.
+  repeat_stage.visit_ratio = p.stages[after - 1].visit_ratio;
+  repeat_stage.cpu_seconds_per_output = repeat_stage.cpu_seconds_per_element * repeat_stage.visit_ratio;
+  p.stages.insert(p.stages.begin() + static_cast<std::ptrdiff_t>(after), std::move(repeat_stage));
+  if (p.storage_stage && *p.storage_stage > *repeat && *p.storage_stage <= after) --*p.storage_stage;
+  std::vector<models::StageConfig>& stages = moved.input.config->stages;
+  models::StageConfig repeat_config_stage = stages[*repeat_config];
+  stages.erase(stages.begin() + static_cast<std::ptrdiff_t>(*repeat_config));
+  stages.insert(stages.begin() + static_cast<std::ptrdiff_t>(*point_config), std::move(repeat_config_stage));
+  for (size_t i = 0; i < stages.size(); ++i) stages[i].index = i;
+  // The move exists for a cache at the point; without one it buys nothing.
+  models::Profile unbudgeted = p;
+  unbudgeted.memory_budget_bytes.reset();
+  if (models::CacheNotAllowed(unbudgeted, after - 1)) return std::nullopt;
+
+  GraphRewrite& rewrite = moved.rewrite;
+  rewrite.kind = kMoveRepeat;
+  rewrite.stages = {profile.stages[*repeat].name, point.name};
+  rewrite.description =
+      fmt::format("\"{}\" moved after \"{}\", so that a cache there replays every later epoch",
+                  profile.stages[*repeat].name, point.name);
+  rewrite.reason = fmt::format(
+      "the stages between them hold the same files every epoch; \"{}\" and the stages before it run once",
+      point.name);
+  return moved;
+}
+
+namespace {
+
+// One pipeline the search prices: the traced one, or it rewritten.
+struct Alternative {
+  TuneInput input;
+  std::vector<GraphRewrite> rewrites;  // predicted_gain not yet known
+  std::vector<std::string> pricing;    // how rewritten stages were priced
+  std::string only_cache_after;        // SolverOptions::only_cache_after
+};
+
+// Every graph alternative: the traced pipeline and the decode-crop fusion,
+// each as it is and with its repeat moved after each stage a cache could
+// then hold (the cache points the repeat had ruled out).
+std::vector<Alternative> GraphAlternatives(const TuneInput& input) {
+  std::vector<Alternative> bases;
+  bases.push_back({input, {}, {}, {}});
+  if (std::optional<RewrittenInput> fused = ProposeDecodeCropFusion(input)) {
+    bases.push_back({std::move(fused->input), {std::move(fused->rewrite)}, {std::move(fused->pricing)}, {}});
+  }
+  std::vector<Alternative> all = bases;
+  for (const Alternative& base : bases) {
+    for (size_t k = 1; k < base.input.profile.stages.size(); ++k) {
+      std::optional<RewrittenInput> moved = ProposeRepeatMove(base.input, k);
+      if (!moved) continue;
+      Alternative alternative = base;
+      alternative.input = std::move(moved->input);
+      alternative.rewrites.push_back(std::move(moved->rewrite));
+      alternative.only_cache_after = base.input.profile.stages[k].name;
+      all.push_back(std::move(alternative));
+    }
+  }
+  return all;
+}
+
+std::string Label(const std::vector<GraphRewrite>& rewrites) {
+  std::string label;
+  for (const GraphRewrite& rewrite : rewrites) {
+    if (!label.empty()) label += ", ";
+    label += rewrite.kind == kFuseDecodeCrop
+                 ? fmt::format("\"{}\" fused with \"{}\"", rewrite.stages[0], rewrite.stages[1])
+                 : fmt::format("\"{}\" after \"{}\"", rewrite.stages[0], rewrite.stages[1]);
+  }
+  return label;
+}
+
+// The better of two plans of rewritten pipelines (both or neither have
+// rewrites): the demand met with fewer cores, else the higher throughput.
+bool Better(const Plan& a, const Plan& b, Objective objective) {
+  if (objective == Objective::kDemand && a.demand_met != b.demand_met) return a.demand_met;
+  if (objective == Objective::kDemand && a.demand_met && a.cores_needed != b.cores_needed)
+    return a.cores_needed < b.cores_needed;
+  return a.predicted_throughput > b.predicted_throughput;
+}
+
+}  // namespace
+
 StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resources, Objective objective,
                                  const SolverOptions& options) {
+  std::vector<Alternative> alternatives = GraphAlternatives(input);
   PIPETUNE_ASSIGN_OR_RETURN(Plan plain, Solve(input, resources, objective, options));
-  std::optional<RewrittenInput> rewritten = ProposeDecodeCropFusion(input);
-  if (!rewritten) return plain;
-  StatusOr<Plan> fused = Solve(rewritten->input, resources, objective, options);
-  if (!fused.ok()) {
-    plain.notes.push_back("not fused (" + rewritten->rewrite.description + "): " + fused.status().message());
+  // Every alternative's cache options, labelled, for the plan's table: each
+  // keeps whether its own plan chose it, and only the winner's stays so.
+  std::vector<std::pair<size_t, CacheOption>> table;
+  for (const CacheOption& option : plain.cache_options) table.emplace_back(0, option);
+  std::vector<std::string> declined;
+  std::optional<Plan> best;
+  size_t best_index = 0;
+  for (size_t a = 1; a < alternatives.size(); ++a) {
+    const Alternative& alternative = alternatives[a];
+    SolverOptions alternative_options = options;
+    alternative_options.only_cache_after = alternative.only_cache_after;
+    StatusOr<Plan> plan = Solve(alternative.input, resources, objective, alternative_options);
+    const std::string label = Label(alternative.rewrites);
+    if (!plan.ok()) {
+      declined.push_back(fmt::format("not rewritten ({}): {}", label, plan.status().message()));
+      continue;
+    }
+    for (CacheOption option : plan->cache_options) {
+      // A point the rewrite left as inadmissible as it was is said once.
+      bool repeated =
+          std::any_of(plain.cache_options.begin(), plain.cache_options.end(), [&](const CacheOption& o) {
+            return !o.feasible && !option.feasible && o.description == option.description &&
+                   o.note == option.note;
+          });
+      if (repeated) continue;
+      option.description = label + ": " + option.description;
+      table.emplace_back(a, std::move(option));
+    }
+    if (!alternative.only_cache_after.empty() && alternative.rewrites.size() == 1) {
+      for (auto& [index, option] : table) {
+        if (index == 0 && !option.feasible &&
+            option.description == fmt::format("cache after \"{}\"", alternative.only_cache_after)) {
+          option.note += "; priced below with the repeat moved after it";
+        }
+      }
+    }
+    if (!best || Better(*plan, *best, objective)) {
+      best = std::move(plan).value();
+      best_index = a;
+    }
+  }
+  if (best && !Pays(plain, *best, objective)) {
+    const double ratio =
+        plain.predicted_throughput > 0 ? best->predicted_throughput / plain.predicted_throughput : 1.0;
+    declined.push_back(fmt::format(
+        "not rewritten ({}): predicted x{:.2f} throughput, {}", Label(alternatives[best_index].rewrites),
+        ratio, ratio >= 1 ? "within the model's error" : "worse than the pipeline as traced"));
+    best.reset();
+    best_index = 0;
+  }
+  std::vector<CacheOption> options_table;
+  for (auto& [alternative, option] : table) {
+    option.chosen = option.chosen && alternative == best_index;
+    options_table.push_back(std::move(option));
+  }
+  if (!best) {
+    plain.cache_options = std::move(options_table);
+    plain.notes.insert(plain.notes.end(), declined.begin(), declined.end());
     return plain;
   }
+
+  Plan plan = std::move(*best);
+  const Alternative& chosen = alternatives[best_index];
   const double gain =
-      plain.predicted_throughput > 0 ? fused->predicted_throughput / plain.predicted_throughput : 1;
-  if (!Pays(plain, *fused, objective)) {
-    plain.notes.push_back(
-        fmt::format("not fused ({}): predicted x{:.2f} throughput, within the model's error",
-                    rewritten->rewrite.description, gain));
-    return plain;
-  }
-  Plan plan = std::move(fused).value();
+      plain.predicted_throughput > 0 ? plan.predicted_throughput / plain.predicted_throughput : 1;
   // "Before" is the pipeline as traced, not as rewritten.
   plan.measured_throughput = plain.measured_throughput;
   plan.predicted_throughput_before = plain.predicted_throughput_before;
-  GraphRewrite rewrite = std::move(rewritten->rewrite);
-  rewrite.predicted_gain = gain;
-  const models::StageConfig& crop = input.config->stages[*input.config->FindStage(rewrite.stages[1])];
-  AddStageChanges(rewrite, crop.args.contains("size") ? crop.args["size"].dump() : "?", plan);
-  plan.notes.push_back(fmt::format("graph rewrite: {} (predicted x{:.2f} over the best plan without it)",
-                                   rewrite.description, gain));
-  plan.notes.push_back(std::move(rewritten->pricing));
-  plan.rewrites.push_back(std::move(rewrite));
+  plan.cache_options = std::move(options_table);
+  for (GraphRewrite rewrite : chosen.rewrites) {
+    rewrite.predicted_gain = gain;
+    if (rewrite.kind == kFuseDecodeCrop) {
+      const models::StageConfig& crop = input.config->stages[*input.config->FindStage(rewrite.stages[1])];
+      AddStageChanges(rewrite, crop.args.contains("size") ? crop.args["size"].dump() : "?", plan);
+    } else {
+      plan.knobs.insert(plan.knobs.begin(),
+                        KnobChange{rewrite.stages[0], Knob::kStage, "before \"" + rewrite.stages[1] + "\"",
+                                   "after \"" + rewrite.stages[1] + "\"", true, rewrite.reason});
+    }
+    plan.notes.push_back(
+        fmt::format("graph rewrite: {} (predicted x{:.2f} over the best plan without rewrites)",
+                    rewrite.description, gain));
+    plan.rewrites.push_back(std::move(rewrite));
+  }
+  plan.notes.insert(plan.notes.end(), chosen.pricing.begin(), chosen.pricing.end());
+  plan.notes.insert(plan.notes.end(), declined.begin(), declined.end());
   return plan;
 }
 
@@ -144,9 +313,24 @@ StatusOr<models::PipelineConfig> ApplyRewrites(const models::PipelineConfig& con
                                                const std::vector<GraphRewrite>& rewrites) {
   models::PipelineConfig current = config;
   for (const GraphRewrite& rewrite : rewrites) {
-    if (rewrite.kind != kFuseDecodeCrop || rewrite.stages.size() != 2) {
+    if (rewrite.stages.size() != 2 || (rewrite.kind != kFuseDecodeCrop && rewrite.kind != kMoveRepeat)) {
       return InvalidInput(
           fmt::format("unknown graph rewrite \"{}\": a plan of a newer pipetune?", rewrite.kind));
+    }
+    if (rewrite.kind == kMoveRepeat) {
+      std::optional<size_t> repeat = current.FindStage(rewrite.stages[0]);
+      std::optional<size_t> point = current.FindStage(rewrite.stages[1]);
+      if (!repeat || !point || *repeat >= *point || current.stages[*repeat].op != models::Op::kRepeat) {
+        return InvalidInput(fmt::format(
+            "the plan moves the repeat \"{}\" after \"{}\", which the config does not have in that order: a "
+            "plan of another pipeline?",
+            rewrite.stages[0], rewrite.stages[1]));
+      }
+      models::StageConfig moved = current.stages[*repeat];
+      current.stages.erase(current.stages.begin() + static_cast<std::ptrdiff_t>(*repeat));
+      current.stages.insert(current.stages.begin() + static_cast<std::ptrdiff_t>(*point), std::move(moved));
+      for (size_t i = 0; i < current.stages.size(); ++i) current.stages[i].index = i;
+      continue;
     }
     std::optional<models::DecodeCropPair> pair = models::FindDecodeCropPair(current);
     if (!pair || current.stages[pair->decode].name != rewrite.stages[0] ||

@@ -106,7 +106,7 @@ std::string FormatPlanText(const Plan& plan) {
   if (!plan.cache_options.empty()) {
     text += "\ncache options:\n";
     for (const CacheOption& option : plan.cache_options) {
-      bool chosen = option.feasible && option.choice == plan.cache;
+      bool chosen = option.chosen;
       if (option.feasible) {
         text += fmt::format("{} {}: {}, {} cores, {}{}\n", chosen ? '*' : ' ', option.description,
                             Rate(option.throughput), option.cores_needed, FormatBytes(option.memory_bytes),
@@ -201,6 +201,7 @@ Json PlanToJson(const Plan& plan) {
                        {"predicted_throughput", o.feasible ? number(o.throughput) : Json(nullptr)},
                        {"cores_needed", o.feasible ? Json(o.cores_needed) : Json(nullptr)},
                        {"memory_bytes", o.feasible ? Json(o.memory_bytes) : Json(nullptr)},
+                       {"chosen", o.chosen},
                        {"note", o.note}});
   }
   json["cache_options"] = std::move(options);

@@ -22,6 +22,10 @@ models::StageConfig InsertedStage(const PlannedStage& planned) {
   stage.raw["op"] = models::OpName(planned.op);
   if (planned.op == Op::kPrefetch) stage.buffer = planned.buffer.value_or(1);
   if (planned.op == Op::kCache) stage.location = planned.location.value_or(models::CacheLocation::Memory());
+  if (!planned.args.empty()) {
+    stage.args = planned.args;
+    stage.raw["args"] = planned.args;
+  }
   return stage;
 }
 

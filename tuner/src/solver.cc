@@ -261,16 +261,26 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   if (!input.profile.groups.empty()) return SolveWorkerGroups(input, resources, objective);
   std::vector<CacheOption> rejected;
   std::vector<CacheChoice> choices = CacheChoices(input, resources, &rejected);
+  if (!options.only_cache_after.empty()) {
+    std::optional<size_t> point = input.profile.FindStage(options.only_cache_after);
+    std::erase_if(choices,
+                  [&](const CacheChoice& c) { return c.kind != CacheKind::kNone && c.after != point; });
+    std::erase_if(rejected, [&](const CacheOption& r) { return r.choice.after != point; });
+  }
 
   // The cache-less plan first: its workers are what cached stages get for
   // filling the cache.
   std::vector<Solved> all;
   std::map<std::string, int> fill;
   for (const CacheChoice& choice : choices) {
-    all.push_back(SolveChoice(input, resources, objective, options, choice, fill));
-    if (choice.kind == CacheKind::kNone && all.back().candidate) {
-      for (const PlannedStage& stage : all.back().candidate->stages) fill[stage.name] = stage.parallelism;
+    Solved solved = SolveChoice(input, resources, objective, options, choice, fill);
+    if (choice.kind == CacheKind::kNone && solved.candidate) {
+      for (const PlannedStage& stage : solved.candidate->stages) fill[stage.name] = stage.parallelism;
     }
+    // The cache-less plan of an alternative made for one cache point is the
+    // traced pipeline's again: solved for the fill, not offered.
+    if (choice.kind == CacheKind::kNone && !options.only_cache_after.empty()) continue;
+    all.push_back(std::move(solved));
   }
 
   std::vector<std::string> notes;
@@ -295,7 +305,10 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
 
   Plan plan = PlanFromCandidate(input, resources, objective, *chosen->candidate);
   plan.cores_needed = chosen->cores_needed;
-  for (const Solved& s : all) plan.cache_options.push_back(s.option);
+  for (const Solved& s : all) {
+    plan.cache_options.push_back(s.option);
+    plan.cache_options.back().chosen = &s == chosen;
+  }
   for (const CacheOption& r : rejected) plan.cache_options.push_back(r);
   plan.notes.insert(plan.notes.end(), notes.begin(), notes.end());
 

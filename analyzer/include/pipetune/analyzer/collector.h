@@ -31,6 +31,7 @@ struct StageCounters : tracer::StageCounts {
   int64_t occupancy_bytes = 0;        // gauge
   double occupancy_byte_seconds = 0;  // its integral since the trace started
   uint64_t spans_dropped = 0;
+  uint64_t epoch_elements = 0;  // per pass, when the stage knew it (0: unknown)
 };
 
 // Everything cumulative at one snapshot time.

@@ -118,6 +118,11 @@ struct StageSnapshot : StageCounts {
   int64_t occupancy_bytes = 0;     // gauge
   uint64_t spans_recorded = 0;
   uint64_t spans_dropped = 0;  // sampled but lost: a worker's span ring was full
+  // Elements one pass of the stage holds, when known: a source's listing
+  // (list_files' matched files, a counted range), or what its first finished
+  // pass produced. 0: unknown (an endless source, or no pass finished yet).
+  // Appended to the record: older traces read 0.
+  uint64_t epoch_elements = 0;
 };
 
 // One sampled element: the wall time of one Work() call.

@@ -150,6 +150,12 @@ void SetParallelism(StageId stage, uint32_t parallelism);
 // so that a session started later sees the current value.
 void SetBufferOccupancy(StageId stage, int64_t elements, int64_t bytes);
 
+// Elements one pass of the stage holds (a source's listing, or its first
+// finished pass), read at each snapshot: what tells the tuner an epoch's
+// size, and so what a cache would hold, when a repeat keeps the source from
+// ever running dry. One relaxed store.
+void SetEpochElements(StageId stage, uint64_t elements);
+
 // One worker thread's StageCounts as it counts them. One writer (the worker
 // thread, through its Worker); any thread may Load() them at any time. The
 // counters have one writer, so a relaxed load and store (two plain moves on

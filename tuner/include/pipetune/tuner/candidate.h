@@ -30,6 +30,10 @@ inline constexpr double kDiskReplaySecondsPerByte = 1e-9;
 // than chasing its asymptote with every thread the budget allows (and the fit
 // is least trustworthy far beyond the measured levels).
 inline constexpr double kMinWorkerGain = 0.05;
+// Bytes a buffered element costs beyond its payload when its payload is
+// shared with a memory cache (the element's own record: ids, shape, the
+// shared pointer): what a shuffle after a memory cache holds per element.
+inline constexpr double kSharedElementBytes = 128;
 
 // The workers beyond which each adds less than kMinWorkerGain of one worker's
 // throughput (or the throughput falls, past a USL peak), from the stage's

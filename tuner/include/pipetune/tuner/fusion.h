@@ -38,8 +38,23 @@ struct RewrittenInput {
 };
 std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input);
 
-// Solve (solver.h), with each proposed rewrite planned too and kept when it
-// pays (above). Errors as Solve's, for the pipeline as traced.
+// The traced input with its repeat moved to right after stage `after` (a
+// profile index), so that a cache there holds one epoch and replays it:
+// what a repeat right after the source rules out. nullopt unless exactly one
+// repeat (and no take) stands between the source and the stage, the input
+// has a config and no cache of its own, and a cache after the stage would
+// then be allowed (nothing random before it, the epoch's size known). The
+// content of every epoch is the same files; their order is kept by the
+// shuffle a cache brings where the source reshuffled per epoch (candidate.h).
+std::optional<RewrittenInput> ProposeRepeatMove(const TuneInput& input, size_t after);
+
+// One search over graph alternatives: the traced pipeline, the decode-crop
+// fusion, and each of the two with its repeat moved after a cache point;
+// Solve (solver.h) prices each with all of its cache choices under the same
+// budgets, and the best plan wins, a rewritten one only when it pays (above).
+// The plan's cache options list every alternative's, labelled with its
+// rewrites, and its notes say which rewrites were declined and why. Errors as
+// Solve's, for the pipeline as traced.
 StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resources, Objective objective,
                                  const SolverOptions& options = {});
 

@@ -91,6 +91,9 @@ struct PlannedStage {
   double input_bytes_per_element = 0;  // S of its input
   double state_bytes = 0;              // shuffle buffer, partial batch
   double cache_bytes = 0;              // cache stages: the epoch they hold
+  // Inserted stages: their args (the shuffle a cache brings to keep a
+  // per-epoch order: its buffer and seed). Stages of the run keep theirs.
+  Json args = Json::object();
 
   bool inserted() const { return !profile_index.has_value(); }
 };
@@ -120,7 +123,8 @@ struct CacheOption {
   double throughput = 0;  // the best under the budgets (feasible only)
   double cores_needed = 0;
   double memory_bytes = 0;
-  std::string note;  // why not admissible or not feasible, or what limits it
+  std::string note;     // why not admissible or not feasible, or what limits it
+  bool chosen = false;  // the plan is this option
 };
 
 // A change of the pipeline's graph that the plan makes before its knobs

@@ -62,6 +62,11 @@ struct SolverOptions {
   // Off: every knob at the least value that reaches X (what tests compare
   // with a brute-force search).
   bool spend_leftover_budget = true;
+  // Only the caches right after the stage of this name are choices (a graph
+  // alternative that exists for one cache point: a repeat moved after it,
+  // fusion.h). The cache-less plan is still solved, for the workers that fill
+  // the cache, but not offered. Empty: every admissible cache point.
+  std::string only_cache_after;
 };
 
 // Errors (kInvalidInput): budgets that make no sense (cores or memory <= 0,
