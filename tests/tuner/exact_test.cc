@@ -9,6 +9,8 @@
 #include <map>
 #include <random>
 
+#include "pipetune/models/decode_crop.h"
+#include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/solver.h"
 #include "test_profiles.h"
@@ -201,6 +203,177 @@ TEST(ExactSolver, PlansNeverExceedABudgetAndKeepTheOptimum) {
   }
   EXPECT_GT(solved, 100);
   EXPECT_GT(refused, 0);
+}
+
+// Graph alternatives and cache points together. A random image pipeline with
+// epochs (list_files, maybe a read, a JPEG decode, a random crop, maybe a
+// normalize and a batch), its repeat anywhere after the source, under random
+// budgets. The oracle builds every pipeline the tuner may turn it into by
+// hand: the repeat at each later place, with and without the decode fused
+// with the crop (priced by the model's own formula), profiles each as a
+// trace of it would, and brute-forces every cache choice and parallelism of
+// each. SolveWithRewrites must reach the oracle's best, or the best without
+// any rewrite when no rewrite buys kMinRewriteGain.
+struct ImageInstance {
+  std::vector<std::string> order;  // stage names, the repeat among them
+  std::map<std::string, StageCost> costs;
+  bool shuffled = false;
+  Resources resources;
+};
+
+std::string ImageJson(const std::vector<std::string>& order, bool shuffled, bool fused) {
+  std::string stages;
+  for (const std::string& name : order) {
+    std::string json;
+    if (name == "files") {
+      json = fmt::format(R"({{"name": "files", "op": "list_files", "args": {{"pattern": "d/*.jpg"{}}}}})",
+                         shuffled ? R"(, "shuffle_seed": 3)" : "");
+    } else if (name == "repeat") {
+      json = R"({"name": "repeat", "op": "repeat"})";
+    } else if (name == "read") {
+      json = R"({"name": "read", "op": "read_file"})";
+    } else if (name == "decode") {
+      json =
+          fused
+              ? R"({"name": "decode", "op": "map", "fn": "jpeg_decode", "args": {"crop_size": 224}, "random": true})"
+              : R"({"name": "decode", "op": "map", "fn": "jpeg_decode"})";
+    } else if (name == "augment") {
+      if (fused) continue;
+      json =
+          R"({"name": "augment", "op": "map", "fn": "random_crop_flip", "args": {"size": 224}, "random": true})";
+    } else if (name == "normalize") {
+      json = R"({"name": "normalize", "op": "map", "fn": "normalize"})";
+    } else if (name == "batch") {
+      json = R"({"name": "batch", "op": "batch", "args": {"size": 4}})";
+    }
+    stages += (stages.empty() ? "" : ", ") + json;
+  }
+  return fmt::format(R"({{"name": "image", "stages": [{}]}})", stages);
+}
+
+// The profile a trace of the pipeline would give: the files' count known.
+TuneInput ImageProfile(const ImageInstance& instance, const std::vector<std::string>& order, bool fused) {
+  std::map<std::string, StageCost> costs = instance.costs;
+  if (fused) {
+    // The model's price of the fused stage, from the unfused pipeline's.
+    TuneInput plain = ImageProfile(instance, instance.order, false);
+    std::optional<models::DecodeCropPrice> price =
+        models::PriceDecodeCropFusion(*plain.config, plain.profile);
+    EXPECT_TRUE(price.has_value());
+    const StageCost& decode = instance.costs.at("decode");
+    const StageCost& crop = instance.costs.at("augment");
+    double cost = price ? price->share.cost : 1;
+    costs["decode"] = {
+        decode.cpu_ms * cost + crop.cpu_ms, decode.wall_ms * cost + crop.wall_ms, crop.bytes, {}};
+  }
+  TuneInput input =
+      MakeInput(ImageJson(order, instance.shuffled, fused), costs, instance.resources.cores, 10);
+  input.profile.source_elements_per_epoch = 200;
+  return input;
+}
+
+double BruteForceInput(const TuneInput& input, const Resources& resources) {
+  Instance instance{input, resources, ""};
+  return BruteForceAllChoices(instance);
+}
+
+ImageInstance RandomImageInstance(std::mt19937& rng) {
+  auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto coin = [&](double p) { return std::bernoulli_distribution(p)(rng); };
+  ImageInstance instance;
+  std::vector<std::string> body = {"files"};
+  if (coin(0.7)) body.push_back("read");
+  body.push_back("decode");
+  body.push_back("augment");
+  if (coin(0.5)) body.push_back("normalize");
+  if (coin(0.4)) body.push_back("batch");
+  size_t at = std::uniform_int_distribution<size_t>(1, body.size())(rng);
+  instance.order = body;
+  instance.order.insert(instance.order.begin() + static_cast<std::ptrdiff_t>(at), "repeat");
+  instance.shuffled = coin(0.5);
+  double decode_ms = uniform(0.2, 3.0);
+  instance.costs["read"] = {0.02, coin(0.3) ? uniform(0.1, 2) : 0.02, 110e3, {}};
+  instance.costs["decode"] = {decode_ms, decode_ms, 500 * 375 * 3, {}};
+  double crop_ms = uniform(0.05, 0.6);
+  instance.costs["augment"] = {crop_ms, crop_ms, 224 * 224 * 3, {}};
+  instance.costs["normalize"] = {0.05, 0.05, 224 * 224 * 12, {}};
+  // A repeat that costs next to nothing, so that where it stands does not
+  // change a pipeline's throughput beyond the comparison's tolerance.
+  instance.costs["repeat"] = {1e-7, 1e-7, 0, {}};
+  instance.resources.cores = std::uniform_int_distribution<int>(1, 4)(rng);
+  instance.resources.max_threads = 9 + std::uniform_int_distribution<int>(0, 4)(rng);
+  // The decoded epoch is 200 x 562 KB = 112 MB: budgets on both sides of it.
+  instance.resources.memory_bytes = static_cast<uint64_t>(std::exp(uniform(std::log(6e7), std::log(1e9))));
+  return instance;
+}
+
+TEST(ExactSolver, PlanMatchesBruteForceOverGraphAlternativesAndCachePoints) {
+  std::mt19937 rng(2711);
+  SolverOptions exact;
+  exact.spend_leftover_budget = false;
+  exact.tie_tolerance = 0;
+  exact.throughput_tolerance = 0;
+  int compared = 0, moved = 0, fused = 0, cached = 0, plain_kept = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    ImageInstance instance = RandomImageInstance(rng);
+    const Resources& resources = instance.resources;
+    TuneInput traced = ImageProfile(instance, instance.order, false);
+    double plain = BruteForceInput(traced, resources);
+    // Every pipeline the tuner may write: the repeat where it is or later,
+    // the decode fused with the crop or not.
+    double best_rewritten = -1;
+    size_t repeat_at =
+        std::find(instance.order.begin(), instance.order.end(), "repeat") - instance.order.begin();
+    // The tuner fuses a decode right before its crop, as traced.
+    auto decode = std::find(instance.order.begin(), instance.order.end(), "decode");
+    bool adjacent = decode + 1 != instance.order.end() && *(decode + 1) == "augment";
+    for (bool fuse : {false, true}) {
+      if (fuse && !adjacent) continue;
+      for (size_t to = repeat_at; to < instance.order.size(); ++to) {
+        if (!fuse && to == repeat_at) continue;  // the traced pipeline
+        std::vector<std::string> order = instance.order;
+        order.erase(order.begin() + static_cast<std::ptrdiff_t>(repeat_at));
+        order.insert(order.begin() + static_cast<std::ptrdiff_t>(to), "repeat");
+        best_rewritten =
+            std::max(best_rewritten, BruteForceInput(ImageProfile(instance, order, fuse), resources));
+      }
+    }
+    StatusOr<Plan> plan = SolveWithRewrites(traced, resources, Objective::kMax, exact);
+    const std::string what =
+        fmt::format("{} shuffled {} cores {} threads {} memory {}", fmt::join(instance.order, ","),
+                    instance.shuffled, resources.cores, resources.max_threads, resources.memory_bytes);
+    if (plain < 0 && best_rewritten < 0) {
+      EXPECT_FALSE(plan.ok()) << what;
+      continue;
+    }
+    if (plain < 0) continue;  // only a rewrite fits: the tuner plans the traced pipeline or fails
+    ASSERT_TRUE(plan.ok()) << plan.status().message() << "\n" << what;
+    // A rewrite is kept when it buys kMinRewriteGain. The oracle may put the
+    // repeat further down (after a batch) than the tuner does, which only
+    // moves the repeat's own cost.
+    double threshold = plain * (1 + kMinRewriteGain);
+    if (best_rewritten > threshold * 1.01) {
+      EXPECT_NEAR(plan->predicted_throughput, best_rewritten, best_rewritten * 1e-6) << what << "\n"
+                                                                                     << FormatPlanText(*plan);
+    } else if (best_rewritten < threshold * 0.99) {
+      EXPECT_NEAR(plan->predicted_throughput, plain, plain * 1e-9) << what << "\n" << FormatPlanText(*plan);
+      ++plain_kept;
+    } else {
+      continue;  // at the threshold: either answer is right
+    }
+    ++compared;
+    for (const GraphRewrite& rewrite : plan->rewrites) {
+      moved += rewrite.kind == "move_repeat";
+      fused += rewrite.kind == "fuse_decode_crop";
+    }
+    cached += plan->cache_stage.has_value();
+  }
+  // The cases exercise every alternative.
+  EXPECT_GT(compared, 40);
+  EXPECT_GT(moved, 0);
+  EXPECT_GT(fused, 0);
+  EXPECT_GT(cached, 0);
+  EXPECT_GT(plain_kept, 0);
 }
 
 }  // namespace
