@@ -121,7 +121,8 @@ TEST_F(CliTune, TunedConfigElsewhereKeepsReadingTheSameFiles) {
   nlohmann::json same_dir = nlohmann::json::parse(ReadFile(Path("pipe/files.tuned.json")));
   EXPECT_EQ(same_dir["stages"][0]["args"]["pattern"], "data/*.txt");
 
-  CommandResult moved = RunPipetune("tune " + Path("files.ptrace") + " --cores 2 -o " + Path("elsewhere/t.json"));
+  CommandResult moved =
+      RunPipetune("tune " + Path("files.ptrace") + " --cores 2 -o " + Path("elsewhere/t.json"));
   ASSERT_EQ(moved.exit_code, 0) << moved.err;
   nlohmann::json tuned = nlohmann::json::parse(ReadFile(Path("elsewhere/t.json")));
   EXPECT_EQ(tuned["stages"][0]["args"]["pattern"], "../pipe/data/*.txt");
@@ -134,6 +135,46 @@ TEST_F(CliTune, TunedConfigElsewhereKeepsReadingTheSameFiles) {
   CommandResult rerun = RunPipetune("run " + Path("elsewhere/once.json") + " --summary " + summary);
   ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
   EXPECT_EQ(nlohmann::json::parse(ReadFile(summary))["elements"], 3);
+}
+
+// Files listed under a repeat right after the source (the image example's
+// layout): the trace says how many files an epoch has, so the tuner prices a
+// cache after the expensive stage, moves the repeat after it, and keeps the
+// per-epoch order with a shuffle of the whole epoch.
+TEST_F(CliTune, FindsTheCacheUnderARepeatRightAfterAFileSource) {
+  std::filesystem::create_directories(Path("epochs/data"));
+  for (int i = 0; i < 20; ++i) WriteFile(Path("epochs/data/f" + std::to_string(i) + ".txt"), "payload");
+  WriteFile(Path("epochs/p.json"), R"({"name": "epochs", "resources": {"cores": 2, "memory": "1GiB"},
+    "stages": [
+    {"name": "list", "op": "list_files", "args": {"pattern": "data/*.txt", "shuffle_seed": 5}},
+    {"name": "again", "op": "repeat"},
+    {"name": "read", "op": "read_file"},
+    {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 300}},
+    {"name": "batch", "op": "batch", "args": {"size": 4}}]})");
+  CommandResult run =
+      RunPipetune("run " + Path("epochs/p.json") + " --seconds 2 --trace " + Path("epochs.ptrace"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+
+  CommandResult tune = RunPipetune("tune " + Path("epochs.ptrace") + " -o " + Path("epochs/tuned.json"));
+  ASSERT_EQ(tune.exit_code, 0) << tune.err;
+  EXPECT_THAT(tune.out, HasSubstr("\"again\" moved after \"work\""));
+  EXPECT_THAT(tune.out, HasSubstr("* \"again\" after \"work\": memory cache after \"work\""));
+  EXPECT_THAT(tune.out, ::testing::Not(HasSubstr("the epoch's size is unknown")));
+  nlohmann::json tuned = nlohmann::json::parse(ReadFile(Path("epochs/tuned.json")));
+  std::vector<std::string> ops;
+  for (const nlohmann::json& stage : tuned["stages"]) ops.push_back(stage["op"]);
+  EXPECT_THAT(ops, ::testing::ElementsAre("list_files", "read_file", "map", "cache", "shuffle", "repeat",
+                                          "batch", "prefetch"));
+  EXPECT_EQ(tuned["stages"][4]["args"]["buffer"], 20);
+  EXPECT_EQ(tuned["stages"][4]["args"]["seed"], 5);
+
+  // The tuned config runs, and after the first epoch the cache replays it.
+  std::string summary = Path("epochs/summary.json");
+  CommandResult rerun = RunPipetune("run " + Path("epochs/tuned.json") + " --seconds 1 --summary " + summary);
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
+  nlohmann::json stages = nlohmann::json::parse(ReadFile(summary))["stages"];
+  EXPECT_EQ(stages[2]["elements"], 20) << "the work ran once, for the first epoch";
+  EXPECT_GT(stages[3]["elements"].get<int>(), 40) << "the cache replayed later epochs";
 }
 
 TEST_F(CliTune, VerifyRunsThePlanAndKeepsTheBestMeasured) {
