@@ -59,6 +59,11 @@ class FunctionRegistry {
   StatusOr<std::unique_ptr<FilterFunction>> MakeFilter(const models::StageConfig& stage) const;
 
   std::vector<std::string> MapNames() const;
+
+  // `"fn": "chain"` with `"args": {"steps": [{"fn": NAME, "args": {...}}, ...]}`:
+  // the steps' functions, from this registry, applied in order by one worker
+  // (adjacent maps fused into one stage). MakeMap builds it for that name.
+  StatusOr<std::unique_ptr<MapFunction>> MakeChain(const models::StageConfig& stage) const;
   std::vector<std::string> FilterNames() const;
 
  private:
