@@ -47,7 +47,8 @@ StatusOr<models::PipelineConfig> LoaderConfig(const pipetune_loader_options& opt
   size_t last_normalize = SIZE_MAX;
   for (const Json& stage : document["stages"]) {
     if (stage.value("op", "") == "repeat") continue;
-    if (stage.value("op", "") == "map" && stage.value("fn", "") == "normalize") last_normalize = stages.size();
+    if (stage.value("op", "") == "map" && stage.value("fn", "") == "normalize")
+      last_normalize = stages.size();
     stages.push_back(stage);
   }
   if (last_normalize != SIZE_MAX) {
@@ -130,8 +131,8 @@ int pipetune_loader_create(const pipetune_loader_options* options, pipetune_load
   if (options->config_json == nullptr) return Error(PIPETUNE_LOADER_BAD_CONFIG, "no config given");
   const uint32_t world = std::max<uint32_t>(options->world_size, 1);
   if (options->rank >= world) {
-    return Error(PIPETUNE_LOADER_BAD_CONFIG, "rank " + std::to_string(options->rank) + " is not below world_size " +
-                                                 std::to_string(world));
+    return Error(PIPETUNE_LOADER_BAD_CONFIG, "rank " + std::to_string(options->rank) +
+                                                 " is not below world_size " + std::to_string(world));
   }
   auto loader = std::make_unique<pipetune_loader>();
   StatusOr<models::PipelineConfig> config = LoaderConfig(*options);
@@ -162,7 +163,7 @@ int pipetune_loader_create(const pipetune_loader_options* options, pipetune_load
   Status built = loader->Build();
   if (!built.ok()) {
     const int code = built.code() == pipetune::StatusCode::kInvalidInput ? PIPETUNE_LOADER_BAD_CONFIG
-                                                                          : PIPETUNE_LOADER_ERROR;
+                                                                         : PIPETUNE_LOADER_ERROR;
     if (loader->traced) (void)tracer::Stop();
     return Error(code, built.message());
   }
@@ -172,7 +173,9 @@ int pipetune_loader_create(const pipetune_loader_options* options, pipetune_load
   return PIPETUNE_LOADER_OK;
 }
 
-uint64_t pipetune_loader_batches_per_epoch(const pipetune_loader* loader) { return loader->batches_per_epoch; }
+uint64_t pipetune_loader_batches_per_epoch(const pipetune_loader* loader) {
+  return loader->batches_per_epoch;
+}
 
 int pipetune_loader_start_epoch(pipetune_loader* loader, uint32_t epoch) {
   if (loader->in_epoch) pipetune_loader_stop(loader);

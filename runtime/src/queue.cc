@@ -89,7 +89,8 @@ Queue::PopResult Queue::Pop(std::vector<Item>& out, size_t max_items, bool block
   PopResult result{PopStatus::kItems, 0};
   bool waited = false;
   int64_t removed = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     if (closed()) {

@@ -148,15 +148,17 @@ class BatchStage : public SequentialStage {
   static Status Collate(Element& batch) {
     const Element& first = batch.items.front();
     if ((first.dtype != DType::kU8 && first.dtype != DType::kF32) || !first.data) {
-      return Failed(fmt::format("element {}: cannot collate a batch of elements without an image payload "
-                                "(decode them with jpeg_decode)",
-                                first.id));
+      return Failed(
+          fmt::format("element {}: cannot collate a batch of elements without an image payload "
+                      "(decode them with jpeg_decode)",
+                      first.id));
     }
     const size_t one = first.data->size();
     for (const Element& item : batch.items) {
       if (item.dtype != first.dtype || item.shape != first.shape || !item.data || item.data->size() != one) {
         return Failed(fmt::format(
-            "element {}{}: its shape {}x{}x{} differs from the batch's first ({}x{}x{}): give every image one "
+            "element {}{}: its shape {}x{}x{} differs from the batch's first ({}x{}x{}): give every image "
+            "one "
             "size (random_crop_flip, center_crop or resize with height and width) before the batch",
             item.id, item.path.empty() ? "" : " (" + item.path + ")", item.shape[0], item.shape[1],
             item.shape[2], first.shape[0], first.shape[1], first.shape[2]));
@@ -361,8 +363,9 @@ StatusOr<std::unique_ptr<Stage>> MakeSequentialStage(const models::StageConfig& 
             models::StageKeyError(config, "args.buffer", "missing: shuffle needs a buffer size >= 1"));
       }
       PIPETUNE_ASSIGN_OR_RETURN(auto seed, models::ArgInt(config, "seed", 0));
-      return std::unique_ptr<Stage>(new ShuffleStage(
-          config, run, static_cast<size_t>(*buffer), static_cast<uint64_t>(seed.value_or(0)) + run->options().seed));
+      return std::unique_ptr<Stage>(
+          new ShuffleStage(config, run, static_cast<size_t>(*buffer),
+                           static_cast<uint64_t>(seed.value_or(0)) + run->options().seed));
     }
     case Op::kBatch: {
       PIPETUNE_ASSIGN_OR_RETURN(auto size, models::ArgInt(config, "size", 1));

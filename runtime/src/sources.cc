@@ -113,9 +113,14 @@ class ListFilesStage : public SourceStage {
   // `labels`: one per path, or empty (a glob's files have none).
   ListFilesStage(const models::StageConfig& config, RunState* run, std::vector<std::string> paths,
                  std::vector<int64_t> labels, std::optional<int64_t> shuffle_seed)
-      : SourceStage(config, run), paths_(std::move(paths)), labels_(std::move(labels)), shuffle_seed_(shuffle_seed) {}
+      : SourceStage(config, run),
+        paths_(std::move(paths)),
+        labels_(std::move(labels)),
+        shuffle_seed_(shuffle_seed) {}
 
-  std::optional<uint64_t> ElementsPerPass() const override { return ShardSize(ShardOf(*run_), paths_.size()); }
+  std::optional<uint64_t> ElementsPerPass() const override {
+    return ShardSize(ShardOf(*run_), paths_.size());
+  }
 
  private:
   bool Produce(StageWorker& worker, const RequestChannel::Request& request) override {
@@ -182,8 +187,8 @@ bool HasExtension(const std::string& name, const std::vector<std::string>& exten
   std::string lower = name;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   for (const std::string& extension : extensions) {
-    if (lower.size() >= extension.size() && lower.compare(lower.size() - extension.size(), std::string::npos,
-                                                          extension) == 0) {
+    if (lower.size() >= extension.size() &&
+        lower.compare(lower.size() - extension.size(), std::string::npos, extension) == 0) {
       return true;
     }
   }
@@ -212,7 +217,8 @@ StatusOr<LabelledFiles> ListImageFolder(const models::StageConfig& config, const
     if (it->is_directory(ec)) classes.push_back(it->path().filename().string());
   }
   if (ec) return error(fmt::format("cannot list \"{}\": {}", root, ec.message()));
-  if (classes.empty()) return error(fmt::format("no class folders in \"{}\" (expected ROOT/<class>/<file>)", root));
+  if (classes.empty())
+    return error(fmt::format("no class folders in \"{}\" (expected ROOT/<class>/<file>)", root));
   std::sort(classes.begin(), classes.end());
   LabelledFiles out;
   for (size_t label = 0; label < classes.size(); ++label) {
@@ -222,7 +228,8 @@ StatusOr<LabelledFiles> ListImageFolder(const models::StageConfig& config, const
          !ec && it != end; it.increment(ec)) {
       if (it->is_directory(ec)) continue;
       std::string name = it->path().filename().string();
-      if (HasExtension(name, extensions)) files.emplace_back(it->path().parent_path().string(), std::move(name));
+      if (HasExtension(name, extensions))
+        files.emplace_back(it->path().parent_path().string(), std::move(name));
     }
     if (ec) return error(fmt::format("cannot list \"{}\": {}", dir.string(), ec.message()));
     if (files.empty()) {
@@ -252,7 +259,8 @@ StatusOr<std::unique_ptr<Stage>> MakeSourceStage(const models::StageConfig& conf
   PIPETUNE_ASSIGN_OR_RETURN(auto folder, models::ArgString(config, "image_folder"));
   if (folder) {
     PIPETUNE_ASSIGN_OR_RETURN(auto extensions, models::ArgExtensions(config));
-    PIPETUNE_ASSIGN_OR_RETURN(LabelledFiles files, ListImageFolder(config, ResolvePath(*run, *folder), extensions));
+    PIPETUNE_ASSIGN_OR_RETURN(LabelledFiles files,
+                              ListImageFolder(config, ResolvePath(*run, *folder), extensions));
     return std::unique_ptr<Stage>(
         new ListFilesStage(config, run, std::move(files.paths), std::move(files.labels), seed));
   }

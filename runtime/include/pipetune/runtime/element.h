@@ -30,7 +30,7 @@ struct Element {
   // class folders, as torchvision's ImageFolder); -1: no label. Every stage
   // keeps it as it keeps `id`; a batch's members keep theirs.
   int64_t label = -1;
-  std::string path;    // list_files output; read_file input
+  std::string path;  // list_files output; read_file input
   DType dtype = DType::kNone;
   std::array<int32_t, 3> shape{0, 0, 0};  // height, width, channels for images
   std::shared_ptr<const Bytes> data;      // payload; never mutated once shared

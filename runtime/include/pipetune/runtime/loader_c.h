@@ -68,8 +68,8 @@ typedef struct pipetune_batch_info {
   int32_t channels_first; /* 1: each image is C x H x W; 0: H x W x C */
   uint32_t count;         /* images (and labels, ids) in the batch */
   int32_t height, width, channels;
-  const int64_t* labels;  /* count labels; -1 where a file has none */
-  const uint64_t* ids;    /* count source ids (the file's index in the listing) */
+  const int64_t* labels; /* count labels; -1 where a file has none */
+  const uint64_t* ids;   /* count source ids (the file's index in the listing) */
 } pipetune_batch_info;
 
 void pipetune_loader_options_init(pipetune_loader_options* options);
