@@ -300,9 +300,11 @@ def case_traced(tmp, pipetune):
         fail("the Loader ran the config's repeat stage")
     if "dataloader" in report:
         fail("a Loader's trace read as a DataLoader's")
-    text = json.dumps(report)
-    if '"consumer"' not in text:
-        fail("the report has no consumer: %s" % text[:400])
+    # The loop sleeps 4 ms per batch and the engine keeps ahead of it: the
+    # consumer's recorded waits are a small share of the window.
+    stall = report.get("stall_fraction")
+    if stall is None or stall > 0.5:
+        fail("the consumer's stall fraction is %r: its waits and steps were not recorded" % stall)
     tuned = os.path.join(tmp, "tuned.json")
     r = subprocess.run([pipetune, "tune", traces[0], "-o", tuned], capture_output=True, text=True)
     if r.returncode != 0 or not os.path.exists(tuned):
