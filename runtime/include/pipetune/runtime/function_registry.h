@@ -73,6 +73,7 @@ class FunctionRegistry {
 
 // Built-in families, each in its own source file.
 void RegisterSyntheticFunctions(FunctionRegistry& registry);  // cpu_work, io_wait, keep_every
-void RegisterImageFunctions(FunctionRegistry& registry);  // jpeg_decode, resize, random_crop_flip, normalize
+void RegisterImageFunctions(
+    FunctionRegistry& registry);  // jpeg_decode, resize, center_crop, random_crop_flip, normalize
 
 }  // namespace pipetune::runtime
