@@ -249,7 +249,8 @@ DataLoaderSettings ReadSettings(const json& settings) {
   if (settings.contains("batches_per_epoch") && settings["batches_per_epoch"].is_number_integer()) {
     s.batches_per_epoch = settings["batches_per_epoch"].get<int64_t>();
   }
-  if (settings.contains("shuffle") && settings["shuffle"].is_boolean()) s.shuffle = settings["shuffle"].get<bool>();
+  if (settings.contains("shuffle") && settings["shuffle"].is_boolean())
+    s.shuffle = settings["shuffle"].get<bool>();
   s.drop_last = Get<bool>(settings, "drop_last", false);
   return s;
 }
@@ -290,7 +291,8 @@ std::optional<DataLoaderDataset> ReadDataset(const json& entry) {
       DataLoaderTransform transform;
       transform.name = Get<std::string>(t, "name", "?");
       transform.module = Get<std::string>(t, "module", "");
-      if (t.is_object() && t.contains("params") && t["params"].is_object()) transform.params = Json(t["params"]);
+      if (t.is_object() && t.contains("params") && t["params"].is_object())
+        transform.params = Json(t["params"]);
       d.transforms.push_back(std::move(transform));
     }
   }

@@ -252,9 +252,10 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
   sub->add_flag(
       "--verify", flags->verify,
       "INPUT is a config: run it traced, tune, run the plan, refit, re-plan; keep the best measured");
-  sub->add_flag("--engine", flags->engine,
-                "INPUT is a DataLoader's trace: write the engine config that reads the same files with the same "
-                "transforms, calibrated on them and tuned (-o: where; default TRACE's stem + .engine.json)");
+  sub->add_flag(
+      "--engine", flags->engine,
+      "INPUT is a DataLoader's trace: write the engine config that reads the same files with the same "
+      "transforms, calibrated on them and tuned (-o: where; default TRACE's stem + .engine.json)");
   sub->add_option("--seconds", flags->seconds,
                   "--verify: seconds per measured run; --engine: seconds of the calibration run (default 3)")
       ->check(CLI::PositiveNumber);

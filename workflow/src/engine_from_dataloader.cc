@@ -42,7 +42,8 @@ std::string DatasetProblem(const DataLoaderProfile& run) {
   const DataLoaderDataset& d = *run.dataset;
   const std::string what = fmt::format("{} ({})", d.class_name, d.module);
   if (run.settings.iterable || d.folder_base.empty()) {
-    return fmt::format("the DataLoader reads {}, not a torchvision ImageFolder or DatasetFolder of images", what);
+    return fmt::format("the DataLoader reads {}, not a torchvision ImageFolder or DatasetFolder of images",
+                       what);
   }
   if (d.class_name != d.folder_base) {
     return fmt::format("{} derives from torchvision's {}: its own code may change what a sample is", what,
@@ -51,8 +52,8 @@ std::string DatasetProblem(const DataLoaderProfile& run) {
   if (d.root.empty()) return fmt::format("the trace records no root folder of the {}", d.class_name);
   if (!d.extensions) return fmt::format("the {} chooses its files with is_valid_file", d.class_name);
   if (std::none_of(d.extensions->begin(), d.extensions->end(), IsJpegExtension)) {
-    return fmt::format("the {}'s extensions ({}) hold no JPEG one: the engine decodes JPEG files", d.class_name,
-                       fmt::join(*d.extensions, ", "));
+    return fmt::format("the {}'s extensions ({}) hold no JPEG one: the engine decodes JPEG files",
+                       d.class_name, fmt::join(*d.extensions, ", "));
   }
   if (std::find(std::begin(kTorchvisionLoaders), std::end(kTorchvisionLoaders), d.loader) ==
       std::end(kTorchvisionLoaders)) {
@@ -72,7 +73,8 @@ std::string DatasetProblem(const DataLoaderProfile& run) {
 
 // A size as torchvision keeps it: an int, or a sequence [side] or [height, width].
 std::optional<std::vector<int64_t>> Sides(const Json& value) {
-  if (value.is_number_integer() && value.get<int64_t>() > 0) return std::vector<int64_t>{value.get<int64_t>()};
+  if (value.is_number_integer() && value.get<int64_t>() > 0)
+    return std::vector<int64_t>{value.get<int64_t>()};
   if (!value.is_array() || value.empty() || value.size() > 2) return std::nullopt;
   std::vector<int64_t> sides;
   for (const Json& v : value) {
@@ -104,7 +106,8 @@ std::optional<std::vector<double>> Numbers(const Json& value, size_t count) {
 std::string InterpolationProblem(const Json& params) {
   if (!params.contains("interpolation")) return "";
   const Json& mode = params["interpolation"];
-  if ((mode.is_string() && mode.get<std::string>() == "bilinear") || (mode.is_number_integer() && mode == 2)) {
+  if ((mode.is_string() && mode.get<std::string>() == "bilinear") ||
+      (mode.is_number_integer() && mode == 2)) {
     return "";
   }
   return fmt::format("interpolation {}: the engine resamples bilinear only", DumpJson(mode));
@@ -118,7 +121,8 @@ Json MapStage(const std::string& name, const char* fn, Json args) {
 // engine op is kept as a problem, so that the error names them all.
 class TransformTranslator {
  public:
-  explicit TransformTranslator(const std::vector<DataLoaderTransform>& transforms) : transforms_(transforms) {}
+  explicit TransformTranslator(const std::vector<DataLoaderTransform>& transforms)
+      : transforms_(transforms) {}
 
   void Run() {
     for (size_t k = 0; k < transforms_.size(); ++k) k = Translate(k);
@@ -169,7 +173,8 @@ class TransformTranslator {
     const size_t last = flip != nullptr ? std::max(k, static_cast<size_t>(flip - transforms_.data())) : k;
     std::optional<std::vector<int64_t>> sides = Sides(p.value("size", Json()));
     if (!sides || (sides->size() == 2 && (*sides)[0] != (*sides)[1])) {
-      Refuse(k, fmt::format("size {}: random_crop_flip makes square crops", DumpJson(p.value("size", Json()))));
+      Refuse(k,
+             fmt::format("size {}: random_crop_flip makes square crops", DumpJson(p.value("size", Json()))));
       return last;
     }
     std::string why = InterpolationProblem(p);
@@ -189,7 +194,8 @@ class TransformTranslator {
       }
       flip_probability = p_flip.get<double>();
     }
-    Json args{{"size", (*sides)[0]}, {"scale", *scale}, {"ratio", *ratio}, {"flip_probability", flip_probability}};
+    Json args{
+        {"size", (*sides)[0]}, {"scale", *scale}, {"ratio", *ratio}, {"flip_probability", flip_probability}};
     Json stage = MapStage(Unique("random_resized_crop"), "random_crop_flip", std::move(args));
     stage["random"] = true;  // a new crop every epoch: no cache may replay it
     stages_.push_back(std::move(stage));
@@ -200,7 +206,8 @@ class TransformTranslator {
     const Json& p = transforms_[k].params;
     std::optional<std::vector<int64_t>> sides = Sides(p.value("size", Json()));
     std::string why = InterpolationProblem(p);
-    if (!sides) why = fmt::format("size {}: expected a side or [height, width]", DumpJson(p.value("size", Json())));
+    if (!sides)
+      why = fmt::format("size {}: expected a side or [height, width]", DumpJson(p.value("size", Json())));
     if (p.contains("max_size") && !p["max_size"].is_null()) why = "max_size: the engine's resize has none";
     if (!why.empty()) return Refuse(k, why);
     stages_.push_back(MapStage(Unique("resize"), "resize", SizeArgs(*sides)));
@@ -210,7 +217,8 @@ class TransformTranslator {
   size_t CenterCrop(size_t k) {
     const Json& p = transforms_[k].params;
     std::optional<std::vector<int64_t>> sides = Sides(p.value("size", Json()));
-    if (!sides) return Refuse(k, fmt::format("size {}: expected [height, width]", DumpJson(p.value("size", Json()))));
+    if (!sides)
+      return Refuse(k, fmt::format("size {}: expected [height, width]", DumpJson(p.value("size", Json()))));
     stages_.push_back(MapStage(Unique("center_crop"), "center_crop", SizeArgs(*sides)));
     return k;
   }
@@ -280,9 +288,10 @@ StatusOr<Json> EngineConfigFromDataLoader(const DataLoaderProfile& run) {
         trace));
   }
   if (std::string problem = DatasetProblem(run); !problem.empty()) {
-    return InvalidInput(fmt::format("{}: {}; the engine rebuilds a torchvision ImageFolder or DatasetFolder "
-                                    "of JPEG images, labelled by its folders (docs/pytorch.md)",
-                                    trace, problem));
+    return InvalidInput(
+        fmt::format("{}: {}; the engine rebuilds a torchvision ImageFolder or DatasetFolder "
+                    "of JPEG images, labelled by its folders (docs/pytorch.md)",
+                    trace, problem));
   }
   const DataLoaderDataset& dataset = *run.dataset;
   TransformTranslator transforms(dataset.transforms);
@@ -304,17 +313,19 @@ StatusOr<Json> EngineConfigFromDataLoader(const DataLoaderProfile& run) {
   stages.push_back(Json{{"name", "read"}, {"op", "read_file"}, {"parallelism", 1}});
   stages.push_back(MapStage("decode", "jpeg_decode", Json::object()));
   for (Json& stage : transforms.stages()) stages.push_back(std::move(stage));
-  stages.push_back(Json{{"name", "batch"},
-                        {"op", "batch"},
-                        {"args", {{"size", run.settings.batch_size}, {"drop_last", run.settings.drop_last}}}});
+  stages.push_back(
+      Json{{"name", "batch"},
+           {"op", "batch"},
+           {"args", {{"size", run.settings.batch_size}, {"drop_last", run.settings.drop_last}}}});
   stages.push_back(Json{{"name", "prefetch"}, {"op", "prefetch"}, {"buffer", 1}});
 
   return Json{
       {"name", fs::path(trace).stem().string() + "_engine"},
       {"description",
-       fmt::format("The engine's equivalent of {} and its transforms, written by `pipetune tune --engine` from "
-                   "{}. The repeat lets a timed run measure the steady state; pipetune.Loader drops it.",
-                   DataLoaderText(run), trace)},
+       fmt::format(
+           "The engine's equivalent of {} and its transforms, written by `pipetune tune --engine` from "
+           "{}. The repeat lets a timed run measure the steady state; pipetune.Loader drops it.",
+           DataLoaderText(run), trace)},
       {"stages", std::move(stages)},
       {"consumer", {{"step_time_ms", StepTimeMs(run)}}}};
 }
@@ -341,7 +352,8 @@ StatusOr<EngineTuneResult> TuneEngineFromDataLoader(const EngineTuneRequest& req
   // PIL's costs say nothing of the engine's: measure them on the same files.
   result.output = EngineConfigPath(request.output, request.trace);
   fs::path output(result.output);
-  result.calibration_trace = (output.parent_path() / (output.stem().string() + ".calibration.ptrace")).string();
+  result.calibration_trace =
+      (output.parent_path() / (output.stem().string() + ".calibration.ptrace")).string();
   RunConfigOptions run;
   run.seconds = request.calibration_seconds;
   run.trace_path = result.calibration_trace;
@@ -368,12 +380,14 @@ std::string FormatEngineTune(const EngineTuneResult& result) {
   const tuner::Plan& engine = result.engine.plan;
   const double tuned_dataloader = dl.plan.predicted_throughput;
   std::string text = tuner::FormatPlanText(engine);
-  text += fmt::format("\nthe engine's equivalent of {}:\n  {}\n", DataLoaderText(dl.run), fmt::join(names, " -> "));
-  text += fmt::format("calibration: {:.1f} s of it on the traced files, one worker per stage: {:.1f} batches/s ({})\n\n",
-                      result.calibration.seconds, result.calibration.throughput, result.calibration_trace);
+  text += fmt::format("\nthe engine's equivalent of {}:\n  {}\n", DataLoaderText(dl.run),
+                      fmt::join(names, " -> "));
+  text += fmt::format(
+      "calibration: {:.1f} s of it on the traced files, one worker per stage: {:.1f} batches/s ({})\n\n",
+      result.calibration.seconds, result.calibration.throughput, result.calibration_trace);
   auto row = [&](const char* what, double batches_per_second, const std::string& note) {
-    return fmt::format("  {:<38} {:>9.1f} {:>9.0f}   {}\n", what, batches_per_second, batches_per_second * batch,
-                       note);
+    return fmt::format("  {:<38} {:>9.1f} {:>9.0f}   {}\n", what, batches_per_second,
+                       batches_per_second * batch, note);
   };
   text += fmt::format("  {:<38} {:>9} {:>9}\n", "", "batches/s", "images/s");
   text += row("DataLoader, measured", dl.plan.measured_throughput,

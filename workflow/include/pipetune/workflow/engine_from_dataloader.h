@@ -49,8 +49,8 @@ struct EngineTuneRequest {
   std::string trace;  // the DataLoader's main trace
   tuner::BudgetFlags budgets;
   tuner::Objective objective = tuner::Objective::kMax;
-  std::string output;               // the tuned engine config; empty: EngineConfigPath's default
-  double calibration_seconds = 3;   // the engine's traced run on the same files
+  std::string output;              // the tuned engine config; empty: EngineConfigPath's default
+  double calibration_seconds = 3;  // the engine's traced run on the same files
 };
 
 struct EngineTuneResult {
