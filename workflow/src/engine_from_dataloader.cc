@@ -126,14 +126,10 @@ class TransformTranslator {
 
   void Run() {
     for (size_t k = 0; k < transforms_.size(); ++k) k = Translate(k);
-    if (problems_.empty() && !tensor_) {
-      problems_.push_back(
-          "the transforms end without ToTensor: the engine gives float tensors (ToTensor, then Normalize if "
-          "any)");
-    }
   }
   Json& stages() { return stages_; }
   const std::vector<std::string>& problems() const { return problems_; }
+  bool ends_in_tensors() const { return tensor_; }
 
  private:
   // Translates transform k (and the one after it when the two make one
@@ -305,6 +301,12 @@ StatusOr<Json> EngineConfigFromDataLoader(const DataLoaderProfile& run) {
         fmt::join(transforms.problems(), "\n  ")));
   }
 
+  if (!transforms.ends_in_tensors()) {
+    return InvalidInput(fmt::format(
+        "{}: the DataLoader's transforms{} end without ToTensor: the engine gives float tensors (ToTensor, "
+        "then Normalize if any)",
+        trace, dataset.transform_holder.empty() ? "" : " (" + dataset.transform_holder + ")"));
+  }
   Json files_args{{"image_folder", dataset.root}, {"extensions", *dataset.extensions}};
   if (*run.settings.shuffle) files_args["shuffle_seed"] = 0;
   Json stages = Json::array();
