@@ -26,8 +26,8 @@ _SKIP = object()  # a value JSON cannot hold: the attribute is left out
 
 def jsonable(value, depth=0):
     """`value` as JSON holds it, or _SKIP: numbers (finite), strings, None,
-    enums (their value, as InterpolationMode's "bilinear"), sequences and
-    dicts of those, and small tensors."""
+    enums (their value, as InterpolationMode's "bilinear"), torch dtypes
+    ("torch.float32"), sequences and dicts of those, and small tensors."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, enum.Enum):
@@ -36,6 +36,8 @@ def jsonable(value, depth=0):
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value) if math.isfinite(value) else _SKIP
+    if type(value).__name__ == "dtype" and type(value).__module__ == "torch":
+        return str(value)  # ConvertImageDtype's: "torch.float32"
     if depth >= MAX_DEPTH:
         return _SKIP
     tolist = getattr(value, "tolist", None)

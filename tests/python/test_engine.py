@@ -22,8 +22,9 @@ BATCH = 4
 
 # A training script as torchvision's reference recipe writes it: the
 # transforms held by a preset object (references/classification/presets.py
-# keeps `self.transforms = T.Compose([...])` and is called as a function),
-# here our own small one. EXTRA is put into the Compose's list.
+# keeps `self.transforms = T.Compose([...])` and is called as a function;
+# it makes tensors with PILToTensor + ConvertImageDtype), here our own small
+# one. EXTRA is put into the Compose's list.
 SCRIPT = textwrap.dedent("""
     import sys, time
     import torch
@@ -38,7 +39,8 @@ SCRIPT = textwrap.dedent("""
     class Preset:
         def __init__(self, size, extra):
             steps = [T.RandomResizedCrop(size), T.RandomHorizontalFlip()] + extra
-            steps += [T.ToTensor(), T.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))]
+            steps += [T.PILToTensor(), T.ConvertImageDtype(torch.float),
+                      T.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))]
             self.transforms = T.Compose(steps)
 
         def __call__(self, image):
@@ -107,6 +109,7 @@ def case_record(pipetune, tmp):
     attribute, nested Composes flattened, DatasetFolder's extensions and
     loader, and what is not a folder."""
     sys.path.insert(0, bootstrap_dir(pipetune))
+    import torch
     from pipetune import _dataset
     from torch.utils.data import DataLoader, Dataset, DistributedSampler
     from torchvision import transforms as T
@@ -118,7 +121,8 @@ def case_record(pipetune, tmp):
     class Preset:
         def __init__(self):
             self.crop_size = 32
-            self.transforms = T.Compose([T.Resize(40), T.Compose([T.CenterCrop((32, 24)), T.ToTensor()]),
+            self.transforms = T.Compose([T.Resize(40), T.Compose([T.CenterCrop((32, 24)), T.PILToTensor(),
+                                                                  T.ConvertImageDtype(torch.float)]),
                                          T.Normalize((0.5,), (0.25,))])
 
         def __call__(self, image):
@@ -136,7 +140,7 @@ def case_record(pipetune, tmp):
         fail("ImageFolder's extensions: %r" % record["extensions"])
     got = [(t["name"], t["params"]) for t in record["transforms"]]
     want = [("Resize", {"size": 40, "max_size": None, "interpolation": "bilinear", "antialias": None}),
-            ("CenterCrop", {"size": [32, 24]}), ("ToTensor", {}),
+            ("CenterCrop", {"size": [32, 24]}), ("PILToTensor", {}), ("ConvertImageDtype", {"dtype": "torch.float32"}),
             ("Normalize", {"mean": [0.5], "std": [0.25], "inplace": False})]
     if got != want:
         fail("transforms: %r\nexpected %r" % (got, want))

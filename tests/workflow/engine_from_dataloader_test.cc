@@ -124,6 +124,28 @@ TEST(EngineFromDataLoaderTest, EvaluationRecipeBecomesTheEnginesOps) {
   EXPECT_EQ(Stage(*config, "batch")["args"]["drop_last"], false);
 }
 
+// torchvision's reference recipe (references/classification/presets.py)
+// writes ToTensor as PILToTensor + ConvertImageDtype(torch.float).
+TEST(EngineFromDataLoaderTest, PilToTensorAndConvertImageDtypeIsToTensor) {
+  DataLoaderProfile run =
+      WithTransforms({Transform("Resize", {{"size", 64}}), Transform("PILToTensor"),
+                      Transform("ConvertImageDtype", {{"dtype", "torch.float32"}}),
+                      Transform("Normalize", {{"mean", {0.5, 0.5, 0.5}}, {"std", {0.5, 0.5, 0.5}}})});
+  StatusOr<Json> config = EngineConfigFromDataLoader(run);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_THAT(StageNames(*config), ::testing::ElementsAre("files", "repeat", "read", "decode", "resize",
+                                                          "normalize", "batch", "prefetch"));
+  EXPECT_EQ(Stage(*config, "normalize")["args"]["mean"], Json({0.5, 0.5, 0.5}));
+
+  EXPECT_THAT(ErrorOf(WithTransforms({Transform("PILToTensor")})),
+              HasSubstr("transform[0] PILToTensor (torchvision.transforms.transforms): without a "
+                        "ConvertImageDtype(torch.float) after it"));
+  EXPECT_THAT(ErrorOf(WithTransforms({Transform("PILToTensor"),
+                                      Transform("ConvertImageDtype", {{"dtype", "torch.float16"}})})),
+              HasSubstr("transform[1] ConvertImageDtype (torchvision.transforms.transforms): dtype "
+                        "\"torch.float16\""));
+}
+
 // A flip before the crop is the same distribution as after it; a Normalize
 // of one number is that number for every channel; two resizes get two names.
 TEST(EngineFromDataLoaderTest, FlipBeforeTheCropAndOneNumberNormalize) {

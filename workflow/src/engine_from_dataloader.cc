@@ -146,6 +146,7 @@ class TransformTranslator {
     if (Is(t, "Resize")) return Resize(k);
     if (Is(t, "CenterCrop")) return CenterCrop(k);
     if (Is(t, "ToTensor")) return ToTensor(k);
+    if (Is(t, "PILToTensor")) return PilToTensor(k);
     if (Is(t, "RandomHorizontalFlip")) {
       return Refuse(k, "the engine flips only with a RandomResizedCrop beside it (random_crop_flip)");
     }
@@ -237,6 +238,21 @@ class TransformTranslator {
     Json args{{"mean", mean}, {"std", std}, {"layout", "chw"}};
     stages_.push_back(MapStage(Unique("normalize"), "normalize", std::move(args)));
     return normalize != nullptr ? k + 1 : k;
+  }
+
+  // PILToTensor then ConvertImageDtype(torch.float) is ToTensor, as
+  // torchvision's reference recipe writes it (ConvertImageDtype divides a
+  // uint8 image by 255); PILToTensor alone gives uint8 tensors.
+  size_t PilToTensor(size_t k) {
+    const DataLoaderTransform* convert = Next(k, "ConvertImageDtype");
+    if (convert == nullptr) {
+      return Refuse(k, "without a ConvertImageDtype(torch.float) after it: the engine gives float32 tensors");
+    }
+    const Json dtype = convert->params.value("dtype", Json());
+    if (dtype != "torch.float32") {
+      return Refuse(k + 1, fmt::format("dtype {}: the engine gives float32 tensors", DumpJson(dtype)));
+    }
+    return ToTensor(k + 1);
   }
 
   // One number for every channel, or three.

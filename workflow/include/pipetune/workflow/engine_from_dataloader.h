@@ -4,7 +4,8 @@
 //
 //   DataLoader(ImageFolder(ROOT, transform=...), batch_size, shuffle, drop_last)
 //     -> list_files {image_folder: ROOT} -> repeat -> read_file -> jpeg_decode
-//        -> random_crop_flip / resize / center_crop -> normalize (chw)
+//        -> random_crop_flip / resize / center_crop
+//        -> normalize (chw: ToTensor, or PILToTensor + ConvertImageDtype(float), and Normalize)
 //        -> batch {size, drop_last} -> prefetch;  consumer.step_time_ms = the loop's step
 //
 // PIL's costs say nothing of the engine's, so the config is calibrated:
