@@ -5,8 +5,10 @@
 // wrapper object as torchvision's reference recipe holds them); the other
 // cases are profiles as the reader makes them, changed where the case says.
 #include <gmock/gmock.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -243,6 +245,65 @@ TEST(EngineFromDataLoaderTest, DatasetsTheEngineCannotRebuildAreRefused) {
   DataLoaderProfile old = TrainingRun();
   old.dataset.reset();
   EXPECT_THAT(ErrorOf(old), HasSubstr("the trace does not record the DataLoader's dataset"));
+}
+
+// The words after `label` on the line that starts with it, single-spaced.
+std::string RowAfter(const std::string& text, const std::string& label) {
+  size_t at = text.find("\n  " + label);
+  if (at == std::string::npos) return "no row " + label;
+  at += 3 + label.size();
+  std::istringstream line(text.substr(at, text.find('\n', at) - at));
+  std::string word, words;
+  while (line >> word) words += (words.empty() ? "" : " ") + word;
+  return words;
+}
+
+// What `tune --engine` prints once the engine's plan is made: the three
+// rates side by side in batches/s and images/s, the engine's over the
+// tuned DataLoader's, where the config went and the line that swaps it in.
+// (The engine's plan is set by hand here: the calibration run needs the
+// engine's image_folder listing, which tests/python/test_engine.py's swap
+// case runs end to end.)
+TEST(EngineFromDataLoaderTest, PrintsTheRatesSideBySideAndTheSwap) {
+  tuner::BudgetFlags budgets;
+  budgets.cores = 2;
+  budgets.memory_bytes = uint64_t{1} << 30;
+  StatusOr<DataLoaderTuneResult> dataloader = PlanDataLoaderTrace({kGolden, budgets, tuner::Objective::kMax, ""});
+  ASSERT_TRUE(dataloader.ok()) << dataloader.status().message();
+  EngineTuneResult result;
+  result.dataloader = *dataloader;
+  StatusOr<Json> equivalent = EngineConfigFromDataLoader(dataloader->run);
+  ASSERT_TRUE(equivalent.ok()) << equivalent.status().message();
+  result.equivalent = *equivalent;
+  const double tuned = dataloader->plan.predicted_throughput;
+  ASSERT_GT(tuned, 0);
+  result.engine.plan.pipeline_name = "image_folder_preset_engine";
+  result.engine.plan.predicted_throughput = 2.5 * tuned;
+  result.calibration.seconds = 1;
+  result.calibration.throughput = 80;
+  result.calibration_trace = "out/engine.calibration.ptrace";
+  result.output = "out/engine.json";
+  result.code_change = "loader = pipetune.Loader(\"/abs/out/engine.json\")";
+
+  std::string text = FormatEngineTune(result);
+  EXPECT_THAT(text, HasSubstr("files -> repeat -> read -> decode -> random_resized_crop -> normalize -> batch -> "
+                              "prefetch"));
+  EXPECT_THAT(text, HasSubstr("shuffle=True, drop_last=True)"));
+  EXPECT_THAT(text, HasSubstr("80.0 batches/s (out/engine.calibration.ptrace)"));
+  EXPECT_EQ(RowAfter(text, "DataLoader, measured"),
+            fmt::format("{:.1f} {:.0f} num_workers=0", dataloader->plan.measured_throughput,
+                        3 * dataloader->plan.measured_throughput));
+  EXPECT_EQ(RowAfter(text, "engine, tuned config (predicted)"),
+            fmt::format("{:.1f} {:.0f} 2.50x the tuned DataLoader", 2.5 * tuned, 3 * 2.5 * tuned));
+  EXPECT_THAT(text, HasSubstr("tuned engine config: out/engine.json"));
+  EXPECT_THAT(text, HasSubstr("code change: loader = pipetune.Loader(\"/abs/out/engine.json\")  in place of  "
+                              "loader = DataLoader(...)"));
+
+  Json json = EngineTuneToJson(result);
+  EXPECT_DOUBLE_EQ(json["dataloader"]["tuned_predicted_batches_per_second"].get<double>(), tuned);
+  EXPECT_EQ(json["dataloader"]["tuned_kwargs"]["num_workers"], dataloader->knobs.num_workers);
+  EXPECT_EQ(json["output"], "out/engine.json");
+  EXPECT_EQ(json["code_change"], result.code_change);
 }
 
 }  // namespace
