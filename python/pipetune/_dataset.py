@@ -13,6 +13,7 @@ callable (torchvision's references/classification/presets.py
 ClassificationPresetTrain keeps `self.transforms = T.Compose([...])`).
 """
 import enum
+import itertools
 import math
 import numbers
 import os
@@ -41,19 +42,26 @@ def jsonable(value, depth=0):
     if depth >= MAX_DEPTH:
         return _SKIP
     tolist = getattr(value, "tolist", None)
-    if callable(tolist) and getattr(value, "numel", lambda: MAX_ITEMS + 1)() <= MAX_ITEMS:
-        return jsonable(tolist(), depth)  # a small tensor: Normalize's mean given as one
+    if callable(tolist) and _elements(value) <= MAX_ITEMS:
+        return jsonable(tolist(), depth)  # a small tensor or array: Normalize's mean given as one
     if isinstance(value, (list, tuple)):
         items = [jsonable(v, depth + 1) for v in value[:MAX_ITEMS]]
         return _SKIP if any(v is _SKIP for v in items) else items
     if isinstance(value, dict):
         out = {}
-        for k, v in list(value.items())[:MAX_ITEMS]:
+        for k, v in itertools.islice(value.items(), MAX_ITEMS):
             v = jsonable(v, depth + 1)
             if isinstance(k, str) and v is not _SKIP:
                 out[k] = v
         return out
     return _SKIP
+
+
+def _elements(value):
+    """A tensor's (numel) or an array's (size) element count; large when unknown."""
+    numel = getattr(value, "numel", None)
+    count = numel() if callable(numel) else getattr(value, "size", None)
+    return count if isinstance(count, int) else MAX_ITEMS + 1
 
 
 def _public_params(transform):
