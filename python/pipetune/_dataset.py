@@ -152,9 +152,13 @@ def describe_dataset(dataset):
     if isinstance(root, (str, os.PathLike)):
         record["root"] = os.path.abspath(os.fspath(root))
     if record["base"] is not None:
-        # DatasetFolder keeps its extensions (None when is_valid_file chose the files).
+        # DatasetFolder keeps its extensions, a tuple or one string (None
+        # when is_valid_file chose the files).
         extensions = getattr(dataset, "extensions", None)
-        record["extensions"] = list(extensions) if isinstance(extensions, (list, tuple)) else extensions
+        if isinstance(extensions, str):
+            extensions = (extensions,)
+        record["extensions"] = [e for e in extensions if isinstance(e, str)] \
+            if isinstance(extensions, (list, tuple)) else None
         loader = getattr(dataset, "loader", None)
         if loader is not None:
             record["loader"] = "%s.%s" % (getattr(loader, "__module__", "?"), _name_of(loader))

@@ -146,7 +146,7 @@ def case_record(pipetune, tmp):
         fail("transforms: %r\nexpected %r" % (got, want))
     json.dumps(record, allow_nan=False)  # what the trace holds must be JSON
 
-    folder = DatasetFolder(root, loader=pil_loader, extensions=(".jpg",), transform=[T.ToTensor()],
+    folder = DatasetFolder(root, loader=pil_loader, extensions=".jpg", transform=[T.ToTensor()],
                            target_transform=lambda y: y + 1)
     record = _dataset.describe_dataset(folder)
     if (record["base"], record["extensions"], record["loader"], record["target_transform"]) != \
