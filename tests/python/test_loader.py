@@ -62,7 +62,9 @@ def make_images(root):
 def config(root, stages, batch=5, **batch_args):
     head = [{"name": "files", "op": "list_files", "args": {"image_folder": root, "shuffle_seed": 11}},
             {"name": "read", "op": "read_file"},
-            {"name": "decode", "op": "map", "fn": "jpeg_decode", "parallelism": 2}]
+            # deterministic: two workers hand decoded images on in the files' order,
+            # so that the same seed and epoch give the same batches
+            {"name": "decode", "op": "map", "fn": "jpeg_decode", "parallelism": 2, "args": {"deterministic": True}}]
     tail = [{"name": "normalize", "op": "map", "fn": "normalize", "args": {"mean": MEAN, "std": STD}},
             {"name": "batch", "op": "batch", "args": dict(size=batch, **batch_args)},
             {"name": "again", "op": "repeat", "args": {"count": 5}},
