@@ -29,6 +29,7 @@ struct TuneFlags {
   std::string memory;
   std::optional<int> max_threads;
   std::string cache_dir;
+  bool no_cache = false;
   std::string objective = "max";
   std::string output;
   std::string format = "text";
@@ -45,7 +46,10 @@ struct TuneFlags {
 };
 
 StatusOr<tuner::BudgetFlags> BudgetsFrom(const TuneFlags& flags) {
-  return workflow::ParseBudgets(flags.cores, flags.memory, flags.max_threads, flags.cache_dir);
+  StatusOr<tuner::BudgetFlags> budgets =
+      workflow::ParseBudgets(flags.cores, flags.memory, flags.max_threads, flags.cache_dir);
+  if (budgets.ok()) budgets->no_cache = flags.no_cache;
+  return budgets;
 }
 
 tuner::Objective ObjectiveFrom(const TuneFlags& flags) {
@@ -234,6 +238,8 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
   sub->add_option("--max-threads", flags->max_threads, "Threads of all stages together (default 256)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--cache-dir", flags->cache_dir, "Allow a cache on disk, in this directory");
+  sub->add_flag("--no-cache", flags->no_cache,
+                "Place no cache (the data changes between epochs, or the stages themselves are measured)");
   sub->add_option("--objective", flags->objective,
                   "max: the highest throughput; demand: the consumer's rate with the fewest cores")
       ->check(CLI::IsMember({"max", "demand"}));

@@ -187,6 +187,13 @@ TEST_F(CliTune, FindsTheCacheUnderARepeatRightAfterAFileSource) {
   EXPECT_EQ(tuned["stages"][4]["args"]["buffer"], 20);
   EXPECT_EQ(tuned["stages"][4]["args"]["seed"], 5);
 
+  // --no-cache: the same trace planned without one, and the plan says why.
+  CommandResult uncached =
+      RunPipetune("tune " + Path("epochs.ptrace") + " --no-cache -o " + Path("epochs/nc.json"));
+  ASSERT_EQ(uncached.exit_code, 0) << uncached.err;
+  EXPECT_THAT(uncached.out, HasSubstr("caches are off (--no-cache)"));
+  EXPECT_THAT(ReadFile(Path("epochs/nc.json")), ::testing::Not(HasSubstr("\"cache\"")));
+
   // The tuned config runs, and after the first epoch the cache replays it.
   std::string summary = Path("epochs/summary.json");
   CommandResult rerun = RunPipetune("run " + Path("epochs/tuned.json") + " --seconds 1 --summary " + summary);

@@ -180,7 +180,7 @@ Alternative Rewritten(const Alternative& base, RewrittenInput rewritten) {
 // each of them with every run of two or more adjacent maps fused; and each
 // of those as it is and with its repeat moved after each stage a cache could
 // then hold (the cache points the repeat had ruled out).
-std::vector<Alternative> GraphAlternatives(const TuneInput& input) {
+std::vector<Alternative> GraphAlternatives(const TuneInput& input, bool caches_allowed) {
   std::vector<Alternative> bases;
   bases.push_back({input, {}, {}, {}});
   if (std::optional<RewrittenInput> fused = ProposeDecodeCropFusion(input)) {
@@ -198,6 +198,7 @@ std::vector<Alternative> GraphAlternatives(const TuneInput& input) {
   }
   std::vector<Alternative> all = bases;
   for (const Alternative& base : bases) {
+    if (!caches_allowed) break;  // a moved repeat exists for a cache
     for (size_t k = 1; k < base.input.profile.stages.size(); ++k) {
       std::optional<RewrittenInput> moved = ProposeRepeatMove(base.input, k);
       if (!moved) continue;
@@ -241,7 +242,7 @@ bool Better(const Plan& a, const Plan& b, Objective objective) {
 
 StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resources, Objective objective,
                                  const SolverOptions& options) {
-  std::vector<Alternative> alternatives = GraphAlternatives(input);
+  std::vector<Alternative> alternatives = GraphAlternatives(input, resources.caches_allowed);
   PIPETUNE_ASSIGN_OR_RETURN(Plan plain, Solve(input, resources, objective, options));
   // Every alternative's cache options, labelled, for the plan's table: each
   // keeps whether its own plan chose it, and only the winner's stays so.
