@@ -24,13 +24,7 @@ models::StageProfile FusedStage(const models::StageProfile& decode, const models
   fused.cpu_seconds_per_element = decode.cpu_seconds_per_element * cost + crop.cpu_seconds_per_element;
   fused.latency_seconds = decode.latency_seconds * cost + crop.latency_seconds;
   fused.measured_latency_seconds = decode.measured_latency_seconds * cost + crop.measured_latency_seconds;
-  fused.cpu_seconds = fused.cpu_seconds_per_element * fused.elements;
-  fused.work_seconds = fused.measured_latency_seconds * fused.elements;
-  fused.bytes_per_element = crop.bytes_per_element;
-  fused.bytes = crop.bytes;
-  fused.visit_ratio = crop.visit_ratio;
-  fused.cpu_seconds_per_output = fused.cpu_seconds_per_element * fused.visit_ratio;
-  fused.latency_bound = fused.latency_seconds > 2 * fused.cpu_seconds_per_element;
+  TakeOutputOf(crop, fused);
   // The fitted curve keeps its shape; one worker's rate follows the latency.
   if (fused.scaling.lambda > 0 && fused.latency_seconds > 0) {
     fused.scaling.lambda *= decode.latency_seconds / fused.latency_seconds;
@@ -66,6 +60,17 @@ void AddStageChanges(const GraphRewrite& rewrite, const std::string& decode_size
 }
 
 }  // namespace
+
+void TakeOutputOf(const models::StageProfile& tail, models::StageProfile& fused) {
+  fused.elements = tail.elements;
+  fused.cpu_seconds = fused.cpu_seconds_per_element * fused.elements;
+  fused.work_seconds = fused.measured_latency_seconds * fused.elements;
+  fused.bytes_per_element = tail.bytes_per_element;
+  fused.bytes = tail.bytes;
+  fused.visit_ratio = tail.visit_ratio;
+  fused.cpu_seconds_per_output = fused.cpu_seconds_per_element * fused.visit_ratio;
+  fused.latency_bound = fused.latency_seconds > 2 * fused.cpu_seconds_per_element;
+}
 
 std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input) {
   if (!input.config) return std::nullopt;

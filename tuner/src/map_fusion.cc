@@ -42,14 +42,7 @@ models::StageProfile FusedMaps(const models::Profile& profile, size_t first, siz
   fused.cpu_seconds_per_element = std::max(cpu - saved, costliest_cpu);
   fused.latency_seconds = std::max(latency - saved, costliest_latency);
   fused.measured_latency_seconds = std::max(measured - saved, costliest_latency);
-  fused.elements = tail.elements;
-  fused.cpu_seconds = fused.cpu_seconds_per_element * fused.elements;
-  fused.work_seconds = fused.measured_latency_seconds * fused.elements;
-  fused.bytes = tail.bytes;
-  fused.bytes_per_element = tail.bytes_per_element;
-  fused.visit_ratio = tail.visit_ratio;
-  fused.cpu_seconds_per_output = fused.cpu_seconds_per_element * fused.visit_ratio;
-  fused.latency_bound = fused.latency_seconds > 2 * fused.cpu_seconds_per_element;
+  TakeOutputOf(tail, fused);
   fused.scaling = models::UslFit{};
   fused.scaling.kind = models::ScalingKind::kLinear;
   return fused;

@@ -33,6 +33,11 @@ inline constexpr const char* kFuseDecodeCrop = "fuse_decode_crop";
 inline constexpr const char* kMoveRepeat = "move_repeat";
 inline constexpr const char* kFuseMaps = "fuse_maps";
 
+// Completes a fused stage whose per-element CPU and latencies are set: its
+// totals over the window, and the output (bytes, visits) of `tail`, the last
+// of the stages it replaces. What both fusions share.
+void TakeOutputOf(const models::StageProfile& tail, models::StageProfile& fused);
+
 // The traced input as if the rewrite were made: the config and the profile
 // with the stages fused. nullopt when the input has no config or no
 // decode -> crop pair, or the profile does not name the pair's stages.
