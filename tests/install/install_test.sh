@@ -56,4 +56,32 @@ check_trace "$tmp/c.trace" c c_stage 20000
 "$cmake" --build "$tmp/cxx_build" >"$tmp/cxx_build.log" 2>&1 || { cat "$tmp/cxx_build.log"; exit 1; }
 (cd "$tmp" && "$pipetune" profile --trace "$tmp/cxx.trace" -- "$tmp/cxx_build/cxx_program")
 check_trace "$tmp/cxx.trace" cxx cxx_work 3000
+# Python: the installed package, as Debian's python3 would import it from
+# dist-packages, finds the installed loader library and gives batches.
+python_site="$(find "$prefix" -path '*dist-packages/pipetune/__init__.py' | head -1)"
+[[ -n "$python_site" ]] || { echo "FAIL: the pipetune Python package is not installed"; exit 1; }
+grep -q "LIBRARY_DIR = \"$libdir" "$(dirname "$python_site")/_paths.py" ||
+  grep -q "LIBRARY_DIR = \"$(cd "$libdir" && pwd)" "$(dirname "$python_site")/_paths.py" ||
+  { echo "FAIL: _paths.py does not name the install's libraries:"; cat "$(dirname "$python_site")/_paths.py"; exit 1; }
+make_images="$build_dir/examples/image/pipetune_make_images"
+if /usr/bin/python3 -c "import torch" 2>/dev/null && [[ -x "$make_images" ]]; then
+  "$make_images" --count 4 --out "$tmp/images" --quiet
+  (cd "$tmp" && PYTHONPATH="$(dirname "$(dirname "$python_site")")" /usr/bin/python3 - "$tmp/images" <<'PY'
+import sys
+import pipetune
+assert "dist-packages" in pipetune.__file__, pipetune.__file__
+loader = pipetune.Loader({"name": "installed", "stages": [
+    {"name": "files", "op": "list_files", "args": {"pattern": sys.argv[1] + "/*.jpg"}},
+    {"name": "read", "op": "read_file"},
+    {"name": "decode", "op": "map", "fn": "jpeg_decode"},
+    {"name": "resize", "op": "map", "fn": "resize", "args": {"height": 16, "width": 16}},
+    {"name": "normalize", "op": "map", "fn": "normalize"},
+    {"name": "batch", "op": "batch", "args": {"size": 4}}]})
+batches = list(loader)
+assert len(batches) == 1 == len(loader), (len(batches), len(loader))
+assert tuple(batches[0][0].shape) == (4, 3, 16, 16), batches[0][0].shape
+print("installed pipetune.Loader: %d batch %s from %s" % (len(batches), tuple(batches[0][0].shape), pipetune.__file__))
+PY
+  ) || { echo "FAIL: the installed pipetune.Loader"; exit 1; }
+fi
 echo "installed copy: C (pkg-config, shared) and C++ (find_package, static) programs traced"
