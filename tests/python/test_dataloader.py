@@ -73,7 +73,7 @@ SCRIPT = textwrap.dedent("""
 
     if __name__ == "__main__":
         o = {args}
-        if o.get("pin"):
+        if o.get("pin") and not o.get("no_cuda"):
             fake_cuda()
         compose = transforms.Compose([Scale(), Shift(o.get("nap", 0))])
         if o.get("iterable"):
@@ -290,6 +290,28 @@ def case_pin_memory(pipetune, tmp, workers):
     expect(stage_counts(rep)["pin_memory"] == 2 * SAMPLES // BATCH, "pin_memory: once per batch", rep)
 
 
+def case_pin_memory_no_cuda(pipetune, tmp):
+    # pin_memory=True on a host without CUDA: the report says pinning only
+    # costs time, and the plan and its code change must agree (not "kept").
+    import torch
+    if torch.cuda.is_available():
+        print("skipped: this host has CUDA")
+        sys.exit(77)
+    trace, _ = profile(pipetune, tmp, dict(workers=2, pin=True, no_cuda=True))
+    rep = report(pipetune, trace)
+    expect(settings(rep)["pin_memory"], "settings.pin_memory", rep)
+    expect(any("no CUDA device" in n for n in dataloader(rep)["notes"]), "the report's note", rep)
+    r = run([pipetune, "tune", trace, "--format", "json", "--cores", "2", "--memory", "64GiB"])
+    if r.returncode != 0:
+        fail("tune", r)
+    plan = json.loads(r.stdout)
+    pin = [k for k in plan["knobs"] if k["stage"] == "pin_memory"]
+    if len(pin) != 1 or pin[0]["new"] != "False" or "kept" in pin[0]["reason"]:
+        fail("the plan keeps pin_memory: %s" % pin, r)
+    if not plan["dataloader_kwargs"]["pin_memory"] is False or "pin_memory=False" not in plan["code_change"]:
+        fail("the code change keeps pin_memory", r)
+
+
 def case_errors(pipetune, tmp):
     # A worker's trace given for the run's: exit 2, naming the main trace.
     trace, _ = profile(pipetune, tmp, dict(workers=1))
@@ -332,6 +354,8 @@ def main():
             case_iterable(pipetune, tmp, int(case[8]), case.endswith("_sharded"))
         elif case in ("pin_memory0", "pin_memory2"):
             case_pin_memory(pipetune, tmp, int(case[10]))
+        elif case == "pin_memory_no_cuda":
+            case_pin_memory_no_cuda(pipetune, tmp)
         elif case == "errors":
             case_errors(pipetune, tmp)
         elif case == "killed":

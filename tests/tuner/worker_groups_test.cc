@@ -268,6 +268,26 @@ TEST(DataLoaderTuner, PinMemoryOffWithoutCudaKeptWithIt) {
   EXPECT_TRUE(Tuned(run, LoaderBudget(2, 64 * 1024)).pin_memory);
 }
 
+// The report says pinning without a GPU only costs time; the plan must not
+// keep it, even where the step hides its cost (a plan that kept it printed
+// "kept" and a code change with pin_memory=True).
+TEST(DataLoaderTuner, PinMemoryOffWithoutCudaEvenWhereTheStepHidesItsCost) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.settings.pin_memory = true;
+  run.pin_memory = Stage("pin_memory", DataLoaderStageKind::kPinMemory, 0.0005, 100);
+  run.step = Stage("training step", DataLoaderStageKind::kStep, 50.0, 100);  // the step is the limit
+  run.step.cpu_seconds_each = 0;
+  Plan plan;
+  EXPECT_FALSE(Tuned(run, LoaderBudget(4, 64 * 1024), &plan).pin_memory);
+  auto knob = std::find_if(plan.knobs.begin(), plan.knobs.end(),
+                           [](const KnobChange& k) { return k.stage == "pin_memory"; });
+  ASSERT_NE(knob, plan.knobs.end());
+  EXPECT_TRUE(knob->changed);
+  EXPECT_EQ(knob->reason.find("kept"), std::string::npos) << knob->reason;
+  run.cuda_available = true;  // with a GPU, pinning speeds the copy: the plan keeps it
+  EXPECT_TRUE(Tuned(run, LoaderBudget(4, 64 * 1024)).pin_memory);
+}
+
 TEST(DataLoaderTuner, NoWorkersWhenTheStepIsTheLimitAnyway) {
   DataLoaderProfile run = LoaderRun();
   run.step = Stage("training step", DataLoaderStageKind::kStep, 50.0, 100);  // loading is 0.4% of a step

@@ -63,15 +63,21 @@ std::vector<models::Configuration> Configurations(const models::Profile& profile
 
 // How far a trial departs from the traced settings, for breaking ties: fewer
 // workers first, then a buffer nearer the traced one (never below it unless
-// memory forces), then unchanged persistence and switches.
+// memory forces), then unchanged persistence, then the switches. A stage the
+// profile may switch off is preferred off: it only costs time (pin_memory
+// without a GPU), so a plan that kept it would contradict the report, which
+// says so, even where its time hides behind the bottleneck.
 std::tuple<int, int, int, int> Departure(const models::Profile& profile, const models::Configuration& c) {
   const models::WorkerGroup& group = profile.groups[0];
   int buffer = c.group_workers[0] > 0 ? c.group_buffer[0] : group.buffer_per_worker;
   int buffer_cost = buffer >= group.buffer_per_worker ? buffer - group.buffer_per_worker
                                                       : 2 * (group.buffer_per_worker - buffer);
   int switched = 0;
-  for (size_t i = 0; i < profile.stages.size(); ++i)
-    switched += c.stage_enabled[i] != profile.stages[i].enabled;
+  for (size_t i = 0; i < profile.stages.size(); ++i) {
+    const models::StageProfile& stage = profile.stages[i];
+    bool preferred = stage.enabled && !(stage.switchable && stage.may_switch_off);
+    switched += c.stage_enabled[i] != preferred;
+  }
   return {c.group_workers[0], buffer_cost, c.group_persistent[0] != group.persistent ? 1 : 0, switched};
 }
 
