@@ -139,6 +139,15 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
               {"notes", dl.notes}};
 }
 
+// The rank numbers of the processes read (those that recorded one).
+Json RecordedRanks(const JobSection& job) {
+  Json ranks = Json::array();
+  for (const RankRow& r : job.ranks) {
+    if (r.rank) ranks.push_back(*r.rank);
+  }
+  return ranks;
+}
+
 // A job of several processes: every rank's row (docs/report-json.md).
 Json RanksJson(const JobSection& job) {
   auto optional_int = [](const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); };
@@ -228,7 +237,10 @@ class JsonWriter : public ReportWriter {
       report["job"] = Json{{"world_size", d.job->world_size ? Json(*d.job->world_size) : Json(nullptr)},
                            {"hosts", d.job->hosts},
                            {"step_seconds", Number(d.job->step_seconds)},
-                           {"clock", d.job->clock}};
+                           {"clock", d.job->clock},
+                           {"recorded_ranks", RecordedRanks(*d.job)},
+                           {"missing_ranks", d.job->missing_ranks},
+                           {"missing", d.job->missing}};
     }
     return DumpJson(report, 2) + "\n";
   }

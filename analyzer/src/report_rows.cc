@@ -93,6 +93,9 @@ std::string StragglerLine(const Diagnosis& d) {
   const JobSection& job = *d.job;
   std::string ranks = fmt::format("{} process{} on {} host{}", job.ranks.size(),
                                   job.ranks.size() == 1 ? "" : "es", job.hosts, job.hosts == 1 ? "" : "s");
+  if (job.missing > 0 && job.world_size)
+    ranks += fmt::format(", {} of {} ranks missing", job.missing, *job.world_size);
+  if (!job.straggler_row && job.ranks.size() < 2) return fmt::format("{}; no straggler: one rank", ranks);
   if (!job.straggler_row) return fmt::format("{}; no straggler: every rank's input keeps up", ranks);
   const RankRow& r = job.ranks[*job.straggler_row];
   return fmt::format("{}; > marks the straggler, {}", ranks,

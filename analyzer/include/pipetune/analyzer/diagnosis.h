@@ -161,6 +161,11 @@ struct JobSection {
   // its wait for the straggler at the all-reduce.
   double step_seconds = 0;
   std::string clock;  // the timeline's: "CLOCK_MONOTONIC" (one host) or "CLOCK_REALTIME"
+  // Ranks below world_size that left no trace among those read (the first
+  // kMostListedRanks of them); `missing`: how many. The verdicts above are
+  // the recorded ranks' only.
+  std::vector<int> missing_ranks;
+  int missing = 0;
   std::string summary;
 };
 
