@@ -148,11 +148,32 @@ void MeasureWorkerOverhead(const DataLoaderProfile& run, const models::Profile& 
 void NoteAssumptions(const DataLoaderProfile& run, models::Profile& profile) {
   profile.assumptions.push_back(
       "workers are taken to scale linearly: each worker process runs the group's stages one after another");
-  if (run.shared_host) {
+  if (run.shared_host && run.loading_run_delay_seconds >= 0) {
     profile.assumptions.push_back(fmt::format(
-        "the loading processes got {:.0f}% of a core while loading samples from the page cache: other "
-        "programs held the cores; set --cores to the free share",
+        "the loading processes got {:.0f}% of a core while loading samples and spent {:.0f}% of their time "
+        "off "
+        "the CPU runnable, waiting for a core (run-queue delay): other programs held the cores; set --cores "
+        "to "
+        "the free share",
+        100 * run.loading_cpu_share,
+        100 * std::min(1.0, run.loading_run_delay_seconds / std::max(run.loading_off_cpu_seconds, 1e-12))));
+  } else if (run.shared_host) {
+    profile.assumptions.push_back(fmt::format(
+        "the loading processes got {:.0f}% of a core while loading samples from the page cache: taken as "
+        "other "
+        "programs holding the cores (this trace has no run-queue delay to tell that from waiting inside "
+        "load); set --cores to the free share",
         100 * run.loading_cpu_share));
+  } else if (run.loading_waits_off_cpu) {
+    profile.assumptions.push_back(fmt::format(
+        "the loading processes got {:.0f}% of a core while loading samples, but waited for a core only "
+        "{:.0f}% "
+        "of their time off the CPU (run-queue delay): the rest is waiting inside the stages (storage, the "
+        "network, a lock, a sleep), not other programs holding the cores; it is latency, which more workers "
+        "hide",
+        100 * run.loading_cpu_share,
+        run.loading_off_cpu_seconds > 0 ? 100 * run.loading_run_delay_seconds / run.loading_off_cpu_seconds
+                                        : 0.0));
   }
   for (const models::StageProfile& stage : profile.stages) {
     if (stage.estimated && stage.name == "transfer") {
