@@ -288,10 +288,16 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
       run.step.cpu_seconds_each >= 0 ? run.step.cpu_seconds_each : run.main_other_cpu_per_batch;
   double epochs = std::max<double>(1, static_cast<double>(run.epochs.size()));
   profile.epochs = epochs;
-  if (s.batches_per_epoch && *s.batches_per_epoch > 0) {
-    profile.outputs_per_epoch = static_cast<double>(*s.batches_per_epoch);
-  } else if (run.batches > 0) {
+  // The epoch as the loop took it, not len(loader): a run that stops after
+  // 60 of an epoch's 10000 batches pays its workers' start-up over 60
+  // batches, and what it measures, and what `tune --verify` runs again, is
+  // that run. (Spread over len(loader), 25 workers' start-up vanished from
+  // the prediction, which a 60-batch run then missed by 0.71.) The report and
+  // the plan say from what epoch length the steady rate holds.
+  if (run.batches > 0) {
     profile.outputs_per_epoch = static_cast<double>(run.batches) / epochs;
+  } else if (s.batches_per_epoch && *s.batches_per_epoch > 0) {
+    profile.outputs_per_epoch = static_cast<double>(*s.batches_per_epoch);
   }
   profile.base_memory_bytes = run.main_rss_bytes;
   double process_cpu = run.worker_cpu_seconds + profile.consumer_cpu_seconds_per_output * profile.outputs;
@@ -358,6 +364,9 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   section.worker_rss_bytes = run.worker_rss_bytes;
   section.startup_seconds_per_epoch = d.prediction.startup_seconds_per_epoch;
   section.epoch_end_seconds = d.prediction.epoch_end_seconds;
+  section.epoch_batches = d.profile.outputs_per_epoch.value_or(0);
+  section.steady_throughput = d.prediction.steady_throughput;
+  section.steady_from_batches = models::EpochOutputsForSteadyRate(d.prediction);
   section.notes = run.warnings;
   if (run.settings.iterable && run.settings.num_workers > 0 && !run.sharded_by_worker_info) {
     section.notes.push_back(fmt::format(

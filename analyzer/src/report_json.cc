@@ -136,6 +136,9 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
               {"worker_traces", dl.worker_traces},
               {"startup_seconds_per_epoch", Number(dl.startup_seconds_per_epoch)},
               {"epoch_end_seconds", Number(dl.epoch_end_seconds)},
+              {"epoch_batches", Number(dl.epoch_batches)},
+              {"steady_throughput", Number(dl.steady_throughput)},
+              {"steady_from_batches", Number(dl.steady_from_batches)},
               {"notes", dl.notes}};
 }
 

@@ -191,6 +191,13 @@ void ApplyEpochCosts(const Profile& profile, const Configuration& config, const 
 
 }  // namespace
 
+double EpochOutputsForSteadyRate(const Prediction& prediction, double within) {
+  // E / (E / X + c) >= (1 - within) X  <=>  E >= X c (1 - within) / within.
+  const double per_epoch = prediction.startup_seconds_per_epoch + prediction.epoch_end_seconds;
+  if (per_epoch <= 0 || prediction.steady_throughput <= 0 || !(within > 0 && within < 1)) return 0;
+  return std::ceil(prediction.steady_throughput * per_epoch * (1 - within) / within);
+}
+
 const char* BoundKindName(BoundKind kind) {
   switch (kind) {
     case BoundKind::kCpu:

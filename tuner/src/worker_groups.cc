@@ -208,6 +208,19 @@ StatusOr<Plan> SolveWorkerGroups(const TuneInput& input, const Resources& resour
                     "the {} budget",
                     best_over_budget, FormatBytes(budget)));
   }
+  // The prediction is for epochs as the traced run took them; say from what
+  // length on it is the steady rate, since a short profiling run pays its
+  // workers' start-up over few outputs.
+  if (double steady_from = models::EpochOutputsForSteadyRate(chosen->prediction);
+      steady_from > 0 && profile.outputs_per_epoch) {
+    plan.notes.push_back(fmt::format(
+        "predicted for epochs of {:.0f} outputs as traced: {} workers' start-up ({:.2f} s) and each epoch's "
+        "fill "
+        "and drain ({:.2f} s) included; the steady {:.4g} outputs/s holds within 5% from epochs of {:.0f} "
+        "outputs",
+        *profile.outputs_per_epoch, workers, chosen->prediction.startup_seconds_per_epoch,
+        chosen->prediction.epoch_end_seconds, chosen->prediction.steady_throughput, steady_from));
+  }
   return plan;
 }
 

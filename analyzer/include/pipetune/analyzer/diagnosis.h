@@ -109,9 +109,16 @@ struct DataLoaderSection {
   std::vector<Epoch> epochs;
   double startup_seconds_per_epoch = 0;  // the model's, at the traced settings
   double epoch_end_seconds = 0;          // the model's fill and drain per epoch, likewise
-  double main_rss_bytes = 0;             // the consumer's process, peak
-  double worker_rss_bytes = 0;           // the largest worker's peak; 0 without workers
-  std::vector<std::string> notes;        // sharding of a stream, pin_memory without CUDA, skipped traces
+  // The prediction is for epochs of `epoch_batches` (as the loop took them,
+  // which may be fewer than len(loader)), start-up, fill and drain included;
+  // epochs of `steady_from_batches` or more run within 5% of the steady
+  // rate (0: no per-epoch cost to outgrow).
+  double epoch_batches = 0;
+  double steady_throughput = 0;
+  double steady_from_batches = 0;
+  double main_rss_bytes = 0;       // the consumer's process, peak
+  double worker_rss_bytes = 0;     // the largest worker's peak; 0 without workers
+  std::vector<std::string> notes;  // sharding of a stream, pin_memory without CUDA, skipped traces
 };
 
 // One process of a job of several (a rank of a DistributedDataParallel

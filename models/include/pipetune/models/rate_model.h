@@ -113,6 +113,12 @@ struct Prediction {
 // never saw (zero elements) adds no cost.
 Prediction Predict(const Profile& profile, const Configuration& config);
 
+// How long an epoch must be (in outputs) before its start-up, fill and
+// drain cost less than `within` of the steady rate: the prediction's
+// throughput then holds within that for any longer epoch. 0 when the
+// prediction has no per-epoch cost (no worker group, unknown epoch size).
+double EpochOutputsForSteadyRate(const Prediction& prediction, double within = 0.05);
+
 // Whether stage `index` runs in `config`, and whether on the consumer's thread.
 bool StageRuns(const Profile& profile, const Configuration& config, size_t index);
 bool RunsOnConsumerThread(const Profile& profile, const Configuration& config, size_t index);
