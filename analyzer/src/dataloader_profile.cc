@@ -308,12 +308,16 @@ void ReadEpochs(const tracer::Trace& main, const std::string& prefix, uint64_t e
     uint64_t begin = spans[i].begin_ns;
     uint64_t end = i + 1 < spans.size() ? spans[i + 1].begin_ns : std::numeric_limits<uint64_t>::max();
     uint64_t last_ready = 0;
+    uint64_t first_start = std::numeric_limits<uint64_t>::max(), last_start = 0;
     for (const WorkerStart& w : starts) {
       if (w.start_ns < begin || w.start_ns >= end) continue;
       ++epoch.workers_started;
       last_ready = std::max(last_ready, w.ready_ns);
+      first_start = std::min(first_start, w.start_ns);
+      last_start = std::max(last_start, w.start_ns);
     }
     if (last_ready > begin) epoch.startup_seconds = (last_ready - begin) / 1e9;
+    if (epoch.workers_started >= 2) epoch.start_spread_seconds = (last_start - first_start) / 1e9;
     p.epochs.push_back(epoch);
   }
   if (!spans.empty() && spans.front().begin_ns > main.header.clock.start_ns) {

@@ -151,6 +151,21 @@ TEST(DataLoaderModel, StartUpIsPaidEveryEpochUnlessPersistent) {
   EXPECT_NEAR(kept.throughput, OverEpoch(steady, 2, kConsumer, 20, 1.0 / 5), 1e-6);
 }
 
+// Workers start one after another: what each adds is the spacing of their
+// starts, the rest is fixed (making the iterator, the last one's way to
+// ready). A 2-worker trace's 62 ms with starts 14 ms apart is 34 ms + 14 ms
+// per worker: 0.38 s for 25 workers, where all of it per worker (31 ms each)
+// said 0.78 s and 25 such workers started in 0.27-0.30 s.
+TEST(DataLoaderModel, WorkersStartOneAfterAnotherAFixedPartAndOnePerWorker) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.epochs.assign(1, {100, 0.062, 2, 0.014});
+  EXPECT_NEAR(PredictAt(run, {25, 2, false, false}, 32).startup_seconds_per_epoch, 0.034 + 25 * 0.014, 1e-9);
+  EXPECT_NEAR(PredictAt(run, {2, 2, false, false}, 32).startup_seconds_per_epoch, 0.062, 1e-9);  // as traced
+  EXPECT_EQ(PredictAt(run, {0, 2, false, false}, 32).startup_seconds_per_epoch, 0);
+  run.epochs.assign(1, {100, 0.062, 2});  // starts not recorded: all of it per worker
+  EXPECT_NEAR(PredictAt(run, {25, 2, false, false}, 32).startup_seconds_per_epoch, 25 * 0.031, 1e-9);
+}
+
 // An epoch fills and drains: its workers finish their last batches side by
 // side and wait while the consumer takes them (input-bound), or the consumer
 // waits for the first ones (consumer-bound). A num_workers=4 run with a

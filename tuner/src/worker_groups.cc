@@ -127,9 +127,11 @@ void AddKnobs(const TuneInput& input, const Trial& chosen, Plan& plan) {
                                 profile.stages[group.last_stage].bytes_per_element)));
     bool persistent = c.group_persistent[0];
     add(group.persistent_knob, BoolText(group.persistent), BoolText(persistent),
-        persistent ? fmt::format("workers start once, not every epoch ({:.3f} s each)",
-                                 group.startup_seconds_per_worker)
-                   : "one epoch only: start-up is paid once anyway");
+        persistent
+            ? fmt::format("workers start once, not every epoch ({:.3f} s for {})",
+                          group.startup_seconds_fixed + c.group_workers[0] * group.startup_seconds_per_worker,
+                          c.group_workers[0])
+            : "one epoch only: start-up is paid once anyway");
   }
   for (size_t i = 0; i < profile.stages.size(); ++i) {
     const models::StageProfile& stage = profile.stages[i];

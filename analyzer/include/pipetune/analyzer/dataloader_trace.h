@@ -49,6 +49,9 @@ struct DataLoaderEpoch {
   uint64_t batches = 0;
   double startup_seconds = 0;  // iterator creation until every worker is ready; 0 when none started
   int workers_started = 0;
+  // From the first worker's start to the last's (each is forked or spawned
+  // in turn): what each further worker adds. -1 with fewer than two workers.
+  double start_spread_seconds = -1;
 };
 
 struct DataLoaderProfile {

@@ -12,11 +12,12 @@
 // CPU counts the consumer's CPU per output too, where the profile measured
 // it, and each worker group's own CPU outside its stages while it has
 // workers (WorkerGroup::overhead_cpu_seconds_per_output). A worker group's
-// epoch of E outputs also pays its workers' start-up (s per worker; once per
-// run, spread over its epochs, when persistent) and its fill and drain (the
-// first and last w outputs arrive side by side, and the faster side, input
-// at 1/X per output or the consumer at c, waits for them):
-//   X_epoch = E / (E / X + w * s + w * min(1 / X, c)).
+// epoch of E outputs also pays its workers' start-up (f + w * s for w > 0
+// workers: a fixed part and one per worker; once per run, spread over its
+// epochs, when persistent) and its fill and drain (the first and last w
+// outputs arrive side by side, and the faster side, input at 1/X per output
+// or the consumer at c, waits for them):
+//   X_epoch = E / (E / X + f + w * s + w * min(1 / X, c)).
 //
 // X is the smallest of these bounds; the one that gives it binds. A cache
 // after stage k removes, once its first epoch is stored, the CPU, latency and
