@@ -10,9 +10,11 @@ GPU's). Two workers deliver about 12 batches/s; 25 would feed the step.
 
 1. One traced run at num_workers=2; each build's `report --what-if
    num_workers=25` of it, and its plan (`tune --cores 16`).
-2. N traced runs at num_workers=25, 60 batches each: the measured rate.
-Prints each build's predicted over measured for num_workers=25, side by
-side. --old: a build of an earlier commit, for the before-and-after.
+2. N traced runs at num_workers=25, 60 batches each, and N at the plan's
+   num_workers: the measured rates.
+Prints each build's predicted over measured for num_workers=25 and for its
+plan, side by side. --old: a build of an earlier commit, for the
+before-and-after.
 """
 import json
 import os
@@ -79,12 +81,14 @@ def main():
 
     two = profile("w2", 2)
     predicted = {}
+    plans = {}
     print("== from the num_workers=2 trace (60 of 1000 batches)")
     for name, binary in binaries.items():
         rep = json.loads(run([binary, "report", two, "--format", "json", "--what-if", "num_workers=25"]))
         predicted[name] = rep["what_if"][0]["throughput"]
         plan = json.loads(run([binary, "tune", two, "--cores", "16", "--memory", "64GiB", "--format", "json",
                                "-o", os.path.join(tmp, name + ".kwargs.json")]))
+        plans[name] = (plan["dataloader_kwargs"]["num_workers"], plan["predicted_throughput"])
         print("%-6s traced: measured %6.2f predicted %6.2f; what-if num_workers=25: %6.2f; plan: %s workers, %6.2f"
               % (name, rep["throughput"], rep["predicted_throughput"], predicted[name],
                  plan["dataloader_kwargs"]["num_workers"], plan["predicted_throughput"]))
@@ -100,9 +104,19 @@ def main():
               % (i + 1, rep["throughput"], line["startup_seconds_per_epoch"], line.get("steady_throughput", 0),
                  line.get("steady_from_batches", "-")))
     m = statistics.median(measured)
+    at_plan = {}
+    for workers in sorted({w for w, _ in plans.values()}):
+        rates = [json.loads(run([new, "report", profile("plan%d_%d" % (workers, i), workers), "--format", "json"]))
+                 ["throughput"] for i in range(runs)]
+        at_plan[workers] = statistics.median(rates)
+        print("num_workers=%d (a plan's): measured %s" % (workers, " ".join("%.2f" % r for r in rates)))
     print("== predicted / measured at num_workers=25 (median of %d runs, %.2f batches/s)" % (runs, m))
     for name in binaries:
         print("%-6s predicted %6.2f  ratio measured/predicted %.2f" % (name, predicted[name], m / predicted[name]))
+    print("== each build's plan: predicted / measured (median of %d runs)" % runs)
+    for name, (workers, rate) in plans.items():
+        print("%-6s num_workers=%d predicted %6.2f measured %6.2f  ratio %.2f"
+              % (name, workers, rate, at_plan[workers], at_plan[workers] / rate))
 
 
 if __name__ == "__main__":
