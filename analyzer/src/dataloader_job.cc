@@ -72,6 +72,25 @@ Status CheckRanks(const std::vector<DataLoaderJobProcess>& processes) {
   return Status::Ok();
 }
 
+// The ranks below the world size that no process read recorded. A world
+// size past what any job runs is a damaged record's: nothing is listed
+// (fuzz/trace_analysis_fuzz.cc would have it allocate a vector per rank).
+void FindMissingRanks(DataLoaderJob& job) {
+  constexpr int kMostRanks = 1 << 20;
+  std::set<int> recorded;
+  for (const DataLoaderJobProcess& process : job.processes) {
+    const DataLoaderProfile& p = process.profile;
+    if (p.world_size && *p.world_size > 0) job.world_size = p.world_size;
+    if (p.rank) recorded.insert(*p.rank);
+  }
+  if (!job.world_size || *job.world_size > kMostRanks) return;
+  for (int rank = 0; rank < *job.world_size; ++rank) {
+    if (recorded.count(rank) != 0) continue;
+    if (job.missing < kMostListedRanks) job.missing_ranks.push_back(rank);
+    ++job.missing;
+  }
+}
+
 // Every process's session on one timeline, its zero the earliest start.
 void PlaceOnTimeline(DataLoaderJob& job) {
   std::set<std::string> hosts;
@@ -126,6 +145,7 @@ StatusOr<DataLoaderJob> ReadDataLoaderJob(const std::vector<std::string>& traces
                      return a.profile.trace_path < b.profile.trace_path;
                    });
   PIPETUNE_RETURN_IF_ERROR(CheckRanks(job.processes));
+  FindMissingRanks(job);
   PlaceOnTimeline(job);
   return job;
 }
@@ -199,11 +219,49 @@ bool InputBinds(const RankRow& row, double step_seconds) {
   return step_seconds <= 0 || row.input_throughput * step_seconds < 1.0;
 }
 
+// "ranks 1, 2 and 3", "rank 1", "ranks 0, 1, ... and 62 more".
+std::string RankList(const std::vector<int>& ranks, int count) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i) names.push_back(std::to_string(ranks[i]));
+  int more = count - static_cast<int>(names.size());
+  std::string list = names.empty() ? "" : names.front();
+  for (size_t i = 1; i < names.size(); ++i)
+    list += (i + 1 == names.size() && more == 0 ? " and " : ", ") + names[i];
+  if (more > 0) list += fmt::format(" and {} more", more);
+  return fmt::format("rank{} {}", count == 1 ? "" : "s", list);
+}
+
+// A job whose record names more ranks than were read: which are there and
+// which are not, so that no one takes the verdicts for the whole job's.
+std::string MissingRanksSentence(const JobSection& job) {
+  if (job.missing == 0 || !job.world_size) return "";
+  std::vector<int> recorded;
+  for (const RankRow& row : job.ranks) {
+    if (row.rank) recorded.push_back(*row.rank);
+  }
+  const int present = *job.world_size - job.missing;
+  return fmt::format(
+      "The job had {} ranks (its world size); {} {} recorded{}; {} missing ({} no trace among those read: "
+      "a node's traces not copied, or a file deleted). These verdicts are the recorded ranks' only. ",
+      *job.world_size, present, present == 1 ? "was" : "were",
+      recorded.empty() ? "" : " (" + RankList(recorded, static_cast<int>(recorded.size())) + ")",
+      RankList(job.missing_ranks, job.missing) + (job.missing == 1 ? " is" : " are"),
+      job.missing == 1 ? "it left" : "they left");
+}
+
 // `headline_row`: the rank whose diagnosis the report shows.
 std::string JobSummary(const JobSection& job, size_t headline_row) {
   const RankRow& row = job.ranks[headline_row];
   std::string who = row.rank ? fmt::format("Rank {}", *row.rank) : fmt::format("Process {}", row.pid);
   double step_rate = job.step_seconds > 0 ? 1.0 / job.step_seconds : 0;
+  const auto diagnosed =
+      std::count_if(job.ranks.begin(), job.ranks.end(), [](const RankRow& r) { return r.error.empty(); });
+  if (diagnosed < 2) {
+    return fmt::format(
+        "With one rank diagnosed no straggler can be named; {}'s own diagnosis follows, at its own step "
+        "({:.1f} ms, any wait at the all-reduce for the other ranks included). ",
+        who, job.step_seconds * 1e3);
+  }
   if (job.straggler_row) {
     return fmt::format(
         "{} is the straggler: its input side delivers {} batches/s where the job's step allows {} (the "
@@ -220,7 +278,7 @@ std::string JobSummary(const JobSection& job, size_t headline_row) {
 
 StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const DiagnoseOptions& options) {
   if (job.processes.empty()) return InvalidInput("no process to diagnose");
-  if (job.processes.size() == 1) {
+  if (job.processes.size() == 1 && job.missing == 0) {
     if (!job.processes[0].error.empty()) return InvalidInput(job.processes[0].error);
     return DiagnoseDataLoader(job.processes[0].profile, options);
   }
@@ -228,6 +286,9 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
   section.step_seconds = JobStepSeconds(job);
   section.clock = job.clock;
   section.hosts = job.hosts;
+  section.world_size = job.world_size;
+  section.missing_ranks = job.missing_ranks;
+  section.missing = job.missing;
   std::optional<Diagnosis> headline;
   std::optional<size_t> headline_row;
   for (const DataLoaderJobProcess& process : job.processes) {
@@ -256,12 +317,16 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
     }
   }
   Diagnosis d = std::move(*headline);
-  if (InputBinds(section.ranks[*headline_row], section.step_seconds)) {
+  // A straggler is one rank against the others: with one rank diagnosed
+  // (the rest missing or without a batch) there is none to name.
+  const auto diagnosed = std::count_if(section.ranks.begin(), section.ranks.end(),
+                                       [](const RankRow& row) { return row.error.empty(); });
+  if (diagnosed >= 2 && InputBinds(section.ranks[*headline_row], section.step_seconds)) {
     section.straggler_row = headline_row;
     section.straggler = section.ranks[*headline_row].rank;
   }
   section.headline_row = *headline_row;
-  section.summary = JobSummary(section, *headline_row);
+  section.summary = MissingRanksSentence(section) + JobSummary(section, *headline_row);
   d.summary = section.summary + d.summary;
   d.job = std::move(section);
   return d;

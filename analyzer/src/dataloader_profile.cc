@@ -26,6 +26,9 @@ constexpr int kRecordVersion = 2;
 // or its share when the workers outnumber the cores) had other programs
 // beside it (LoadingShareMeansSharedHost).
 constexpr double kSharedHostShare = 0.75;
+// The share of the loading's time off the CPU spent runnable, waiting for a
+// core, from which that time is contention rather than waiting inside load.
+constexpr double kContentionShareOfOffCpu = 0.5;
 
 // The bootstrap's record in a trace's latest pipeline info; null when none.
 json RecordOf(const tracer::PipelineInfo& info) {
@@ -352,12 +355,16 @@ void ReadEpochs(const tracer::Trace& main, const std::string& prefix, uint64_t e
     uint64_t begin = spans[i].begin_ns;
     uint64_t end = i + 1 < spans.size() ? spans[i + 1].begin_ns : std::numeric_limits<uint64_t>::max();
     uint64_t last_ready = 0;
+    uint64_t first_start = std::numeric_limits<uint64_t>::max(), last_start = 0;
     for (const WorkerStart& w : starts) {
       if (w.start_ns < begin || w.start_ns >= end) continue;
       ++epoch.workers_started;
       last_ready = std::max(last_ready, w.ready_ns);
+      first_start = std::min(first_start, w.start_ns);
+      last_start = std::max(last_start, w.start_ns);
     }
     if (last_ready > begin) epoch.startup_seconds = (last_ready - begin) / 1e9;
+    if (epoch.workers_started >= 2) epoch.start_spread_seconds = (last_start - first_start) / 1e9;
     p.epochs.push_back(epoch);
   }
   if (!spans.empty() && spans.front().begin_ns > main.header.clock.start_ns) {
@@ -386,10 +393,24 @@ void ReadEpochs(const tracer::Trace& main, const std::string& prefix, uint64_t e
   }
 }
 
-// Busy but off the CPU is either storage or other processes taking the
-// cores. Samples read from the page cache (under 16 KiB from storage each)
-// are not waiting on storage: the share is contention, and the cores the
-// model counts are busy for the whole of the samples' wall time.
+// The loading processes' main threads' run-queue delay over their sessions
+// (tracer::ProcessSample::main_thread_run_delay_ns); -1 when a trace lacks it.
+double RunDelaySeconds(const std::vector<const tracer::Trace*>& loading) {
+  double seconds = 0;
+  for (const tracer::Trace* t : loading) {
+    if (t->process_samples.empty() || t->process_samples.back().main_thread_run_delay_ns < 0) return -1;
+    seconds += static_cast<double>(t->process_samples.back().main_thread_run_delay_ns) / 1e9;
+  }
+  return loading.empty() ? -1 : seconds;
+}
+
+// Busy but off the CPU is waiting inside the work (storage, the network, a
+// lock, a sleep) or other processes taking the cores. The run-queue delay
+// tells them apart where the trace has it: time runnable but without a core
+// is contention, the rest of the time off the CPU is waiting. Without it,
+// samples read from the page cache (under 16 KiB from storage each) are
+// taken not to wait: the share is contention, and the cores the model
+// counts are busy for the whole of the samples' wall time.
 void ReadCpuShares(const tracer::Trace& main, const std::vector<const tracer::Trace*>& workers,
                    const StageSum& main_data, uint64_t worker_data_ns, DataLoaderProfile& p) {
   const uint64_t main_data_ns = main_data.work_ns;
@@ -403,12 +424,17 @@ void ReadCpuShares(const tracer::Trace& main, const std::vector<const tracer::Tr
   }
   p.worker_cpu_seconds = worker_cpu;
   double main_cpu = CpuSeconds(main);
+  std::vector<const tracer::Trace*> loading = {&main};
   if (worker_data_ns > 0 && worker_cpu > 0) {
     p.worker_cpu_ratio = std::clamp(worker_cpu / (worker_data_ns / 1e9), 0.1, 2.0);
     p.loading_cpu_share = worker_cpu / (worker_data_ns / 1e9);
+    p.loading_off_cpu_seconds = std::max(0.0, worker_data_ns / 1e9 - worker_cpu);
+    loading = workers;
   } else if (main_data_ns > 0 && main_cpu > 0) {
     p.loading_cpu_share = main_cpu / (main_data_ns / 1e9);
+    p.loading_off_cpu_seconds = std::max(0.0, main_data_ns / 1e9 - main_cpu);
   }
+  p.loading_run_delay_seconds = RunDelaySeconds(loading);
   int64_t storage_bytes = 0;
   bool storage_known = true;
   auto add_reads = [&](const tracer::Trace& t) {
@@ -424,10 +450,16 @@ void ReadCpuShares(const tracer::Trace& main, const std::vector<const tracer::Tr
   for (const DataLoaderStage& st : p.sample_stages) {
     if (st.kind == DataLoaderStageKind::kLoad) samples = st.count;
   }
+  const bool low_share =
+      LoadingShareMeansSharedHost(p.loading_cpu_share, p.settings.num_workers, p.host.UsableCores());
+  const bool delay_known = p.loading_run_delay_seconds >= 0;
+  const bool contention = RunDelayMeansContention(p.loading_run_delay_seconds, p.loading_off_cpu_seconds);
+  p.loading_waits_off_cpu = low_share && delay_known && !contention;
   p.shared_host =
-      LoadingShareMeansSharedHost(p.loading_cpu_share, p.settings.num_workers, p.host.UsableCores()) &&
-      storage_known && samples > 0 &&
-      static_cast<double>(storage_bytes) / static_cast<double>(samples) < 16384.0;
+      low_share &&
+      (delay_known ? contention
+                   : storage_known && samples > 0 &&
+                         static_cast<double>(storage_bytes) / static_cast<double>(samples) < 16384.0);
   if (p.shared_host) p.worker_cpu_ratio = 1.0;
   if (p.batches > 0) {
     p.main_other_cpu_per_batch =
@@ -536,6 +568,10 @@ bool LoadingShareMeansSharedHost(double loading_cpu_share, int num_workers, doub
   const double loaders = std::max(1, num_workers);
   const double own_share = cores > 0 ? std::min(1.0, cores / loaders) : 1.0;
   return loading_cpu_share > 0 && loading_cpu_share < kSharedHostShare * own_share;
+}
+
+bool RunDelayMeansContention(double run_delay_seconds, double off_cpu_seconds) {
+  return run_delay_seconds >= 0 && run_delay_seconds >= kContentionShareOfOffCpu * off_cpu_seconds;
 }
 
 const char* HowItEnded(const DataLoaderProfile& p) {

@@ -136,7 +136,19 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
               {"worker_traces", dl.worker_traces},
               {"startup_seconds_per_epoch", Number(dl.startup_seconds_per_epoch)},
               {"epoch_end_seconds", Number(dl.epoch_end_seconds)},
+              {"epoch_batches", Number(dl.epoch_batches)},
+              {"steady_throughput", Number(dl.steady_throughput)},
+              {"steady_from_batches", Number(dl.steady_from_batches)},
               {"notes", dl.notes}};
+}
+
+// The rank numbers of the processes read (those that recorded one).
+Json RecordedRanks(const JobSection& job) {
+  Json ranks = Json::array();
+  for (const RankRow& r : job.ranks) {
+    if (r.rank) ranks.push_back(*r.rank);
+  }
+  return ranks;
 }
 
 // A job of several processes: every rank's row (docs/report-json.md).
@@ -228,7 +240,10 @@ class JsonWriter : public ReportWriter {
       report["job"] = Json{{"world_size", d.job->world_size ? Json(*d.job->world_size) : Json(nullptr)},
                            {"hosts", d.job->hosts},
                            {"step_seconds", Number(d.job->step_seconds)},
-                           {"clock", d.job->clock}};
+                           {"clock", d.job->clock},
+                           {"recorded_ranks", RecordedRanks(*d.job)},
+                           {"missing_ranks", d.job->missing_ranks},
+                           {"missing", d.job->missing}};
     }
     return DumpJson(report, 2) + "\n";
   }

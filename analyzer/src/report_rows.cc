@@ -59,6 +59,24 @@ std::string LimitCell(const RankRow& r) {
 
 }  // namespace
 
+namespace {
+
+// How long a run must be before the DataLoader's prediction is its steady
+// rate; empty when nothing is paid per epoch.
+std::string RunLengthText(const DataLoaderSection& dl) {
+  if (dl.steady_from_batches <= 0 || dl.epoch_batches <= 0) return "";
+  std::string of_loader;
+  if (dl.settings.batches_per_epoch &&
+      static_cast<double>(*dl.settings.batches_per_epoch) > dl.epoch_batches + 0.5)
+    of_loader = fmt::format(" (of the loader's {})", *dl.settings.batches_per_epoch);
+  return fmt::format(
+      "predicted for epochs of {:.0f} batches as this run took them{}, start-up, fill and drain included; "
+      "the steady {} batches/s holds within 5% from epochs of {:.0f} batches",
+      dl.epoch_batches, of_loader, Rate(dl.steady_throughput), dl.steady_from_batches);
+}
+
+}  // namespace
+
 Table RankTable(const Diagnosis& d) {
   Table table;
   if (!d.job) return table;
@@ -93,6 +111,9 @@ std::string StragglerLine(const Diagnosis& d) {
   const JobSection& job = *d.job;
   std::string ranks = fmt::format("{} process{} on {} host{}", job.ranks.size(),
                                   job.ranks.size() == 1 ? "" : "es", job.hosts, job.hosts == 1 ? "" : "s");
+  if (job.missing > 0 && job.world_size)
+    ranks += fmt::format(", {} of {} ranks missing", job.missing, *job.world_size);
+  if (!job.straggler_row && job.ranks.size() < 2) return fmt::format("{}; no straggler: one rank", ranks);
   if (!job.straggler_row) return fmt::format("{}; no straggler: every rank's input keeps up", ranks);
   const RankRow& r = job.ranks[*job.straggler_row];
   return fmt::format("{}; > marks the straggler, {}", ranks,
@@ -166,6 +187,8 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
                     "per epoch, its fill and drain {:.3f} s",
                     dl.batches, dl.epochs.size(), dl.epochs.size() == 1 ? "" : "s", dl.worker_traces,
                     dl.worker_traces == 1 ? "" : "s", dl.startup_seconds_per_epoch, dl.epoch_end_seconds));
+    if (std::string run_length = RunLengthText(dl); !run_length.empty())
+      lines.emplace_back("run length", run_length);
     for (const std::string& note : dl.notes) lines.emplace_back("note", note);
   }
   lines.emplace_back("drops", DropsText(d));

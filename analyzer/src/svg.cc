@@ -32,6 +32,60 @@ double NiceStep(double span, int count) {
   return 10 * power;
 }
 
+// Row labels (a stage's name) sit right-aligned in a column left of the
+// plot. The column is as wide as the longest label needs, at least the
+// chart's own minimum and at most kMostLabelShare of the chart; a label
+// longer than that is shortened in its middle ("transform[0]:Ran…zedCrop"
+// keeps the transform's index and the end of its class name), with its
+// whole name as the label's tooltip. A fixed column cut long names from the
+// left in the browser ("]:RandomResizedCrop").
+constexpr double kLabelCharWidth = 6.6;  // an 11 px sans-serif character, a little over the average
+constexpr double kMostLabelShare = 0.4;
+constexpr int kLabelGap = 6;  // between a label and the plot
+
+size_t CodePoints(std::string_view text) {
+  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;  // not a UTF-8 continuation byte
+  }));
+}
+
+// The byte offset of code point `n` (text.size() past the last).
+size_t CodePointOffset(std::string_view text, size_t n) {
+  size_t seen = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) continue;
+    if (seen++ == n) return i;
+  }
+  return text.size();
+}
+
+int LabelColumn(const std::vector<std::string>& labels, int least, int chart_width) {
+  size_t longest = 0;
+  for (const std::string& label : labels) longest = std::max(longest, CodePoints(label));
+  int wanted = static_cast<int>(std::ceil(static_cast<double>(longest) * kLabelCharWidth)) + kLabelGap;
+  int most = static_cast<int>(kMostLabelShare * chart_width);
+  return std::clamp(wanted, std::min(least, most), std::max(least, most));
+}
+
+std::string ShortenInTheMiddle(const std::string& label, size_t most_chars) {
+  size_t chars = CodePoints(label);
+  if (chars <= most_chars || most_chars < 3) return label;
+  size_t keep = most_chars - 1;  // the ellipsis is one
+  size_t head = (keep + 1) / 2;
+  size_t tail = keep - head;
+  return label.substr(0, CodePointOffset(label, head)) + "\xE2\x80\xA6" +
+         label.substr(CodePointOffset(label, chars - tail));
+}
+
+// A row's label, right-aligned against a column `column` wide.
+std::string RowLabel(const std::string& label, int column, int y) {
+  size_t fits = static_cast<size_t>(std::max(0.0, (column - kLabelGap) / kLabelCharWidth));
+  std::string shown = ShortenInTheMiddle(label, fits);
+  std::string tooltip = shown == label ? "" : fmt::format("<title>{}</title>", EscapeXml(label));
+  return fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}{}</text>)",
+                     column - kLabelGap, y, kText, tooltip, EscapeXml(shown));
+}
+
 std::string Tick(double value, bool percent) {
   if (percent) return fmt::format("{:.0f}%", value * 100);
   return Rate(value);
@@ -138,7 +192,10 @@ std::string RenderLineChart(const LineChart& chart) {
 }
 
 std::string RenderBarChart(const BarChart& chart) {
-  constexpr int kRow = 24, kLabel = 170, kValueRoom = 150;
+  constexpr int kRow = 24, kValueRoom = 150;
+  std::vector<std::string> labels;
+  for (const Bar& bar : chart.bars) labels.push_back(bar.label);
+  const int label_column = LabelColumn(labels, 170, chart.width);
   int height = kTop + static_cast<int>(chart.bars.size()) * kRow + 10;
   double top = 0;
   for (const Bar& bar : chart.bars) {
@@ -147,8 +204,8 @@ std::string RenderBarChart(const BarChart& chart) {
   for (const ReferenceLine& m : chart.markers) top = std::max(top, m.y);
   if (chart.axis_max && *chart.axis_max < top) top = *chart.axis_max;
   top = top > 0 ? top * 1.05 : 1;
-  int plot_w = chart.width - kLabel - kValueRoom;
-  auto px = [&](double v) { return kLabel + std::clamp(v / top, 0.0, 1.0) * plot_w; };
+  int plot_w = chart.width - label_column - kValueRoom;
+  auto px = [&](double v) { return label_column + std::clamp(v / top, 0.0, 1.0) * plot_w; };
   std::string svg = fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)",
       chart.width, height, EscapeXml(chart.title));
@@ -159,10 +216,10 @@ std::string RenderBarChart(const BarChart& chart) {
     bool unbounded = !std::isfinite(bar.value);
     bool cut = unbounded || bar.value > top;
     double end = cut ? px(top) : px(bar.value);
-    svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)",
-                       kLabel - 6, y + 14, kText, EscapeXml(bar.label));
-    svg += fmt::format(R"(<rect x="{}" y="{}" width="{:.1f}" height="16" fill="{}"{}/>)", kLabel, y + 2,
-                       std::max(1.0, end - kLabel), bar.color, unbounded ? R"( fill-opacity="0.25")" : "");
+    svg += RowLabel(bar.label, label_column, y + 14);
+    svg +=
+        fmt::format(R"(<rect x="{}" y="{}" width="{:.1f}" height="16" fill="{}"{}/>)", label_column, y + 2,
+                    std::max(1.0, end - label_column), bar.color, unbounded ? R"( fill-opacity="0.25")" : "");
     if (cut) {
       svg += fmt::format(R"(<path d="M{0:.1f},{1} l7,8 l-7,8 Z" fill="{2}"{3}/>)", end, y + 2, bar.color,
                          unbounded ? R"( fill-opacity="0.25")" : "");
@@ -182,17 +239,17 @@ std::string RenderBarChart(const BarChart& chart) {
 }
 
 std::string RenderHeatStrip(const HeatStrip& chart) {
-  constexpr int kRow = 20, kLabel = 120;
+  constexpr int kRow = 20;
+  const int label_column = LabelColumn(chart.row_labels, 120, chart.width);
   int height = kTop + static_cast<int>(chart.row_labels.size()) * kRow + kBottom - 10;
-  int plot_w = chart.width - kLabel - kRight;
+  int plot_w = chart.width - label_column - kRight;
   std::string svg = fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)",
       chart.width, height, EscapeXml(chart.title));
   svg += Title(chart.title, 8);
   for (size_t r = 0; r < chart.row_labels.size(); ++r) {
     int y = kTop + static_cast<int>(r) * kRow;
-    svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)",
-                       kLabel - 6, y + 14, kText, EscapeXml(chart.row_labels[r]));
+    svg += RowLabel(chart.row_labels[r], label_column, y + 14);
     const std::vector<double>& row = chart.values[r];
     double cell = row.empty() ? 0 : static_cast<double>(plot_w) / static_cast<double>(row.size());
     for (size_t c = 0; c < row.size(); ++c) {
@@ -202,7 +259,7 @@ std::string RenderHeatStrip(const HeatStrip& chart) {
       int green = static_cast<int>(251 - v * (251 - 102));
       int blue = static_cast<int>(255 - v * (255 - 172));
       svg += fmt::format(R"(<rect x="{:.2f}" y="{}" width="{:.2f}" height="{}" fill="#{:02x}{:02x}{:02x}"/>)",
-                         kLabel + c * cell, y + 1, cell + 0.3, kRow - 3, red, green, blue);
+                         label_column + c * cell, y + 1, cell + 0.3, kRow - 3, red, green, blue);
     }
   }
   int axis_y = kTop + static_cast<int>(chart.row_labels.size()) * kRow;
@@ -212,25 +269,26 @@ std::string RenderHeatStrip(const HeatStrip& chart) {
     double first = std::ceil(chart.x_min / step);
     for (int tick = 0; (first + tick) * step <= chart.x_max + 1e-9; ++tick) {
       double x = (first + tick) * step;
-      double p = kLabel + (x - chart.x_min) / span * plot_w;
+      double p = label_column + (x - chart.x_min) / span * plot_w;
       svg += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="{}">{}</text>)",
                          p, axis_y + 12, kText, Rate(x));
     }
   }
   svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="{}">{}</text>)",
-                     kLabel + plot_w / 2, axis_y + 26, kText, EscapeXml(chart.x_label));
+                     label_column + plot_w / 2, axis_y + 26, kText, EscapeXml(chart.x_label));
   return svg + "</svg>";
 }
 
 std::string RenderStackedBars(const StackedBars& chart) {
-  constexpr int kRow = 22, kLabel = 120;
+  constexpr int kRow = 22;
+  const int label_column = LabelColumn(chart.row_labels, 120, chart.width);
   int height = kTop + 16 + static_cast<int>(chart.row_labels.size()) * kRow + 6;
-  int plot_w = chart.width - kLabel - kRight;
+  int plot_w = chart.width - label_column - kRight;
   std::string svg = fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)",
       chart.width, height, EscapeXml(chart.title));
   svg += Title(chart.title, 8);
-  int lx = kLabel;
+  int lx = label_column;
   for (size_t s = 0; s < chart.segment_names.size(); ++s) {
     svg += fmt::format(R"(<rect x="{}" y="{}" width="10" height="10" fill="{}"/>)", lx, kTop - 2,
                        chart.segment_colors[s]);
@@ -240,11 +298,10 @@ std::string RenderStackedBars(const StackedBars& chart) {
   }
   for (size_t r = 0; r < chart.row_labels.size(); ++r) {
     int y = kTop + 16 + static_cast<int>(r) * kRow;
-    svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end" fill="{}">{}</text>)",
-                       kLabel - 6, y + 14, kText, EscapeXml(chart.row_labels[r]));
-    svg +=
-        fmt::format(R"(<rect x="{}" y="{}" width="{}" height="16" fill="#f2f2f2"/>)", kLabel, y + 2, plot_w);
-    double x = kLabel;
+    svg += RowLabel(chart.row_labels[r], label_column, y + 14);
+    svg += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="16" fill="#f2f2f2"/>)", label_column, y + 2,
+                       plot_w);
+    double x = label_column;
     for (size_t s = 0; s < chart.values[r].size(); ++s) {
       double w = std::clamp(chart.values[r][s], 0.0, 1.0) * plot_w;
       if (w <= 0) continue;

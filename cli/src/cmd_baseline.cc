@@ -47,16 +47,29 @@ void RegisterBaselineCommand(CLI::App& app, int& exit_code) {
       "write the baseline `check` compares to");
   sub->add_option("input", flags->inputs,
                   "A pipeline config (*.json), traces of its runs, or after -- a program whose DataLoader "
-                  "is profiled")
-      ->required();
-  sub->add_option("-o,--output", flags->output, "Baseline file to write (JSON, written atomically)")
-      ->required();
+                  "is profiled");
+  // Both are checked in the callback, the input first: CLI11 would say only
+  // "input is required".
+  sub->add_option("-o,--output", flags->output,
+                  "Baseline file to write (JSON, written atomically; required)");
   sub->add_option("--runs", flags->runs, "Runs of the config or program (default 5)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive("runs", /*whole=*/true));
   sub->add_option("--seconds", flags->seconds, "Seconds per run of a config (default 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive("seconds"));
   sub->add_option("--trace-dir", flags->trace_dir, "Keep the runs' traces in this directory");
-  sub->callback([flags, &exit_code] { exit_code = RunBaseline(*flags); });
+  sub->callback([flags, &exit_code] {
+    if (flags->inputs.empty()) {
+      exit_code = ReportError(MissingInput("baseline", "a pipeline config, traces of its runs, or -- PROGRAM",
+                                           "pipetune baseline pipeline.json -o baseline.json"));
+    } else if (flags->output.empty()) {
+      exit_code =
+          ReportError(InvalidInput("baseline: -o is required: the baseline file to write, e.g. "
+                                   "pipetune baseline " +
+                                   flags->inputs[0] + " -o baseline.json"));
+    } else {
+      exit_code = RunBaseline(*flags);
+    }
+  });
 }
 
 }  // namespace pipetune::cli

@@ -67,16 +67,17 @@ void RegisterCheckCommand(CLI::App& app, int& exit_code) {
       "CI gate: compare a pipeline (a config or -- python3 train.py run now, or traces) with its baseline; "
       "exit 1 on a regression, naming the stage");
   sub->add_option("input", flags->inputs,
-                  "A pipeline config (*.json) to run, traces of its runs, or after -- a program")
-      ->required();
-  sub->add_option("--baseline", flags->baseline, "Baseline written by `pipetune baseline`")->required();
+                  "A pipeline config (*.json) to run, traces of its runs, or after -- a program");
+  // Both are checked in the callback, the input first: CLI11 would say only
+  // "input is required".
+  sub->add_option("--baseline", flags->baseline, "Baseline written by `pipetune baseline` (required)");
   sub->add_option("--runs", flags->runs,
                   "Runs of the config or program (default 5; 0: judge a config's knobs alone, no runs)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--seconds", flags->seconds, "Seconds per run (default 2)")->check(CLI::PositiveNumber);
+      ->check(NonNegative("runs", /*whole=*/true));
+  sub->add_option("--seconds", flags->seconds, "Seconds per run (default 2)")->check(Positive("seconds"));
   sub->add_option("--tolerance", flags->tolerance_percent,
                   "Smallest change that matters, in percent (default 10)")
-      ->check(CLI::Range(0.0, 99.0));
+      ->check(Number({.what = "percent", .min = 0, .max = 99}));
   sub->add_option("--format", flags->format, "Report on stdout: text, json or markdown")
       ->check(CLI::IsMember({"text", "json", "markdown"}));
   sub->add_option("--junit", flags->junit,
@@ -84,7 +85,18 @@ void RegisterCheckCommand(CLI::App& app, int& exit_code) {
   sub->add_option("--markdown", flags->markdown, "Also write the Markdown report here (a CI job summary)");
   sub->add_flag("--strict-machine", flags->strict_machine,
                 "Fail also when every stage slowed by one factor (machine drift)");
-  sub->callback([flags, &exit_code] { exit_code = RunCheck(*flags); });
+  sub->callback([flags, &exit_code] {
+    if (flags->inputs.empty()) {
+      exit_code = ReportError(MissingInput("check", "a pipeline config, traces of its runs, or -- PROGRAM",
+                                           "pipetune check pipeline.json --baseline baseline.json"));
+    } else if (flags->baseline.empty()) {
+      exit_code = ReportError(InvalidInput(
+          "check: --baseline is required: the file `pipetune baseline` wrote, e.g. pipetune check " +
+          flags->inputs[0] + " --baseline baseline.json"));
+    } else {
+      exit_code = RunCheck(*flags);
+    }
+  });
 }
 
 }  // namespace pipetune::cli

@@ -62,7 +62,7 @@ void RegisterExportCommand(CLI::App& app, int& exit_code) {
   sub->add_option("--max-events", flags->max_events,
                   "Write at most this many events; the rest are counted and reported")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive("events", /*whole=*/true));
   sub->callback([flags, &exit_code] { exit_code = Export(*flags); });
 }
 

@@ -95,7 +95,7 @@ void RegisterProfileCommand(CLI::App& app, int& exit_code) {
       app.add_subcommand("profile", "Run any program with tracing on: pipetune profile -- COMMAND ...");
   sub->add_option("--trace", flags->trace_path, "Trace file to write")->capture_default_str();
   sub->add_option("--interval-ms", flags->interval_ms, "Snapshot interval")
-      ->check(CLI::Range(1, 60000))
+      ->check(Number({.what = "milliseconds", .min = 1, .max = 60000, .whole = true}))
       ->capture_default_str();
   sub->add_option("--apply", flags->apply,
                   "A JSON file of DataLoader keyword arguments (from pipetune tune) to apply to the Python "

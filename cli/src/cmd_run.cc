@@ -128,7 +128,7 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
   sub->add_option("config", flags->config_path, "Pipeline config (JSON)")->required();
   sub->add_option("--seconds", flags->seconds,
                   "Stop after this many seconds (default: run to the end of a finite pipeline)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative("seconds"));
   sub->add_option("--trace", flags->trace_path, "Write a trace of the run to this file");
   sub->add_option("--summary", flags->summary_path, "Write the run's summary as JSON to this file");
   sub->add_option("--progress", flags->progress,

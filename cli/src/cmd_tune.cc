@@ -227,16 +227,18 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
          "input", flags->inputs,
          "Trace of a run (more traces of the same pipeline add scaling points); with --verify: a config, "
          "or TRACE -- python3 SCRIPT ... (a PyTorch DataLoader)")
-      ->required();
+      // Not required, so that a bare `tune` is answered in the callback with what the input may be; CLI11
+      // then refuses two unbounded positionals, and no one passes a million traces.
+      ->expected(0, 1 << 20);
   sub->add_option("--cores", flags->cores,
                   "Core budget (default: the config's resources, else the traced host)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive("cores"));
   sub->add_option(
       "--memory", flags->memory,
       "Memory budget for buffers and caches, e.g. 4GiB (default: the config's resources, else 90% of "
       "the traced host's available memory)");
   sub->add_option("--max-threads", flags->max_threads, "Threads of all stages together (default 256)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive("threads", /*whole=*/true));
   sub->add_option("--cache-dir", flags->cache_dir, "Allow a cache on disk, in this directory");
   sub->add_flag("--no-cache", flags->no_cache,
                 "Place no cache (the data changes between epochs, or the stages themselves are measured)");
@@ -264,10 +266,10 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
       "transforms, calibrated on them and tuned (-o: where; default TRACE's stem + .engine.json)");
   sub->add_option("--seconds", flags->seconds,
                   "--verify: seconds per measured run; --engine: seconds of the calibration run (default 3)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive("seconds"));
   sub->add_option("--rounds", flags->rounds,
                   "--verify: plans to run after the first run (default 3 for a config, 1 for a DataLoader)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative("rounds", /*whole=*/true));
   sub->add_option("--trace-dir", flags->trace_dir, "--verify: keep each round's trace in this directory");
   sub->add_option("--progress", flags->progress,
                   "Live progress on stderr: auto (on a terminal), always, never")
@@ -276,6 +278,13 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
   sub->add_option("program", flags->command,
                   "--verify of a PyTorch DataLoader: after --, the Python program and its arguments");
   sub->callback([flags, &exit_code] {
+    if (flags->inputs.empty() && flags->command.empty()) {
+      exit_code = ReportError(MissingInput("tune",
+                                           "a trace (or several of one pipeline), a pipeline config with "
+                                           "--verify, or TRACE --verify -- PROGRAM",
+                                           "pipetune tune run.trace --cores 8"));
+      return;
+    }
     if (!flags->command.empty() && !flags->verify) {
       exit_code = ReportError(InvalidInput("unexpected arguments after the trace: " + flags->command[0] +
                                            " (a program to run needs --verify)"));

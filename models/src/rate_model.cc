@@ -167,9 +167,9 @@ double EpochEndSeconds(const Profile& profile, const Configuration& config, cons
   return seconds;
 }
 
-// Each epoch of E outputs also waits for its workers' start-up, w * s
-// seconds (once per run, spread over its epochs, when persistent), and for
-// its ends (EpochEndSeconds).
+// Each epoch of E outputs also waits for its workers' start-up, f + w * s
+// seconds for w > 0 workers (once per run, spread over its epochs, when
+// persistent), and for its ends (EpochEndSeconds).
 void ApplyEpochCosts(const Profile& profile, const Configuration& config, const std::vector<bool>& counted,
                      double step, Prediction& prediction) {
   if (!profile.outputs_per_epoch || *profile.outputs_per_epoch <= 0 || prediction.throughput <= 0) return;
@@ -177,7 +177,9 @@ void ApplyEpochCosts(const Profile& profile, const Configuration& config, const 
   for (size_t g = 0; g < profile.groups.size(); ++g) {
     const WorkerGroup& group = profile.groups[g];
     bool persistent = config.group_persistent.empty() ? group.persistent : config.group_persistent[g];
-    double per_epoch = GroupWorkers(profile, config, g) * group.startup_seconds_per_worker;
+    const double workers = GroupWorkers(profile, config, g);
+    double per_epoch =
+        workers > 0 ? group.startup_seconds_fixed + workers * group.startup_seconds_per_worker : 0;
     startup += persistent ? per_epoch / std::max(1.0, profile.epochs) : per_epoch;
   }
   double ends = EpochEndSeconds(profile, config, counted, step, prediction);
@@ -190,6 +192,13 @@ void ApplyEpochCosts(const Profile& profile, const Configuration& config, const 
 }
 
 }  // namespace
+
+double EpochOutputsForSteadyRate(const Prediction& prediction, double within) {
+  // E / (E / X + c) >= (1 - within) X  <=>  E >= X c (1 - within) / within.
+  const double per_epoch = prediction.startup_seconds_per_epoch + prediction.epoch_end_seconds;
+  if (per_epoch <= 0 || prediction.steady_throughput <= 0 || !(within > 0 && within < 1)) return 0;
+  return std::ceil(prediction.steady_throughput * per_epoch * (1 - within) / within);
+}
 
 const char* BoundKindName(BoundKind kind) {
   switch (kind) {

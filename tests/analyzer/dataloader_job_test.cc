@@ -189,6 +189,35 @@ TEST_F(DataLoaderJobFiles, AWorkersTraceGivenAsANodesIsTheUsersMistake) {
   EXPECT_THAT(job.status().message(), HasSubstr("is a DataLoader worker's trace"));
 }
 
+// Rank 1 of a 2-rank job read alone (rank 0's trace not copied): the report
+// says the job had 2 ranks, which was recorded and which is missing, in text
+// and JSON, and judges the rank that is there.
+TEST_F(DataLoaderJobFiles, AMissingRanksTraceIsNamedAndTheVerdictsAreTheRecordedRanks) {
+  std::string t = Copy("iterable_workers0", "node1.trace");  // rank 1 of 2
+  StatusOr<DataLoaderJob> job = ReadDataLoaderJob({t});
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->world_size, 2);
+  EXPECT_EQ(job->missing_ranks, std::vector<int>{0});
+  Diagnosis d = DiagnoseJob(*job);
+  ASSERT_TRUE(d.job.has_value());
+  ASSERT_EQ(d.job->ranks.size(), 1u);
+  EXPECT_THAT(d.summary, HasSubstr("The job had 2 ranks (its world size); 1 was recorded (rank 1); rank 0 is "
+                                   "missing"));
+  EXPECT_THAT(d.summary, HasSubstr("These verdicts are the recorded ranks' only"));
+  EXPECT_THAT(d.summary, HasSubstr("no straggler can be named"));  // one rank has no one to wait for
+  EXPECT_FALSE(d.job->straggler.has_value());
+  std::string text = RenderReport(d, ReportFormat::kText);
+  EXPECT_THAT(text, HasSubstr("rank 0 is missing"));
+  EXPECT_THAT(text, HasSubstr("1 of 2 ranks missing"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("straggler, rank")));
+  nlohmann::json json = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson));
+  EXPECT_EQ(json["job"]["world_size"], 2);
+  EXPECT_EQ(json["job"]["recorded_ranks"], nlohmann::json::array({1}));
+  EXPECT_EQ(json["job"]["missing_ranks"], nlohmann::json::array({0}));
+  EXPECT_EQ(json["job"]["missing"], 1);
+  EXPECT_EQ(json["ranks"].size(), 1u);
+}
+
 TEST_F(DataLoaderJobFiles, AProcessThatTookNoBatchIsARowOfTheJob) {
   std::string t = Copy("map_workers2_fork", "job.trace");
   Copy("no_batch", "job.trace.main.77");

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 #include "pipetune/analyzer/dataloader.h"
@@ -195,6 +196,50 @@ TEST(DataLoaderReport, TheTimeChartsDrawTheRunOverTime) {
     EXPECT_EQ(LinePoints(stall, "#d6604d"), d.timeline.size());
     EXPECT_EQ(Count(busy, "<rect"), d.stages.size() * d.timeline.size());
     for (const StageDiagnosis& s : d.stages) EXPECT_THAT(busy, HasSubstr(">" + s.name));
+  }
+}
+
+// Long stage names (torchvision's transforms) in the charts with a row per
+// stage: the label column widens to fit them, up to 40% of the chart, and a
+// name longer than that is shortened in its middle with the whole name as
+// its tooltip. A fixed column had Chromium cut them from the left
+// ("]:RandomResizedCrop"); report_in_browser.py measures it drawn.
+TEST(DataLoaderReport, LongStageNamesFitTheChartsLabelColumn) {
+  StatusOr<DataLoaderProfile> run = ReadDataLoaderProfile(GoldenPath("map_workers2_fork"));
+  ASSERT_TRUE(run.ok());
+  ASSERT_GE(run->sample_stages.size(), 3u);
+  const std::string medium = "transform[0]:RandomResizedCrop";
+  const std::string longest = "transform[1]:RandomResizedCropWithAnEvenLongerNameThanThat";
+  run->sample_stages[1].name = medium;
+  run->sample_stages[2].name = longest;
+  StatusOr<Diagnosis> d = DiagnoseDataLoader(*run, {});
+  ASSERT_TRUE(d.ok());
+  std::string html = RenderReport(*d, ReportFormat::kHtml);
+  const std::regex label(
+      R"re(<text x="([0-9.]+)" y="[0-9.]+" font-size="11" text-anchor="end" fill="[^"]*">(?:<title>([^<]*)</title>)?([^<]*)</text>)re");
+  for (const char* title : {"Per-stage busy share over time",
+                            "Per-stage utilisation in the window (share of worker time)"}) {
+    SCOPED_TRACE(title);
+    std::string chart = Chart(html, title);
+    ASSERT_FALSE(chart.empty());
+    bool saw_medium = false, saw_longest = false;
+    for (auto it = std::sregex_iterator(chart.begin(), chart.end(), label); it != std::sregex_iterator(); ++it) {
+      const std::string shown = (*it)[3].str();
+      size_t chars = 0;  // code points: the ellipsis is one
+      for (unsigned char c : shown) chars += (c & 0xC0) != 0x80;
+      // Right-aligned at x: the text needs x of room to its left (6.6 px a
+      // character at 11 px, a little over the average of a sans-serif).
+      EXPECT_GE(std::stod((*it)[1].str()), 6.6 * static_cast<double>(chars)) << shown;
+      saw_medium |= shown.rfind(medium, 0) == 0;  // whole ("... *" marks the bottleneck)
+      if ((*it)[2].matched && (*it)[2].str().rfind(longest, 0) == 0) {
+        saw_longest = true;
+        EXPECT_THAT(shown, HasSubstr("\xE2\x80\xA6"));      // shortened in the middle ...
+        EXPECT_THAT(shown, HasSubstr("transform[1]:"));  // ... keeping its index
+        EXPECT_THAT(shown, HasSubstr("ThanThat"));        // ... and its end
+      }
+    }
+    EXPECT_TRUE(saw_medium);
+    EXPECT_TRUE(saw_longest);
   }
 }
 

@@ -481,5 +481,16 @@ TEST(DataLoaderTraceTest, WorkersOutnumberingTheCoresAreNotASharedHost) {
   EXPECT_TRUE(LoadingShareMeansSharedHost(0.5, 4, 0));  // cores unknown: a core each
 }
 
+// A low share of a core while loading is other programs' doing only when
+// the loading waited for a core (run-queue delay) for half its time off the
+// CPU or more; the rest is waiting inside load (a GET from slow storage).
+// Unknown delay (an older trace) decides nothing.
+TEST(DataLoaderTraceTest, RunQueueDelayTellsContentionFromWaitingInsideLoad) {
+  EXPECT_FALSE(RunDelayMeansContention(0.03, 1.2));  // 25 ms GETs: a few ms of wake-up delay
+  EXPECT_TRUE(RunDelayMeansContention(0.9, 1.2));    // a spinning neighbour on the core
+  EXPECT_TRUE(RunDelayMeansContention(0.6, 1.2));
+  EXPECT_FALSE(RunDelayMeansContention(-1, 1.2));
+}
+
 }  // namespace
 }  // namespace pipetune::analyzer

@@ -49,6 +49,75 @@ TEST(CliUsage, UnknownFlagIsAUsageError) {
   EXPECT_EQ(RunPipetune("run " + (dir / "p.json") + " --seconds -1").exit_code, 2);
 }
 
+// Every numeric flag of every command, given a value it refuses: a sentence
+// naming the flag and what it counts, never CLI11's "not in range 0.000000
+// to 1797693134862315708...". The inputs need not exist: flags are checked first.
+TEST(CliUsage, EveryNumericFlagRefusesBadValuesWithASentence) {
+  struct Case {
+    std::string command;  // the command and its input
+    std::string flag;
+    std::string expected;  // what the message says the flag takes
+    std::vector<std::string> bad;
+  };
+  const std::vector<std::string> never_numbers = {"abc", "nan", "inf", "1e999", "''"};
+  std::vector<Case> cases = {
+      {"tune t.trace", "--cores", "a positive number of cores", {"0", "-2"}},
+      {"tune t.trace", "--max-threads", "a whole number of threads, 1 or more", {"0", "2.5", "99999999999"}},
+      {"tune p.json --verify", "--seconds", "a positive number of seconds", {"0", "-1"}},
+      {"tune p.json --verify", "--rounds", "a whole number of rounds, 0 or more", {"-1", "1.5"}},
+      {"check p.json --baseline b.json", "--runs", "a whole number of runs, 0 or more", {"-1", "0.5"}},
+      {"check p.json --baseline b.json", "--seconds", "a positive number of seconds", {"0"}},
+      {"check p.json --baseline b.json", "--tolerance", "a number of percent from 0 to 99", {"-1", "150"}},
+      {"baseline p.json -o b.json", "--runs", "a whole number of runs, 1 or more", {"0", "2.5"}},
+      {"baseline p.json -o b.json", "--seconds", "a positive number of seconds", {"0"}},
+      {"run p.json", "--seconds", "a number of seconds, 0 or more", {"-1"}},
+      {"export t.trace -o t.json", "--max-events", "a whole number of events, 1 or more", {"0", "1.5"}},
+      {"profile", "--interval-ms", "a whole number of milliseconds from 1 to 60000", {"0", "60001", "0.5"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> values = c.bad;
+    values.insert(values.end(), never_numbers.begin(), never_numbers.end());
+    for (const std::string& value : values) {
+      std::string args = c.command + " " + c.flag + " " + value + (c.command == "profile" ? " -- true" : "");
+      SCOPED_TRACE(args);
+      CommandResult result = RunPipetune(args);
+      EXPECT_EQ(result.exit_code, 2);
+      std::string shown = value == "''" ? "nothing" : value;
+      EXPECT_THAT(result.err, HasSubstr(c.flag + ": expected " + c.expected + ", got " + shown));
+      EXPECT_THAT(result.err, Not(HasSubstr("not in range")));
+    }
+  }
+  // What the issue met: --cores 0.
+  CommandResult cores = RunPipetune("tune t.trace --cores 0");
+  EXPECT_THAT(cores.err, HasSubstr("--cores: expected a positive number of cores, got 0"));
+}
+
+// Run bare, the commands whose input can be several things say what it may
+// be and show a use, not CLI11's "input is required".
+TEST(CliUsage, BareTuneCheckAndBaselineSayWhatTheInputIs) {
+  CommandResult tune = RunPipetune("tune");
+  EXPECT_EQ(tune.exit_code, 2);
+  EXPECT_THAT(tune.err, HasSubstr("tune: expected an input: a trace"));
+  EXPECT_THAT(tune.err, HasSubstr("a pipeline config with --verify"));
+  EXPECT_THAT(tune.err, HasSubstr("-- PROGRAM"));
+  EXPECT_THAT(tune.err, HasSubstr("e.g. pipetune tune run.trace"));
+
+  CommandResult check = RunPipetune("check");
+  EXPECT_EQ(check.exit_code, 2);
+  EXPECT_THAT(check.err, HasSubstr("check: expected an input: a pipeline config, traces of its runs, or -- PROGRAM"));
+  EXPECT_THAT(check.err, HasSubstr("e.g. pipetune check pipeline.json --baseline baseline.json"));
+  // With an input but no baseline: the baseline is named, not the input.
+  CommandResult no_baseline = RunPipetune("check p.json");
+  EXPECT_EQ(no_baseline.exit_code, 2);
+  EXPECT_THAT(no_baseline.err, HasSubstr("check: --baseline is required"));
+
+  CommandResult baseline = RunPipetune("baseline");
+  EXPECT_EQ(baseline.exit_code, 2);
+  EXPECT_THAT(baseline.err, HasSubstr("baseline: expected an input: a pipeline config"));
+  EXPECT_THAT(RunPipetune("baseline p.json").err, HasSubstr("baseline: -o is required"));
+  for (const CommandResult& r : {tune, check, baseline}) EXPECT_THAT(r.err, Not(HasSubstr("input is required")));
+}
+
 TEST(CliRun, SmallPipelineWritesASummaryWithTheCounts) {
   TempDir dir("cli");
   WriteFile(dir / "p.json", kSmallPipeline);

@@ -37,15 +37,18 @@ SCRIPT = textwrap.dedent("""
             return x + 1.0
 
     class Squares(Dataset):
-        def __init__(self, n, transform, fail_at=-1):
+        def __init__(self, n, transform, fail_at=-1, get_wait=0):
             self.n = n
             self.transform = transform
             self.fail_at = fail_at
+            self.get_wait = get_wait
         def __len__(self):
             return self.n
         def __getitem__(self, i):
             if i == self.fail_at:
                 raise ValueError("sample %d is broken" % i)
+            if self.get_wait:
+                time.sleep(self.get_wait)  # a GET from slow storage: waiting, no CPU
             x = torch.full((3, 8, 8), float(i))
             return self.transform(x), i
 
@@ -73,13 +76,13 @@ SCRIPT = textwrap.dedent("""
 
     if __name__ == "__main__":
         o = {args}
-        if o.get("pin"):
+        if o.get("pin") and not o.get("no_cuda"):
             fake_cuda()
         compose = transforms.Compose([Scale(), Shift(o.get("nap", 0))])
         if o.get("iterable"):
             ds = Stream({samples}, compose, o.get("shard", False))
         else:
-            ds = Squares({samples}, compose, o.get("fail_at", -1))
+            ds = Squares({samples}, compose, o.get("fail_at", -1), o.get("get_wait", 0))
         workers = o.get("workers", 0)
         kwargs = dict(batch_size={batch}, num_workers=workers, pin_memory=o.get("pin", False))
         if workers > 0:
@@ -126,6 +129,32 @@ TWO_LOADERS = textwrap.dedent("""
                 time.sleep(0.005)
             for batch, labels in val:
                 pass
+""")
+
+
+# A loader whose samples spin 5 ms of CPU, on CPU 0 beside a process that
+# spins there all the time: the time off the CPU is waiting for a core.
+CONTENDED = textwrap.dedent("""
+    import os, subprocess, sys, time, torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Spin(Dataset):
+        def __len__(self):
+            return {samples}
+        def __getitem__(self, i):
+            end = time.thread_time() + 0.005
+            while time.thread_time() < end:
+                pass
+            return torch.zeros(3, 8, 8)
+
+    if __name__ == "__main__":
+        os.sched_setaffinity(0, {{0}})
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], env={{}})
+        try:
+            for batch in DataLoader(Spin(), batch_size={batch}, num_workers=0):
+                time.sleep(0.001)
+        finally:
+            hog.kill()
 """)
 
 
@@ -290,6 +319,57 @@ def case_pin_memory(pipetune, tmp, workers):
     expect(stage_counts(rep)["pin_memory"] == 2 * SAMPLES // BATCH, "pin_memory: once per batch", rep)
 
 
+def case_pin_memory_no_cuda(pipetune, tmp):
+    # pin_memory=True on a host without CUDA: the report says pinning only
+    # costs time, and the plan and its code change must agree (not "kept").
+    import torch
+    if torch.cuda.is_available():
+        print("skipped: this host has CUDA")
+        sys.exit(77)
+    trace, _ = profile(pipetune, tmp, dict(workers=2, pin=True, no_cuda=True))
+    rep = report(pipetune, trace)
+    expect(settings(rep)["pin_memory"], "settings.pin_memory", rep)
+    expect(any("no CUDA device" in n for n in dataloader(rep)["notes"]), "the report's note", rep)
+    r = run([pipetune, "tune", trace, "--format", "json", "--cores", "2", "--memory", "64GiB"])
+    if r.returncode != 0:
+        fail("tune", r)
+    plan = json.loads(r.stdout)
+    pin = [k for k in plan["knobs"] if k["stage"] == "pin_memory"]
+    if len(pin) != 1 or pin[0]["new"] != "False" or "kept" in pin[0]["reason"]:
+        fail("the plan keeps pin_memory: %s" % pin, r)
+    if not plan["dataloader_kwargs"]["pin_memory"] is False or "pin_memory=False" not in plan["code_change"]:
+        fail("the code change keeps pin_memory", r)
+
+
+def case_slow_storage(pipetune, tmp):
+    # Each sample waits 25 ms on a GET, using no CPU: load is latency, and the
+    # run-queue delay the tracer records says the time off the CPU was not
+    # spent waiting for a core. No sentence may blame other programs.
+    trace, _ = profile(pipetune, tmp, dict(workers=2, get_wait=0.025))
+    rep = report(pipetune, trace)
+    expect(stages(rep)["load"]["limited_by"] == "latency", "load is limited by latency", rep)
+    said = " ".join(rep["assumptions"])
+    expect("other programs held the cores" not in said, "nothing blames other programs", rep)
+    expect("waiting inside the stages" in said and "run-queue delay" in said,
+           "the time off the CPU is called waiting inside load, from the run-queue delay", rep)
+
+
+def case_contended_host(pipetune, tmp):
+    # The other side of slow_storage: the loading waited for a core, which
+    # the run-queue delay shows; that is other programs holding the cores.
+    script = os.path.join(tmp, "contended.py")
+    with open(script, "w") as f:
+        f.write(CONTENDED.format(samples=2 * SAMPLES, batch=BATCH))
+    trace = os.path.join(tmp, "contended.trace")
+    r = run([pipetune, "profile", "--trace", trace, "--", sys.executable, script])
+    if r.returncode != 0:
+        fail("profile", r)
+    rep = report(pipetune, trace)
+    said = " ".join(rep["assumptions"])
+    expect("waiting for a core (run-queue delay): other programs held the cores" in said,
+           "the time off the CPU is called contention, from the run-queue delay", rep)
+
+
 def case_errors(pipetune, tmp):
     # A worker's trace given for the run's: exit 2, naming the main trace.
     trace, _ = profile(pipetune, tmp, dict(workers=1))
@@ -332,6 +412,12 @@ def main():
             case_iterable(pipetune, tmp, int(case[8]), case.endswith("_sharded"))
         elif case in ("pin_memory0", "pin_memory2"):
             case_pin_memory(pipetune, tmp, int(case[10]))
+        elif case == "contended_host":
+            case_contended_host(pipetune, tmp)
+        elif case == "slow_storage":
+            case_slow_storage(pipetune, tmp)
+        elif case == "pin_memory_no_cuda":
+            case_pin_memory_no_cuda(pipetune, tmp)
         elif case == "errors":
             case_errors(pipetune, tmp)
         elif case == "killed":

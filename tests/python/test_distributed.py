@@ -213,6 +213,22 @@ def case_spawn_killed(pipetune, tmp):
     notes = " ".join(plan["notes"])
     if "rank 1's (the straggler" not in notes or plan["budgets"]["cores"] != 1:
         fail("the job's plan: rank 1's, on half the node's 2 cores", r)
+    expect(rep["job"]["missing"] == 0 and "missing" not in text, "every rank recorded: none missing", rep)
+    # One rank's trace (T.main.<pid>) deleted: the report of T still says the
+    # job had 2 ranks, which was recorded and which is missing, and judges
+    # the recorded rank alone.
+    gone = [rank for rank, r in by_rank.items() if os.path.basename(r["trace"]) == mains[0]]
+    expect(len(gone) == 1, "T.main.<pid> is one rank's trace", rep)
+    gone, kept = gone[0], 1 - gone[0]
+    os.remove(main_trace)
+    rep = report(pipetune, [trace])
+    expect(rep["job"]["world_size"] == 2 and rep["job"]["recorded_ranks"] == [kept], "one rank recorded", rep)
+    expect(rep["job"]["missing_ranks"] == [gone] and list(ranks(rep)) == [kept], "the other missing", rep)
+    expect(rep["straggler"] is None, "no straggler named from one rank", rep)
+    text = report(pipetune, [trace], "text")
+    if ("The job had 2 ranks" not in text or "rank %d is missing" % gone not in text
+            or "1 of 2 ranks missing" not in text):
+        fail("the text report names the missing rank: %s" % text)
 
 
 def case_torchrun_nodes(pipetune, tmp):

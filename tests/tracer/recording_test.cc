@@ -115,6 +115,7 @@ TEST(Recording, CountsFromManyThreadsComeBackExactly) {
   EXPECT_EQ(trace.drops.Total(), 0u);
   ASSERT_FALSE(trace.process_samples.empty());
   EXPECT_GT(trace.process_samples.back().rss_bytes, 0u);
+  EXPECT_GE(trace.process_samples.back().main_thread_run_delay_ns, 0);  // /proc/self/schedstat read
   RetireStage(source);
   RetireStage(map);
 }

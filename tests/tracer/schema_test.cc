@@ -63,6 +63,33 @@ TEST(Schema, VersionOneGpuRecordReadsWithAppendedFieldsAtDefaults) {
   EXPECT_EQ(b.copy_kind, GpuCopyKind::kNone);
 }
 
+// The main thread's run-queue delay, appended to the process sample: read
+// back where written, unknown (-1) in a sample an older writer wrote.
+TEST(Schema, ProcessSampleRunDelayIsAppendedAndUnknownInOlderSamples) {
+  ProcessSample p;
+  p.cpu_ns = 5;
+  p.threads = 3;
+  p.main_thread_run_delay_ns = 1234;
+  std::string bytes;
+  ByteWriter w(bytes);
+  internal::WriteRecord(w, p);
+  ASSERT_EQ(bytes.size(), 56u);
+  ProcessSample now;
+  internal::ByteReader r(bytes);
+  internal::ReadRecord(r, now);
+  EXPECT_FALSE(r.failed());
+  EXPECT_EQ(now.main_thread_run_delay_ns, 1234);
+  EXPECT_EQ(now.threads, 3u);
+
+  std::string v1 = bytes.substr(0, internal::kMinRecordBytes<ProcessSample>);
+  ProcessSample old;
+  internal::ByteReader r1(v1);
+  internal::ReadRecord(r1, old);
+  EXPECT_FALSE(r1.failed());
+  EXPECT_EQ(old.cpu_ns, 5u);
+  EXPECT_EQ(old.main_thread_run_delay_ns, -1);
+}
+
 TEST(Schema, GpuStatusRoundTripsThroughATrace) {
   const std::string path = testing::TempTracePath("gpu_status");
   SessionOptions options;

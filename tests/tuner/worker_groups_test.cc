@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/report.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/tuner/solver.h"
 
@@ -150,6 +151,21 @@ TEST(DataLoaderModel, StartUpIsPaidEveryEpochUnlessPersistent) {
   EXPECT_NEAR(kept.throughput, OverEpoch(steady, 2, kConsumer, 20, 1.0 / 5), 1e-6);
 }
 
+// Workers start one after another: what each adds is the spacing of their
+// starts, the rest is fixed (making the iterator, the last one's way to
+// ready). A 2-worker trace's 62 ms with starts 14 ms apart is 34 ms + 14 ms
+// per worker: 0.38 s for 25 workers, where all of it per worker (31 ms each)
+// said 0.78 s and 25 such workers started in 0.27-0.30 s.
+TEST(DataLoaderModel, WorkersStartOneAfterAnotherAFixedPartAndOnePerWorker) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.epochs.assign(1, {100, 0.062, 2, 0.014});
+  EXPECT_NEAR(PredictAt(run, {25, 2, false, false}, 32).startup_seconds_per_epoch, 0.034 + 25 * 0.014, 1e-9);
+  EXPECT_NEAR(PredictAt(run, {2, 2, false, false}, 32).startup_seconds_per_epoch, 0.062, 1e-9);  // as traced
+  EXPECT_EQ(PredictAt(run, {0, 2, false, false}, 32).startup_seconds_per_epoch, 0);
+  run.epochs.assign(1, {100, 0.062, 2});  // starts not recorded: all of it per worker
+  EXPECT_NEAR(PredictAt(run, {25, 2, false, false}, 32).startup_seconds_per_epoch, 25 * 0.031, 1e-9);
+}
+
 // An epoch fills and drains: its workers finish their last batches side by
 // side and wait while the consumer takes them (input-bound), or the consumer
 // waits for the first ones (consumer-bound). A num_workers=4 run with a
@@ -157,6 +173,7 @@ TEST(DataLoaderModel, StartUpIsPaidEveryEpochUnlessPersistent) {
 TEST(DataLoaderModel, EachEpochPaysItsFillAndDrainOneOutputPerWorker) {
   DataLoaderProfile run = LoaderRun(2);
   run.settings.batches_per_epoch = 20;
+  run.epochs.assign(5, {20, 2e-9, 2});  // its 100 batches in five epochs of 20
   // Input-bound (2 cores): each of the 4 workers' last batches waits for
   // the consumer's 41 ms.
   models::Prediction input = PredictAt(run, {4, 2, true, false}, 2);
@@ -171,7 +188,8 @@ TEST(DataLoaderModel, EachEpochPaysItsFillAndDrainOneOutputPerWorker) {
   // Without workers the consumer's thread does everything: no ends to wait on.
   EXPECT_EQ(PredictAt(run, {0, 2, true, false}, 16).epoch_end_seconds, 0);
   // And a longer epoch pays them over more outputs.
-  run.settings.batches_per_epoch = 200;
+  run.settings.batches_per_epoch = 100;
+  run.epochs.assign(1, {100, 2e-9, 2});
   EXPECT_GT(PredictAt(run, {4, 2, true, false}, 2).throughput, input.throughput);
 }
 
@@ -266,6 +284,61 @@ TEST(DataLoaderTuner, PinMemoryOffWithoutCudaKeptWithIt) {
   EXPECT_FALSE(Tuned(run, LoaderBudget(2, 64 * 1024)).pin_memory);
   run.cuda_available = true;
   EXPECT_TRUE(Tuned(run, LoaderBudget(2, 64 * 1024)).pin_memory);
+}
+
+// A profiling run that stops after 60 of an epoch's 1000 batches pays its
+// workers' start-up over those 60: the prediction is for the run as it ran
+// (what it measures, what `tune --verify` runs again), and the report and
+// the plan say from what epoch length the steady rate holds. Spread over
+// len(loader), 25 workers' start-up vanished from the prediction and a
+// 60-batch run measured 0.71 of it.
+TEST(DataLoaderModel, ARunStoppedEarlyPaysItsStartUpOverTheBatchesItTook) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.settings.batches_per_epoch = 1000;
+  run.batches = 60;
+  run.epochs.assign(1, {60, 0.2, 2});  // 0.1 s per worker
+  models::Prediction at25 = PredictAt(run, {25, 2, false, false}, 32);
+  EXPECT_NEAR(at25.startup_seconds_per_epoch, 25 * 0.1, 1e-9);
+  const double per_epoch = at25.startup_seconds_per_epoch + at25.epoch_end_seconds;
+  EXPECT_NEAR(at25.throughput, 60 / (60 / at25.steady_throughput + per_epoch), 1e-6);
+  EXPECT_LT(at25.throughput, 0.7 * at25.steady_throughput);  // 2.5 s of start-up in a 60-batch run
+  // From this epoch length on, the steady rate holds within 5%.
+  double steady_from = models::EpochOutputsForSteadyRate(at25);
+  EXPECT_GT(steady_from, 60);
+  auto over = [&](double outputs) { return outputs / (outputs / at25.steady_throughput + per_epoch); };
+  EXPECT_GE(over(steady_from), 0.95 * at25.steady_throughput);
+  EXPECT_LT(over(steady_from - 2), 0.95 * at25.steady_throughput);
+
+  std::string text = analyzer::RenderReport(*analyzer::DiagnoseDataLoader(run, {}), analyzer::ReportFormat::kText);
+  EXPECT_NE(text.find("predicted for epochs of 60 batches as this run took them (of the loader's 1000)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("holds within 5% from epochs of"), std::string::npos);
+  Plan plan;
+  Tuned(run, LoaderBudget(32, 64 * 1024), &plan);
+  bool said = false;
+  for (const std::string& note : plan.notes) said |= note.find("predicted for epochs of 60 outputs as traced") == 0;
+  EXPECT_TRUE(said);
+}
+
+// The report says pinning without a GPU only costs time; the plan must not
+// keep it, even where the step hides its cost (a plan that kept it printed
+// "kept" and a code change with pin_memory=True).
+TEST(DataLoaderTuner, PinMemoryOffWithoutCudaEvenWhereTheStepHidesItsCost) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.settings.pin_memory = true;
+  run.pin_memory = Stage("pin_memory", DataLoaderStageKind::kPinMemory, 0.0005, 100);
+  run.step = Stage("training step", DataLoaderStageKind::kStep, 50.0, 100);  // the step is the limit
+  run.step.cpu_seconds_each = 0;
+  Plan plan;
+  EXPECT_FALSE(Tuned(run, LoaderBudget(4, 64 * 1024), &plan).pin_memory);
+  auto knob = std::find_if(plan.knobs.begin(), plan.knobs.end(),
+                           [](const KnobChange& k) { return k.stage == "pin_memory"; });
+  ASSERT_NE(knob, plan.knobs.end());
+  EXPECT_TRUE(knob->changed);
+  EXPECT_EQ(knob->reason.find("kept"), std::string::npos) << knob->reason;
+  run.cuda_available = true;  // with a GPU, pinning speeds the copy: the plan keeps it
+  EXPECT_TRUE(Tuned(run, LoaderBudget(4, 64 * 1024)).pin_memory);
 }
 
 TEST(DataLoaderTuner, NoWorkersWhenTheStepIsTheLimitAnyway) {

@@ -257,6 +257,13 @@ ProcessSample ReadProcessSample() {
     if (line.compare(0, 11, "read_bytes:") == 0 && ParseInt(line.substr(11), &v)) sample.read_bytes = v;
     if (line.compare(0, 6, "rchar:") == 0 && ParseInt(line.substr(6), &v)) sample.read_syscall_bytes = v;
   }
+  // "<on-CPU ns> <run-queue delay ns> <timeslices>" of the main thread (the
+  // /proc/<pid> entry is the thread group leader's, not the process's sum).
+  std::istringstream schedstat(ReadSmallFile("/proc/self/schedstat"));
+  std::string on_cpu, run_delay;
+  int64_t v = 0;
+  if (schedstat >> on_cpu >> run_delay && ParseInt(run_delay, &v) && v >= 0)
+    sample.main_thread_run_delay_ns = v;
   return sample;
 }
 

@@ -126,6 +126,8 @@ constexpr void Fields(R& p, F&& f) {
   f(kI64, p.read_syscall_bytes);
   f(kU32, p.threads);
   f(kPad32);
+  f(kAppended);
+  f(kI64, p.main_thread_run_delay_ns);
 }
 
 template <RecordOf<DropCounts> R, class F>
@@ -317,8 +319,10 @@ static_assert(!MeasureRecord<SpanRecord>().variable && kMinRecordBytes<SpanRecor
 static_assert(!MeasureRecord<ConsumerStepRecord>().variable && kMinRecordBytes<ConsumerStepRecord> == 32);
 static_assert(!MeasureRecord<GpuActivity>().variable && kMinRecordBytes<GpuActivity> == 48);
 static_assert(kRecordBytes<GpuActivity> == 56);  // context and copy kind appended
-static_assert(kRecordBytes<ConsumerTotals> == 48 && kRecordBytes<ProcessSample> == 48 &&
-              kRecordBytes<DropCounts> == 40 && kRecordBytes<TraceEnd> == 8);
+static_assert(kMinRecordBytes<ProcessSample> == 48 &&
+              kRecordBytes<ProcessSample> == 56);  // run delay appended
+static_assert(kRecordBytes<ConsumerTotals> == 48 && kRecordBytes<DropCounts> == 40 &&
+              kRecordBytes<TraceEnd> == 8);
 
 // A whole record, as written and read by the chunk codecs.
 template <class T>

@@ -102,6 +102,10 @@ ProcessSample SinceSessionStart(const ProcessSample& now, const ProcessSample& b
   if (now.read_syscall_bytes >= 0 && base.read_syscall_bytes >= 0) {
     p.read_syscall_bytes = now.read_syscall_bytes - base.read_syscall_bytes;
   }
+  p.main_thread_run_delay_ns =
+      now.main_thread_run_delay_ns >= 0 && base.main_thread_run_delay_ns >= 0
+          ? std::max<int64_t>(0, now.main_thread_run_delay_ns - base.main_thread_run_delay_ns)
+          : -1;
   return p;
 }
 

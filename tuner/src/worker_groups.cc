@@ -63,15 +63,21 @@ std::vector<models::Configuration> Configurations(const models::Profile& profile
 
 // How far a trial departs from the traced settings, for breaking ties: fewer
 // workers first, then a buffer nearer the traced one (never below it unless
-// memory forces), then unchanged persistence and switches.
+// memory forces), then unchanged persistence, then the switches. A stage the
+// profile may switch off is preferred off: it only costs time (pin_memory
+// without a GPU), so a plan that kept it would contradict the report, which
+// says so, even where its time hides behind the bottleneck.
 std::tuple<int, int, int, int> Departure(const models::Profile& profile, const models::Configuration& c) {
   const models::WorkerGroup& group = profile.groups[0];
   int buffer = c.group_workers[0] > 0 ? c.group_buffer[0] : group.buffer_per_worker;
   int buffer_cost = buffer >= group.buffer_per_worker ? buffer - group.buffer_per_worker
                                                       : 2 * (group.buffer_per_worker - buffer);
   int switched = 0;
-  for (size_t i = 0; i < profile.stages.size(); ++i)
-    switched += c.stage_enabled[i] != profile.stages[i].enabled;
+  for (size_t i = 0; i < profile.stages.size(); ++i) {
+    const models::StageProfile& stage = profile.stages[i];
+    bool preferred = stage.enabled && !(stage.switchable && stage.may_switch_off);
+    switched += c.stage_enabled[i] != preferred;
+  }
   return {c.group_workers[0], buffer_cost, c.group_persistent[0] != group.persistent ? 1 : 0, switched};
 }
 
@@ -121,9 +127,11 @@ void AddKnobs(const TuneInput& input, const Trial& chosen, Plan& plan) {
                                 profile.stages[group.last_stage].bytes_per_element)));
     bool persistent = c.group_persistent[0];
     add(group.persistent_knob, BoolText(group.persistent), BoolText(persistent),
-        persistent ? fmt::format("workers start once, not every epoch ({:.3f} s each)",
-                                 group.startup_seconds_per_worker)
-                   : "one epoch only: start-up is paid once anyway");
+        persistent
+            ? fmt::format("workers start once, not every epoch ({:.3f} s for {})",
+                          group.startup_seconds_fixed + c.group_workers[0] * group.startup_seconds_per_worker,
+                          c.group_workers[0])
+            : "one epoch only: start-up is paid once anyway");
   }
   for (size_t i = 0; i < profile.stages.size(); ++i) {
     const models::StageProfile& stage = profile.stages[i];
@@ -201,6 +209,19 @@ StatusOr<Plan> SolveWorkerGroups(const TuneInput& input, const Resources& resour
         fmt::format("memory binds: more workers would reach {:.4g} outputs/s but need more than "
                     "the {} budget",
                     best_over_budget, FormatBytes(budget)));
+  }
+  // The prediction is for epochs as the traced run took them; say from what
+  // length on it is the steady rate, since a short profiling run pays its
+  // workers' start-up over few outputs.
+  if (double steady_from = models::EpochOutputsForSteadyRate(chosen->prediction);
+      steady_from > 0 && profile.outputs_per_epoch) {
+    plan.notes.push_back(fmt::format(
+        "predicted for epochs of {:.0f} outputs as traced: {} workers' start-up ({:.2f} s) and each epoch's "
+        "fill "
+        "and drain ({:.2f} s) included; the steady {:.4g} outputs/s holds within 5% from epochs of {:.0f} "
+        "outputs",
+        *profile.outputs_per_epoch, workers, chosen->prediction.startup_seconds_per_epoch,
+        chosen->prediction.epoch_end_seconds, chosen->prediction.steady_throughput, steady_from));
   }
   return plan;
 }

@@ -38,7 +38,15 @@ struct DataLoaderJob {
   // host, else CLOCK_REALTIME (as far apart as the hosts' clocks are).
   std::string clock = "CLOCK_MONOTONIC";
   int hosts = 1;
+  // The world size the records give, and the ranks below it that no trace
+  // given (nor any TRACE.main.<pid> beside one) recorded: a node's traces
+  // not copied, a file deleted. Listed up to kMostListedRanks; `missing`
+  // counts them all.
+  std::optional<int> world_size;
+  std::vector<int> missing_ranks;
+  int missing = 0;
 };
+inline constexpr int kMostListedRanks = 64;
 
 // Reads every process of each given run: a trace and the TRACE.main.<pid>
 // files beside it (JobTracePaths), the same file given twice read once.
@@ -51,7 +59,9 @@ StatusOr<DataLoaderJob> ReadDataLoaderJob(const std::vector<std::string>& traces
 
 // The job's diagnosis: the straggler's own (or, when every rank's input
 // keeps up, the slowest rank's), with `job` holding every rank's row. A job
-// of one process is that process's diagnosis, with no `job`.
+// of one process is that process's diagnosis, with no `job`, unless its
+// record names ranks that are missing: then it is a job of the ranks that
+// are there, and its summary says which were recorded and which are not.
 StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const DiagnoseOptions& options = {});
 
 // What a plan for the whole job is made from. DDP runs every rank at the

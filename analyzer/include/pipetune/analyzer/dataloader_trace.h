@@ -90,6 +90,9 @@ struct DataLoaderEpoch {
   uint64_t batches = 0;
   double startup_seconds = 0;  // iterator creation until every worker is ready; 0 when none started
   int workers_started = 0;
+  // From the first worker's start to the last's (each is forked or spawned
+  // in turn): what each further worker adds. -1 with fewer than two workers.
+  double start_spread_seconds = -1;
 };
 
 struct DataLoaderProfile {
@@ -161,6 +164,16 @@ struct DataLoaderProfile {
   // The model then counts the workers as busy on a core for all their wall
   // time (worker_cpu_ratio = 1).
   bool shared_host = false;
+  // The loading processes' time off the CPU while loading samples (their
+  // wall time there less their CPU), and how much of it their main threads
+  // were runnable but without a core (the run-queue delay the tracer reads
+  // from /proc/self/schedstat; -1 for a trace without it). Where the delay
+  // is known it decides `shared_host`; `loading_waits_off_cpu`: the share
+  // was low, but the time off the CPU was spent waiting inside the work
+  // (storage, the network, a lock, a sleep), not for a core.
+  double loading_off_cpu_seconds = 0;
+  double loading_run_delay_seconds = -1;
+  bool loading_waits_off_cpu = false;
   double main_other_cpu_per_batch = 0;  // main-process CPU per batch besides loading samples
   std::vector<DataLoaderEpoch> epochs;
 
@@ -223,6 +236,9 @@ DataLoaderProfile DescribeDataLoaderProcess(const tracer::Trace& main);
 // leave each other, a whole core each, or cores / num_workers when the
 // workers outnumber the cores. An unknown core count (0) counts as enough.
 bool LoadingShareMeansSharedHost(double loading_cpu_share, int num_workers, double cores);
+// Whether the loading's time off the CPU was contention: its run-queue delay
+// (< 0: unknown, false) is half of that time or more.
+bool RunDelayMeansContention(double run_delay_seconds, double off_cpu_seconds);
 // How the process ended: "killed" (no clean end: a signal, the OOM killer,
 // a crash), "failed" (a nonzero exit status or an uncaught exception) or
 // "clean".

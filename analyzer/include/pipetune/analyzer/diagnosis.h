@@ -109,9 +109,16 @@ struct DataLoaderSection {
   std::vector<Epoch> epochs;
   double startup_seconds_per_epoch = 0;  // the model's, at the traced settings
   double epoch_end_seconds = 0;          // the model's fill and drain per epoch, likewise
-  double main_rss_bytes = 0;             // the consumer's process, peak
-  double worker_rss_bytes = 0;           // the largest worker's peak; 0 without workers
-  std::vector<std::string> notes;        // sharding of a stream, pin_memory without CUDA, skipped traces
+  // The prediction is for epochs of `epoch_batches` (as the loop took them,
+  // which may be fewer than len(loader)), start-up, fill and drain included;
+  // epochs of `steady_from_batches` or more run within 5% of the steady
+  // rate (0: no per-epoch cost to outgrow).
+  double epoch_batches = 0;
+  double steady_throughput = 0;
+  double steady_from_batches = 0;
+  double main_rss_bytes = 0;       // the consumer's process, peak
+  double worker_rss_bytes = 0;     // the largest worker's peak; 0 without workers
+  std::vector<std::string> notes;  // sharding of a stream, pin_memory without CUDA, skipped traces
 };
 
 // One process of a job of several (a rank of a DistributedDataParallel
@@ -161,6 +168,11 @@ struct JobSection {
   // its wait for the straggler at the all-reduce.
   double step_seconds = 0;
   std::string clock;  // the timeline's: "CLOCK_MONOTONIC" (one host) or "CLOCK_REALTIME"
+  // Ranks below world_size that left no trace among those read (the first
+  // kMostListedRanks of them); `missing`: how many. The verdicts above are
+  // the recorded ranks' only.
+  std::vector<int> missing_ranks;
+  int missing = 0;
   std::string summary;
 };
 

@@ -75,8 +75,12 @@ struct WorkerGroup {
   bool may_run_on_consumer = false;  // 0 workers is a configuration (num_workers=0)
   int buffer_per_worker = 2;         // outputs each worker may hold ready (prefetch_factor)
   bool persistent = false;           // workers start once per run rather than every epoch
-  // Wall seconds an epoch waits for each worker it starts (a process, a copy
-  // of the dataset); paid every epoch unless persistent.
+  // Wall seconds an epoch waits for the workers it starts: a fixed part
+  // (making the iterator, the last worker's own way to ready) and a part per
+  // worker (each is forked or spawned in turn), so w workers start in
+  // fixed + w * per_worker; nothing with no workers. Paid every epoch unless
+  // persistent.
+  double startup_seconds_fixed = 0;
   double startup_seconds_per_worker = 0;
   double memory_bytes_per_worker = 0;  // one worker's resident memory
   // CPU seconds per output the workers spend outside every stage (a

@@ -12,11 +12,12 @@
 // CPU counts the consumer's CPU per output too, where the profile measured
 // it, and each worker group's own CPU outside its stages while it has
 // workers (WorkerGroup::overhead_cpu_seconds_per_output). A worker group's
-// epoch of E outputs also pays its workers' start-up (s per worker; once per
-// run, spread over its epochs, when persistent) and its fill and drain (the
-// first and last w outputs arrive side by side, and the faster side, input
-// at 1/X per output or the consumer at c, waits for them):
-//   X_epoch = E / (E / X + w * s + w * min(1 / X, c)).
+// epoch of E outputs also pays its workers' start-up (f + w * s for w > 0
+// workers: a fixed part and one per worker; once per run, spread over its
+// epochs, when persistent) and its fill and drain (the first and last w
+// outputs arrive side by side, and the faster side, input at 1/X per output
+// or the consumer at c, waits for them):
+//   X_epoch = E / (E / X + f + w * s + w * min(1 / X, c)).
 //
 // X is the smallest of these bounds; the one that gives it binds. A cache
 // after stage k removes, once its first epoch is stored, the CPU, latency and
@@ -112,6 +113,12 @@ struct Prediction {
 // stage (a programming error otherwise). A stage whose elements the window
 // never saw (zero elements) adds no cost.
 Prediction Predict(const Profile& profile, const Configuration& config);
+
+// How long an epoch must be (in outputs) before its start-up, fill and
+// drain cost less than `within` of the steady rate: the prediction's
+// throughput then holds within that for any longer epoch. 0 when the
+// prediction has no per-epoch cost (no worker group, unknown epoch size).
+double EpochOutputsForSteadyRate(const Prediction& prediction, double within = 0.05);
 
 // Whether stage `index` runs in `config`, and whether on the consumer's thread.
 bool StageRuns(const Profile& profile, const Configuration& config, size_t index);

@@ -161,6 +161,14 @@ struct ProcessSample {
   int64_t read_bytes = -1;          // bytes fetched from storage (/proc/self/io); -1 unreadable
   int64_t read_syscall_bytes = -1;  // bytes read by read(2) and friends, page cache included
   uint32_t threads = 0;
+  // Appended. The process's main thread's time runnable but waiting for a
+  // core (run-queue delay, /proc/self/schedstat's second field) since the
+  // session started; -1 unreadable or a trace that predates it. Off-CPU
+  // time with little of it is waiting inside the work (storage, the
+  // network, a lock, a sleep), not other programs holding the cores. The
+  // main thread, because it is the one that loads samples in a DataLoader's
+  // worker (and, without workers, in its main process).
+  int64_t main_thread_run_delay_ns = -1;
 };
 
 // Events that could not be stored, cumulative. Budget sampling (spans or

@@ -8,8 +8,10 @@
 // (throughput, start-up included) and models::WorkerMemoryBytes; a plan never
 // exceeds the memory budget, and the cores bound is part of the prediction.
 // Ties within tie_tolerance go to fewer workers, then the traced buffer (or
-// the least above it that fits), the traced persistence, and the traced
-// switches: a change the model cannot tell from no change is not made.
+// the least above it that fits), and the traced persistence: a change the
+// model cannot tell from no change is not made. The one exception is a
+// stage the profile may switch off (pin_memory without a GPU): it only costs
+// time, so it is switched off wherever that is no slower.
 //
 // Objectives: kMax, the highest throughput; kDemand, the fewest workers that
 // reach the consumer's demand (the highest throughput when none does).
