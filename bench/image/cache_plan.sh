@@ -106,8 +106,16 @@ for layout in repeat_at_end repeat_after_decode repeat_after_files; do
     config "$name" "$memory" ${layouts[$layout]}
     taskset -c "$cores" "$pipetune" run "$out/$name.json" --seconds "$trace_seconds" --trace "$out/$name.trace" >/dev/null
     "$pipetune" tune "$out/$name.trace" -o "$out/$name.tuned.json" --objective max >"$out/$name.plan.txt"
-    cached="no cache"
-    grep -q '"op": "cache"' "$out/$name.tuned.json" && cached="memory cache"
+    # What the plan wrote: where its cache is, and its graph rewrites.
+    cached="$(/usr/bin/python3 -c '
+import json, sys
+stages = json.load(open(sys.argv[1]))["stages"]
+names = [s["name"] for s in stages]
+caches = [names[i - 1] for i, s in enumerate(stages) if s["op"] == "cache"]
+what = ["cache after " + c for c in caches] or ["no cache"]
+what += ["chain " + s["name"] for s in stages if s.get("fn") == "chain"]
+what += ["windowed decode" for s in stages if "crop_size" in json.dumps(s.get("args", {}))]
+print(", ".join(what))' "$out/$name.tuned.json")"
     if [[ "$budget" == fits ]]; then
       read -r tuned hand < <(compare "$name.tuned" hand)
       awk -v l="$layout" -v t="$tuned" -v h="$hand" -v c="$cached" 'BEGIN {
