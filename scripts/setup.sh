@@ -64,11 +64,11 @@ fi
 # tests/python/CMakeLists.txt looks for the same path.
 if [[ "$mode" == "--torch2" ]]; then
   venv="${PIPETUNE_TORCH2_VENV:-$HOME/.local/share/pipetune/torch2}"
-  if [[ -x "$venv/bin/python3" ]] && "$venv/bin/python3" -c "import torch, torchvision" 2>/dev/null; then
+  if [[ -x "$venv/bin/python3" ]] && "$venv/bin/python3" -c "import torch, torchvision, webdataset, datasets" 2>/dev/null; then
     echo "setup: torch $("$venv/bin/python3" -c "import torch; print(torch.__version__)") already in $venv"
   else
     echo "setup: installing torch and torchvision from PyPI into $venv (about 3 GB)"
     /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --progress-bar off torch torchvision
+    "$venv/bin/pip" install -q --progress-bar off torch torchvision webdataset datasets
   fi
 fi

@@ -114,7 +114,8 @@ DataLoaderStage MakeStage(const std::string& name, const StageSum& sum, int batc
     stage.cpu_seconds_each = sum.cpu_ns / 1e9 / static_cast<double>(sum.count);
   }
   bool per_sample = stage.kind == DataLoaderStageKind::kLoad || stage.kind == DataLoaderStageKind::kTransform;
-  stage.per_batch = stage.seconds_each * (per_sample ? std::max(1, batch_size) : 1);
+  stage.visits_per_batch = per_sample ? std::max(1, batch_size) : 1;
+  stage.per_batch = stage.seconds_each * stage.visits_per_batch;
   return stage;
 }
 
@@ -419,6 +420,13 @@ void PlaceStages(const std::map<std::string, StageSum>& sums, DataLoaderProfile&
               return ia < ib;
             });
   if (p.collate.name.empty()) p.collate.name = "collate", p.collate.kind = DataLoaderStageKind::kCollate;
+  if (p.collate.count > 0) {
+    for (DataLoaderStage& s : p.sample_stages) {
+      if (s.count == 0) continue;
+      s.visits_per_batch = static_cast<double>(s.count) / static_cast<double>(p.collate.count);
+      s.per_batch = s.seconds_each * s.visits_per_batch;
+    }
+  }
   if (p.transfer.name.empty()) p.transfer.name = "transfer", p.transfer.kind = DataLoaderStageKind::kTransfer;
   if (p.pin_memory.name.empty())
     p.pin_memory.name = "pin_memory", p.pin_memory.kind = DataLoaderStageKind::kPinMemory;
