@@ -10,8 +10,10 @@
 #                               no LLVM, no test frameworks)
 #   scripts/setup.sh --bench    the full set, plus hyperfine, perf and the
 #                               benchmark scripts' tools
-#   scripts/setup.sh --torch2   the full set, plus PyPI's current torch and
-#                               torchvision in a venv outside the repository
+#   scripts/setup.sh --torch2   the full set, plus PyPI's current torch,
+#                               torchvision, webdataset and HF datasets (the
+#                               streaming datasets' tests) in a venv outside
+#                               the repository
 #                               (PIPETUNE_TORCH2_VENV, by default
 #                               ~/.local/share/pipetune/torch2), reused when it
 #                               imports both already. Debian's torch 1.13 stays
@@ -67,7 +69,7 @@ if [[ "$mode" == "--torch2" ]]; then
   if [[ -x "$venv/bin/python3" ]] && "$venv/bin/python3" -c "import torch, torchvision, webdataset, datasets" 2>/dev/null; then
     echo "setup: torch $("$venv/bin/python3" -c "import torch; print(torch.__version__)") already in $venv"
   else
-    echo "setup: installing torch and torchvision from PyPI into $venv (about 3 GB)"
+    echo "setup: installing torch, torchvision, webdataset and datasets from PyPI into $venv (about 3 GB)"
     /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install -q --progress-bar off torch torchvision webdataset datasets
   fi
