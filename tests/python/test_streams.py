@@ -52,7 +52,7 @@ WEBDATASET = textwrap.dedent("""
 
     if __name__ == "__main__":
         workers = int(sys.argv[1])
-        urls = make_shards(sys.argv[2], 2, {per_shard})
+        urls = make_shards(sys.argv[2], {shards}, {per_shard})
         dataset = (wds.WebDataset(urls, shardshuffle=False).decode("pil")
                    .to_tuple("jpg", "cls").map(normalize).batched({batch}))
         loader = DataLoader(dataset, batch_size=None, num_workers=workers)
@@ -145,10 +145,10 @@ def check(rep, rows, counts, slow_stage, workers):
 
 
 def case_webdataset(pipetune, tmp, workers):
-    batch, per_shard = 8, 24
-    source = WEBDATASET.format(slow=SLOW, per_shard=per_shard, batch=batch, epochs=EPOCHS)
+    batch, shards, per_shard = 8, 2, 24
+    source = WEBDATASET.format(slow=SLOW, shards=shards, per_shard=per_shard, batch=batch, epochs=EPOCHS)
     rep = profile_and_report(pipetune, tmp, source, workers)
-    samples = 2 * per_shard * EPOCHS
+    samples = shards * per_shard * EPOCHS
     rows = ["load", "transform[1]:decode", "transform[2]:to_tuple", "transform[3]:map:normalize",
             "transform[4]:batched"]
     batches = samples // batch
