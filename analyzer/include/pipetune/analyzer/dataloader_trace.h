@@ -39,9 +39,9 @@ enum class DataLoaderStageKind { kLoad, kTransform, kCollate, kTransfer, kPinMem
 struct DataLoaderStage {
   std::string name;  // "load", "transform[0]:RandomResizedCrop", "collate", "transfer", ...
   DataLoaderStageKind kind = DataLoaderStageKind::kLoad;
-  uint64_t count = 0;            // samples (load, transforms) or batches (the rest)
-  double seconds_each = 0;       // wall seconds per sample or per batch
-  double per_batch = 0;          // seconds per batch: seconds_each x visits_per_batch
+  uint64_t count = 0;       // samples (load, transforms) or batches (the rest)
+  double seconds_each = 0;  // wall seconds per sample or per batch
+  double per_batch = 0;     // seconds per batch: seconds_each x visits_per_batch
   // Calls per batch: batch_size for the samples' stages; from the counts
   // (this stage's over collate's) when the run has both, since a streaming
   // dataset's stages need not run once per sample (webdataset's `batched`
