@@ -57,7 +57,7 @@ def main():
     ratios, named, total = [], 0, 0
     with tempfile.TemporaryDirectory() as tmp:
         for kind, (source, slow_stage) in workloads.items():
-            script = os.path.join(tmp, kind + ".py")
+            script = os.path.join(tmp, "train_%s.py" % kind)  # not webdataset.py: it would shadow the module
             with open(script, "w") as f:
                 f.write(source)
             print("== %s: predicted / measured batches/s, traced runs of %d epochs" % (kind, epochs))

@@ -3,7 +3,13 @@ real DataLoaders over a synthetic dataset of known costs, under `pipetune
 profile`. README.md says what each case is.
 
     python3 make_goldens.py PIPETUNE           # re-records every case here
+    python3 make_goldens.py PIPETUNE NAME...   # re-records those cases only
     python3 make_goldens.py --case NAME        # one case's program (what profile runs)
+
+`webdataset_workers0` needs webdataset (the torch 2.x venv of
+`scripts/setup.sh --torch2` has it): its 16 samples are read from a tar
+shard made here, each spun (Spin) in a `.map`, batched by 4 in the pipeline
+and loaded with batch_size=None.
 
 Costs, per sample: `load` sleeps 2 ms and spins 1 ms of thread CPU; the
 Compose runs transform[0]:Spin (0.5 ms of CPU) and transform[1]:Nap (a 1 ms
@@ -34,6 +40,7 @@ CASES = {
     "killed": (False, 0, 3, False),
     "no_batch": (False, 0, 0, False),
     "no_dataloader": None,
+    "webdataset_workers0": "webdataset",
 }
 
 
@@ -69,6 +76,9 @@ def run_case(name):
     from torchvision import transforms
 
     if CASES[name] is None:  # imports the DataLoader, builds none
+        return
+    if CASES[name] == "webdataset":
+        run_webdataset()
         return
     iterable, workers, epochs, shard = CASES[name]
     compose = transforms.Compose([Spin(), Nap()])
@@ -110,8 +120,39 @@ def run_case(name):
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
-def record_all(pipetune):
-    for name in CASES:
+def run_webdataset():
+    import io
+
+    import torch
+    import webdataset as wds
+    from torch.utils.data import DataLoader
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shard = os.path.join(tmp, "shard-0.tar")
+        with wds.TarWriter(shard) as out:
+            for i in range(SAMPLES):
+                data = io.BytesIO()
+                torch.save(torch.full((3, 8, 8), float(i)), data)
+                out.write({"__key__": "%04d" % i, "pth": data.getvalue(), "cls": i % 3})
+        spin_map = Spin()
+
+        def spin_sample(sample):
+            return spin_map(sample[0]), sample[1]
+
+        dataset = wds.WebDataset([shard], shardshuffle=False).decode().to_tuple("pth", "cls") \
+            .map(spin_sample).batched(BATCH)
+        for _batch in DataLoader(dataset, batch_size=None, num_workers=0):
+            time.sleep(0.003)
+            spin(1_000_000)
+
+
+def record_all(pipetune, names):
+    import importlib.util
+
+    for name in names:
+        if CASES[name] == "webdataset" and importlib.util.find_spec("webdataset") is None:
+            print("%s: kept (%s has no webdataset)" % (name, sys.executable))
+            continue
         out = os.path.join(HERE, name)
         with tempfile.TemporaryDirectory() as tmp:
             trace = os.path.join(tmp, "trace")
@@ -136,7 +177,7 @@ def record_all(pipetune):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--case":
         run_case(sys.argv[2])
-    elif len(sys.argv) == 2:
-        record_all(os.path.abspath(sys.argv[1]))
+    elif len(sys.argv) >= 2:
+        record_all(os.path.abspath(sys.argv[1]), sys.argv[2:] or list(CASES))
     else:
         sys.exit(__doc__)
