@@ -114,8 +114,7 @@ DataLoaderStage MakeStage(const std::string& name, const StageSum& sum, int batc
     stage.cpu_seconds_each = sum.cpu_ns / 1e9 / static_cast<double>(sum.count);
   }
   bool per_sample = stage.kind == DataLoaderStageKind::kLoad || stage.kind == DataLoaderStageKind::kTransform;
-  stage.visits_per_batch = per_sample ? std::max(1, batch_size) : 1;
-  stage.per_batch = stage.seconds_each * stage.visits_per_batch;
+  stage.per_batch = stage.seconds_each * (per_sample ? std::max(1, batch_size) : 1);
   return stage;
 }
 

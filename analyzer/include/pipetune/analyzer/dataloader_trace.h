@@ -42,11 +42,11 @@ struct DataLoaderStage {
   uint64_t count = 0;       // samples (load, transforms) or batches (the rest)
   double seconds_each = 0;  // wall seconds per sample or per batch
   double per_batch = 0;     // seconds per batch: seconds_each x visits_per_batch
-  // Calls per batch: batch_size for the samples' stages; from the counts
-  // (this stage's over collate's) when the run has both, since a streaming
-  // dataset's stages need not run once per sample (webdataset's `batched`
-  // runs once per batch, the stages after it too).
-  double visits_per_batch = 1;
+  // Calls per batch of a sample stage: from the counts (this stage's over
+  // collate's) when the run has both, since a streaming dataset's stages
+  // need not run once per sample (webdataset's `batched` runs once per
+  // batch, the stages after it too); 0: batch_size, once per sample.
+  double visits_per_batch = 0;
   double cpu_seconds_each = -1;  // thread CPU per call, where recorded; < 0: not recorded
 };
 
