@@ -249,7 +249,54 @@ DataLoaderSettings ReadSettings(const json& settings) {
   if (settings.contains("batches_per_epoch") && settings["batches_per_epoch"].is_number_integer()) {
     s.batches_per_epoch = settings["batches_per_epoch"].get<int64_t>();
   }
+  if (settings.contains("shuffle") && settings["shuffle"].is_boolean())
+    s.shuffle = settings["shuffle"].get<bool>();
+  s.drop_last = Get<bool>(settings, "drop_last", false);
   return s;
+}
+
+std::optional<int64_t> OptionalInt64(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+// The loader entry's "dataset" (python/pipetune/_dataset.py); unset when the
+// trace predates it. What is not of the expected type reads as absent: the
+// translation (workflow/engine_from_dataloader.h) then refuses what it
+// cannot tell, rather than guessing.
+std::optional<DataLoaderDataset> ReadDataset(const json& entry) {
+  const json record = entry.value("dataset", json());
+  if (!record.is_object()) return std::nullopt;
+  DataLoaderDataset d;
+  d.class_name = Get<std::string>(record, "class", "");
+  d.module = Get<std::string>(record, "module", "");
+  d.folder_base = Get<std::string>(record, "base", "");
+  d.root = Get<std::string>(record, "root", "");
+  if (record.contains("extensions") && record["extensions"].is_array()) {
+    std::vector<std::string> extensions;
+    for (const json& e : record["extensions"]) {
+      if (e.is_string()) extensions.push_back(e.get<std::string>());
+    }
+    d.extensions = std::move(extensions);
+  }
+  d.loader = Get<std::string>(record, "loader", "");
+  d.classes = OptionalInt64(record, "classes");
+  d.samples = OptionalInt64(record, "samples");
+  d.target_transform = Get<std::string>(record, "target_transform", "");
+  d.transform_holder = Get<std::string>(record, "transform_holder", "");
+  const json transforms = record.value("transforms", json::array());
+  if (transforms.is_array()) {
+    for (const json& t : transforms) {
+      DataLoaderTransform transform;
+      transform.name = Get<std::string>(t, "name", "?");
+      transform.module = Get<std::string>(t, "module", "");
+      if (t.is_object() && t.contains("params") && t["params"].is_object())
+        transform.params = Json(t["params"]);
+      d.transforms.push_back(std::move(transform));
+    }
+  }
+  return d;
 }
 
 std::optional<int> OptionalInt(const json& record, const char* key) {
@@ -539,6 +586,7 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   p.cuda_available = Get<bool>(record, "cuda_available", false);
   if (!main.report.warning.empty()) p.warnings.push_back(main.report.warning);
   p.settings = ReadSettings(chosen->value("settings", json::object()));
+  p.dataset = ReadDataset(*chosen);
   const int loader_id = Get<int>(*chosen, "id", 0);
   const std::string prefix = LoaderPrefix(loader_id);
 

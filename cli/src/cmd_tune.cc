@@ -14,6 +14,7 @@
 #include "pipetune/base/json.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/engine_from_dataloader.h"
 #include "pipetune/workflow/source_rewrite.h"
 #include "pipetune/workflow/tune.h"
 #include "pipetune/workflow/verify.h"
@@ -28,11 +29,13 @@ struct TuneFlags {
   std::string memory;
   std::optional<int> max_threads;
   std::string cache_dir;
+  bool no_cache = false;
   std::string objective = "max";
   std::string output;
   std::string format = "text";
   bool diff = false;
   bool verify = false;
+  bool engine = false;  // a DataLoader's trace: the engine's equivalent config, tuned
   double seconds = 3;
   std::optional<int> rounds;  // --verify: 3 for a config, 1 for a DataLoader
   std::string trace_dir;
@@ -43,7 +46,10 @@ struct TuneFlags {
 };
 
 StatusOr<tuner::BudgetFlags> BudgetsFrom(const TuneFlags& flags) {
-  return workflow::ParseBudgets(flags.cores, flags.memory, flags.max_threads, flags.cache_dir);
+  StatusOr<tuner::BudgetFlags> budgets =
+      workflow::ParseBudgets(flags.cores, flags.memory, flags.max_threads, flags.cache_dir);
+  if (budgets.ok()) budgets->no_cache = flags.no_cache;
+  return budgets;
 }
 
 tuner::Objective ObjectiveFrom(const TuneFlags& flags) {
@@ -78,9 +84,34 @@ int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
   return kExitOk;
 }
 
+// A PyTorch DataLoader's trace, --engine: the engine config that replaces
+// it (docs/pytorch.md, "The engine in place of the DataLoader").
+int TuneEngine(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
+  if (flags.inputs.size() > 1 || !workflow::IsDataLoaderTrace(flags.inputs[0])) {
+    return ReportError(InvalidInput(
+        flags.inputs[0] +
+        ": --engine takes one DataLoader's trace (pipetune profile --trace TRACE -- python3 train.py)"));
+  }
+  workflow::EngineTuneRequest request;
+  request.trace = flags.inputs[0];
+  request.budgets = budgets;
+  request.objective = ObjectiveFrom(flags);
+  request.output = flags.output;
+  request.calibration_seconds = flags.seconds;
+  StatusOr<workflow::EngineTuneResult> result = workflow::TuneEngineFromDataLoader(request);
+  if (!result.ok()) return ReportError(result.status());
+  if (flags.format == "json") {
+    fmt::print("{}\n", DumpJson(workflow::EngineTuneToJson(*result), 2));
+  } else {
+    fmt::print("{}", workflow::FormatEngineTune(*result));
+  }
+  return kExitOk;
+}
+
 int TuneTraces(const TuneFlags& flags) {
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
+  if (flags.engine) return TuneEngine(flags, *budgets);
   if (workflow::IsDataLoaderTrace(flags.inputs[0])) {
     if (flags.inputs.size() > 1)
       return ReportError(InvalidInput(flags.inputs[0] + ": a DataLoader's trace is tuned alone"));
@@ -207,6 +238,8 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
   sub->add_option("--max-threads", flags->max_threads, "Threads of all stages together (default 256)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--cache-dir", flags->cache_dir, "Allow a cache on disk, in this directory");
+  sub->add_flag("--no-cache", flags->no_cache,
+                "Place no cache (the data changes between epochs, or the stages themselves are measured)");
   sub->add_option("--objective", flags->objective,
                   "max: the highest throughput; demand: the consumer's rate with the fewest cores")
       ->check(CLI::IsMember({"max", "demand"}));
@@ -225,7 +258,12 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
   sub->add_flag(
       "--verify", flags->verify,
       "INPUT is a config: run it traced, tune, run the plan, refit, re-plan; keep the best measured");
-  sub->add_option("--seconds", flags->seconds, "--verify: seconds per measured run (default 3)")
+  sub->add_flag(
+      "--engine", flags->engine,
+      "INPUT is a DataLoader's trace: write the engine config that reads the same files with the same "
+      "transforms, calibrated on them and tuned (-o: where; default TRACE's stem + .engine.json)");
+  sub->add_option("--seconds", flags->seconds,
+                  "--verify: seconds per measured run; --engine: seconds of the calibration run (default 3)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--rounds", flags->rounds,
                   "--verify: plans to run after the first run (default 3 for a config, 1 for a DataLoader)")
@@ -241,6 +279,10 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
     if (!flags->command.empty() && !flags->verify) {
       exit_code = ReportError(InvalidInput("unexpected arguments after the trace: " + flags->command[0] +
                                            " (a program to run needs --verify)"));
+      return;
+    }
+    if (flags->engine && flags->verify) {
+      exit_code = ReportError(InvalidInput("--engine and --verify: give one"));
       return;
     }
     exit_code = flags->verify ? TuneVerify(*flags) : TuneTraces(*flags);

@@ -112,4 +112,32 @@ StatusOr<std::optional<uint64_t>> ArgSize(const StageConfig& stage, std::string_
   return ArgError(stage, key, "a size in bytes or a string like \"4MiB\"", *value);
 }
 
+StatusOr<bool> BatchDropsRemainder(const StageConfig& stage) {
+  PIPETUNE_ASSIGN_OR_RETURN(auto drop_last, ArgBool(stage, "drop_last"));
+  PIPETUNE_ASSIGN_OR_RETURN(auto drop_remainder, ArgBool(stage, "drop_remainder"));
+  if (drop_last && drop_remainder && *drop_last != *drop_remainder) {
+    return InvalidInput(StageKeyError(
+        stage, "args.drop_last", "contradicts args.drop_remainder (the same setting): give one of them"));
+  }
+  return drop_last.value_or(drop_remainder.value_or(false));
+}
+
+StatusOr<std::vector<std::string>> ArgExtensions(const StageConfig& stage) {
+  const Json* value = FindArg(stage, "extensions");
+  // torchvision.datasets.folder.IMG_EXTENSIONS.
+  if (value == nullptr)
+    return std::vector<std::string>{".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
+                                    ".pgm", ".tif",  ".tiff", ".webp"};
+  std::vector<std::string> extensions;
+  bool ok = value->is_array() && !value->empty();
+  for (size_t i = 0; ok && i < value->size(); ++i) {
+    ok = (*value)[i].is_string() && !(*value)[i].get<std::string>().empty();
+    if (ok) extensions.push_back((*value)[i].get<std::string>());
+  }
+  if (!ok)
+    return ArgError(stage, "extensions", "a non-empty array of suffixes such as [\".jpg\", \".png\"]",
+                    *value);
+  return extensions;
+}
+
 }  // namespace pipetune::models

@@ -26,8 +26,18 @@ Status ValidateArgs(const StageConfig& stage) {
     }
     case Op::kListFiles: {
       PIPETUNE_ASSIGN_OR_RETURN(auto pattern, ArgString(stage, "pattern"));
-      if (!pattern || pattern->empty()) {
-        return StageError(stage, "args.pattern", "missing: list_files needs a glob such as \"data/*.jpg\"");
+      PIPETUNE_ASSIGN_OR_RETURN(auto folder, ArgString(stage, "image_folder"));
+      if (pattern && folder) {
+        return StageError(stage, "args.image_folder",
+                          "give either pattern (a glob) or image_folder (ROOT/<class>/...), not both");
+      }
+      if (folder) {
+        if (folder->empty()) return StageError(stage, "args.image_folder", "expected a directory, got \"\"");
+        PIPETUNE_ASSIGN_OR_RETURN(auto extensions, ArgExtensions(stage));
+        (void)extensions;
+      } else if (!pattern || pattern->empty()) {
+        return StageError(stage, "args.pattern",
+                          "missing: list_files needs a glob such as \"data/*.jpg\" (or an image_folder)");
       }
       PIPETUNE_ASSIGN_OR_RETURN(auto seed, ArgInt(stage, "shuffle_seed", 0));
       (void)seed;
@@ -43,7 +53,7 @@ Status ValidateArgs(const StageConfig& stage) {
     case Op::kBatch: {
       PIPETUNE_ASSIGN_OR_RETURN(auto size, ArgInt(stage, "size", 1));
       if (!size) return StageError(stage, "args.size", "missing: batch needs a size >= 1");
-      PIPETUNE_ASSIGN_OR_RETURN(auto drop, ArgBool(stage, "drop_remainder"));
+      PIPETUNE_ASSIGN_OR_RETURN(bool drop, BatchDropsRemainder(stage));
       (void)drop;
       return Status::Ok();
     }
@@ -212,8 +222,10 @@ void RebaseRelativePaths(PipelineConfig& config, const std::string& from_dir, co
   std::filesystem::path from = AbsoluteDir(from_dir), to = AbsoluteDir(to_dir);
   if (from == to) return;
   for (StageConfig& stage : config.stages) {
-    if (stage.op == Op::kListFiles && stage.args.contains("pattern") && stage.args["pattern"].is_string()) {
-      stage.args["pattern"] = RebasePath(stage.args["pattern"].get<std::string>(), from, to);
+    for (const char* key : {"pattern", "image_folder"}) {
+      if (stage.op == Op::kListFiles && stage.args.contains(key) && stage.args[key].is_string()) {
+        stage.args[key] = RebasePath(stage.args[key].get<std::string>(), from, to);
+      }
     }
     if (stage.op == Op::kCache && stage.location && !stage.location->in_memory()) {
       stage.location->directory = RebasePath(stage.location->directory, from, to);

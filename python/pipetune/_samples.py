@@ -1,7 +1,8 @@
 """Per-sample recording, in whichever process fetches a DataLoader's samples
 (a worker process, or the main process at num_workers=0): `load` (each
 dataset[i], or each element of an iterable dataset's stream, less its
-transforms), each transform of the dataset's `transform`, and `collate`.
+transforms), each transform of the dataset's `transform` (a Compose, a list,
+or a wrapper object holding one), and `collate`.
 docs/pytorch.md says what is recorded.
 
 Each recorded call is timed on the monotonic clock (the tracer's) and on the
@@ -19,7 +20,7 @@ import functools
 import operator
 import time
 
-from pipetune import _streams
+from pipetune import _dataset, _streams
 
 _now = time.monotonic_ns
 _cpu = time.thread_time_ns
@@ -121,7 +122,7 @@ def _transform_name(k, t):
     return "transform[%d]:%s" % (k, type(t).__name__)
 
 
-def _existing_context(transform):
+def _wrapped_context(transform):
     if isinstance(transform, TimedCompose):
         return transform.ctx
     if isinstance(transform, list) and transform and all(isinstance(t, TimedTransform) for t in transform):
@@ -129,18 +130,45 @@ def _existing_context(transform):
     return None
 
 
+def _existing_context(transform):
+    """The SampleContext of a transform wrapped before: the dataset's
+    `transform` itself, or the one attribute of a wrapper object holding it."""
+    ctx = _wrapped_context(transform)
+    if ctx is None and transform is not None and not isinstance(transform, list):
+        for value in getattr(transform, "__dict__", {}).values():
+            ctx = ctx or _wrapped_context(value)
+    return ctx
+
+
+def _timed(transform, ctx):
+    """A Compose's or a list's recording stand-in; None for anything else."""
+    if isinstance(transform, list) and transform and all(callable(t) for t in transform):
+        return [TimedTransform(t, _transform_name(k, t), ctx) for k, t in enumerate(transform)]
+    if _dataset.is_compose(transform):
+        timed = [TimedTransform(t, _transform_name(k, t), ctx) for k, t in enumerate(transform.transforms)]
+        return TimedCompose(transform, timed, ctx)
+    return None
+
+
 def _wrap_transform(dataset, transform, ctx):
-    """Replaces dataset.transform by one that records each transform, when it
-    is a Compose (torchvision's, or any class so named with a `transforms`
-    list) or a list of callables."""
-    try:
-        if isinstance(transform, list) and transform and all(callable(t) for t in transform):
-            dataset.transform = [TimedTransform(t, _transform_name(k, t), ctx) for k, t in enumerate(transform)]
+    """Replaces the dataset's transforms by ones that record each transform,
+    when `dataset.transform` is a Compose (torchvision's, or any class so
+    named with a `transforms` list) or a list of callables, or a wrapper
+    object holding one of those in an attribute (torchvision's
+    ClassificationPresetTrain: `self.transforms = Compose([...])`), whose
+    attribute is replaced."""
+    owner, key = dataset, "transform"
+    timed = _timed(transform, ctx)
+    if timed is None:
+        held = _dataset.held_transforms(transform)
+        if held is None:
+            return  # one opaque callable: its time stays in `load`
+        owner, key = transform, held
+        timed = _timed(getattr(transform, held), ctx)
+        if timed is None:
             return
-        inner = getattr(transform, "transforms", None)
-        if type(transform).__name__ == "Compose" and isinstance(inner, (list, tuple)):
-            timed = [TimedTransform(t, _transform_name(k, t), ctx) for k, t in enumerate(inner)]
-            dataset.transform = TimedCompose(transform, timed, ctx)
+    try:
+        setattr(owner, key, timed)
     except (AttributeError, TypeError):  # a read-only attribute: the transforms go unrecorded
         pass
 

@@ -22,20 +22,35 @@ class _Options(ctypes.Structure):
     ]
 
 
-def library_path():
-    explicit = os.environ.get("PIPETUNE_TRACER_LIBRARY")
+def find_library(name, env=None):
+    """The path of pipetune's shared library `name` (libpipetune_X.so): the
+    environment variable `env` when set, beside this package (the build
+    tree), the library directory an install recorded in _paths.py, or
+    <prefix>/lib/ for the bootstrap's copy in <prefix>/lib/pipetune/python."""
+    explicit = os.environ.get(env) if env else None
     if explicit:
         return explicit
     here = os.path.dirname(os.path.abspath(__file__))
-    beside = os.path.join(here, "libpipetune_tracer.so")  # the build tree
+    beside = os.path.join(here, name)  # the build tree
     if os.path.exists(beside):
         return beside
-    # Installed: <prefix>/lib/pipetune/python/pipetune/ -> <prefix>/lib/
-    lib_dir = os.path.normpath(os.path.join(here, "..", "..", ".."))
-    for name in sorted(os.listdir(lib_dir)) if os.path.isdir(lib_dir) else []:
-        if name.startswith("libpipetune_tracer.so"):
-            return os.path.join(lib_dir, name)
+    dirs = []
+    try:
+        from pipetune import _paths  # written by cmake --install
+
+        dirs.append(_paths.LIBRARY_DIR)
+    except ImportError:
+        pass
+    dirs.append(os.path.normpath(os.path.join(here, "..", "..", "..")))  # lib/pipetune/python/pipetune/
+    for lib_dir in dirs:
+        for entry in sorted(os.listdir(lib_dir)) if os.path.isdir(lib_dir) else []:
+            if entry.startswith(name):
+                return os.path.join(lib_dir, entry)
     return beside
+
+
+def library_path():
+    return find_library("libpipetune_tracer.so", "PIPETUNE_TRACER_LIBRARY")
 
 
 class Tracer:

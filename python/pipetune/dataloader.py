@@ -30,8 +30,10 @@ Counts live in the tracer's stages, never in the JSON record: the sampler
 writes them every snapshot interval, so a run killed at any point (the OOM
 killer's SIGKILL) leaves every count up to its last snapshot. The record (the
 session's pipeline info) is rewritten only at bounded events: a DataLoader's
-construction, an epoch's start when the rank changed, a worker's start and
-ready, a worker's stream first seen sharded, the process's failure. In the
+construction (its settings, and what it reads and how each sample is
+transformed: _dataset.py), an epoch's start when the rank changed, a
+worker's start and ready, a worker's stream first seen sharded, the
+process's failure. In the
 main process, DataLoader N's stages are named "loaderN/...":
 `epoch` (one element per iterator made; the element id is the loader's batch
 count when the epoch began), `next` (one per batch delivered; the wait in
@@ -55,7 +57,7 @@ import sys
 import threading
 import time
 
-from pipetune import _samples
+from pipetune import _dataset, _samples
 from pipetune._recorder import Recorder as _Recorder, warn as _warn, warn_once as _warn_once
 
 TRACE_ENV = "PIPETUNE_PYTHON_TRACE"  # the run's trace T (absolute), for every process of the run
@@ -417,7 +419,8 @@ def _settings(loader):
         "batch_size": loader.batch_size, "num_workers": loader.num_workers,
         "prefetch_factor": loader.prefetch_factor if loader.num_workers > 0 else None,
         "persistent_workers": bool(loader.persistent_workers), "pin_memory": bool(loader.pin_memory),
-        "sampler": type(loader.sampler).__name__, "drop_last": bool(loader.drop_last),
+        "sampler": type(loader.sampler).__name__, "shuffle": _dataset.shuffles(loader),
+        "drop_last": bool(loader.drop_last),
         "multiprocessing_context": method, "dataset": type(loader.dataset).__name__,
         "iterable": _is_iterable(loader.dataset), "dataset_length": samples, "batches_per_epoch": batches,
     }
@@ -473,7 +476,12 @@ def _patch_loader(module):
             if rec is not None:
                 loader_ids[0] += 1
                 loader = _Loader(loader_ids[0])
-                rec.info[KEY]["loaders"].append({"id": loader.id, "settings": _settings(self)})
+                entry = {"id": loader.id, "settings": _settings(self)}
+                try:
+                    entry["dataset"] = _dataset.describe_dataset(self.dataset)
+                except Exception as error:  # an odd dataset: its settings are still recorded
+                    _warn_once("the DataLoader's dataset", error)
+                rec.info[KEY]["loaders"].append(entry)
                 object.__setattr__(self, "_pipetune_loader", loader)
                 rec.update_info()
         except Exception as error:

@@ -12,7 +12,7 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'T', 'C', 'A', 'C', 'H', 'E', '1'};
 constexpr char kEndMagic[8] = {'P', 'T', 'C', 'E', 'N', 'D', '0', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: elements carry their label
 constexpr uint32_t kByteOrderMark = 0x01020304;
 constexpr uint8_t kRecordTag = 0x01;
 constexpr uint8_t kFooterTag = 0xFF;
@@ -65,12 +65,12 @@ Status DiskCacheWriter::WriteElement(const Element& element, int depth) {
   uint8_t has_data = element.data ? 1 : 0;
   uint64_t data_size = element.data ? element.data->size() : 0;
   uint32_t items = static_cast<uint32_t>(element.items.size());
-  bool ok = Put(&element.id, 8) && Put(&element.epoch, 4) && Put(&dtype, 1) &&
+  bool ok = Put(&element.id, 8) && Put(&element.epoch, 4) && Put(&element.label, 8) && Put(&dtype, 1) &&
             Put(element.shape.data(), 12) && Put(&path_size, 4) && Put(element.path.data(), path_size) &&
             Put(&has_data, 1) && Put(&data_size, 8) &&
             (data_size == 0 || Put(element.data->data(), data_size)) && Put(&items, 4);
   if (!ok) return IoError(fmt::format("cannot write {}: {}", temp_path_, Errno()));
-  record_bytes_ += 8 + 4 + 1 + 12 + 4 + path_size + 1 + 8 + data_size + 4;
+  record_bytes_ += 8 + 4 + 8 + 1 + 12 + 4 + path_size + 1 + 8 + data_size + 4;
   for (const Element& item : element.items) PIPETUNE_RETURN_IF_ERROR(WriteElement(item, depth + 1));
   return Status::Ok();
 }
@@ -146,7 +146,7 @@ Status DiskCacheReader::ReadElement(Element* element, int depth) {
   uint8_t dtype = 0, has_data = 0;
   uint32_t path_size = 0, items = 0;
   uint64_t data_size = 0;
-  if (!Get(&element->id, 8) || !Get(&element->epoch, 4) || !Get(&dtype, 1) ||
+  if (!Get(&element->id, 8) || !Get(&element->epoch, 4) || !Get(&element->label, 8) || !Get(&dtype, 1) ||
       !Get(element->shape.data(), 12) || !Get(&path_size, 4) || path_size > kMaxPath ||
       dtype > static_cast<uint8_t>(DType::kF32)) {
     return damaged();

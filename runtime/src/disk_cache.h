@@ -1,10 +1,10 @@
 // The on-disk cache file: a self-describing sequence of elements.
 //
-//   header  "PTCACHE1" | u32 version (1) | u32 byte-order mark 0x01020304 |
+//   header  "PTCACHE1" | u32 version (2) | u32 byte-order mark 0x01020304 |
 //           u64 fingerprint of the stages that computed the elements
 //   record  u8 0x01 | element
 //   footer  u8 0xFF | u64 element count | u64 record bytes | "PTCEND01"
-//   element u64 id | u32 epoch | u8 dtype | i32 shape[3] | u32 path length |
+//   element u64 id | u32 epoch | i64 label | u8 dtype | i32 shape[3] | u32 path length |
 //           path | u8 has payload | u64 payload length | payload |
 //           u32 item count | items (elements, recursively)
 //

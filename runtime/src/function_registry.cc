@@ -4,6 +4,8 @@
 
 #include <exception>
 
+#include "stage.h"
+
 namespace pipetune::runtime {
 namespace {
 
@@ -29,7 +31,56 @@ std::string JoinNames(const std::vector<std::string>& names) {
   return out.empty() ? "none" : out;
 }
 
+// `chain`: several map functions run one after another by one worker, as one
+// stage: what the tuner writes when it fuses adjacent maps (docs/tuner.md),
+// saving each element a hand-off between stages. Step 0 sees the stage's
+// seed, so a chain whose first step is the only random one draws what that
+// stage drew alone; later steps get seeds of their own from it.
+class ChainFunction : public MapFunction {
+ public:
+  explicit ChainFunction(std::vector<std::unique_ptr<MapFunction>> steps) : steps_(std::move(steps)) {}
+
+  Status Apply(Element& element, const FnContext& context) const override {
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      FnContext step = context;
+      if (k > 0) step.seed = Mix64(context.seed + k);
+      PIPETUNE_RETURN_IF_ERROR(steps_[k]->Apply(element, step));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const std::vector<std::unique_ptr<MapFunction>> steps_;
+};
+
 }  // namespace
+
+StatusOr<std::unique_ptr<MapFunction>> FunctionRegistry::MakeChain(const models::StageConfig& stage) const {
+  const Json* steps = stage.args.is_object() && stage.args.contains("steps") ? &stage.args["steps"] : nullptr;
+  if (steps == nullptr || !steps->is_array() || steps->size() < 2) {
+    return InvalidInput(models::StageKeyError(
+        stage, "args.steps",
+        "expected an array of at least two steps, each {\"fn\": NAME, \"args\": {...}}"));
+  }
+  std::vector<std::unique_ptr<MapFunction>> made;
+  for (size_t k = 0; k < steps->size(); ++k) {
+    const Json& step = (*steps)[k];
+    const std::string key = fmt::format("args.steps[{}]", k);
+    if (!step.is_object() || !step.contains("fn") || !step["fn"].is_string()) {
+      return InvalidInput(models::StageKeyError(stage, key, "expected {\"fn\": NAME, \"args\": {...}}"));
+    }
+    models::StageConfig one = stage;
+    one.fn = step["fn"].get<std::string>();
+    one.args = step.contains("args") ? step["args"] : Json::object();
+    // Errors name the step: stage "augment, step 2 (normalize)".
+    one.name = fmt::format("{}, step {} ({})", stage.name, k + 1, one.fn);
+    if (one.fn == "chain")
+      return InvalidInput(models::StageKeyError(stage, key + ".fn", "a chain cannot hold a chain"));
+    PIPETUNE_ASSIGN_OR_RETURN(std::unique_ptr<MapFunction> fn, MakeMap(one));
+    made.push_back(std::move(fn));
+  }
+  return std::unique_ptr<MapFunction>(new ChainFunction(std::move(made)));
+}
 
 const FunctionRegistry& FunctionRegistry::Builtins() {
   static const FunctionRegistry registry = [] {
@@ -50,6 +101,7 @@ void FunctionRegistry::RegisterFilter(const std::string& name, FilterFactory fac
 }
 
 StatusOr<std::unique_ptr<MapFunction>> FunctionRegistry::MakeMap(const models::StageConfig& stage) const {
+  if (stage.fn == "chain") return MakeChain(stage);
   auto it = maps_.find(stage.fn);
   if (it == maps_.end()) {
     std::string what = stage.fn.empty() ? "missing: a map stage names its element function"
@@ -85,6 +137,7 @@ StatusOr<std::unique_ptr<FilterFunction>> FunctionRegistry::MakeFilter(
 std::vector<std::string> FunctionRegistry::MapNames() const {
   std::vector<std::string> names;
   for (const auto& [name, factory] : maps_) names.push_back(name);
+  names.push_back("chain");  // MakeChain
   return names;
 }
 

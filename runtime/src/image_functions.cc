@@ -1,5 +1,5 @@
-// The image element functions: jpeg_decode, resize, random_crop_flip and
-// normalize (docs/image-example.md describes their args and what makes them
+// The image element functions: jpeg_decode, resize, center_crop,
+// random_crop_flip and normalize (docs/image-example.md describes their args and what makes them
 // fast). Each factory parses and checks its stage's args once; Apply is the
 // hot path and produces exactly one output buffer per element, taken from a
 // recycling pool (image_buffers.h), with per-thread scratch for the rest.
@@ -353,6 +353,67 @@ StatusOr<std::unique_ptr<MapFunction>> MakeResize(const StageConfig& stage) {
                                                                antialias.value_or(true)));
 }
 
+// torchvision.transforms.CenterCrop: the window's offset on each axis is
+// round((side - crop) / 2) with Python's round (half to even); an image
+// smaller than the crop is first padded with zeros, (crop - side) // 2
+// before and the rest after, so the offset is then minus that.
+class CenterCrop final : public MapFunction {
+ public:
+  CenterCrop(int height, int width) : height_(height), width_(width) {}
+
+  Status Apply(Element& element, const FnContext&) const override {
+    PIPETUNE_RETURN_IF_ERROR(CheckU8Image("center_crop", element));
+    const int in_height = element.shape[0], in_width = element.shape[1];
+    const int top = Offset(in_height, height_), left = Offset(in_width, width_);
+    auto out = image::AcquireBuffer(static_cast<size_t>(height_) * width_ * kChannels);
+    // The window's columns that fall on the image; the rest stay zero.
+    const int x0 = std::max(0, -left), x1 = std::min(width_, in_width - left);
+    const uint8_t* in = element.data->data();
+    for (int y = 0; y < height_; ++y) {
+      uint8_t* row = out->data() + static_cast<size_t>(y) * width_ * kChannels;
+      const int source_y = y + top;
+      if (source_y < 0 || source_y >= in_height || x1 <= x0) {
+        std::fill(row, row + static_cast<size_t>(width_) * kChannels, uint8_t{0});
+        continue;
+      }
+      std::fill(row, row + static_cast<size_t>(x0) * kChannels, uint8_t{0});
+      std::copy_n(in + (static_cast<size_t>(source_y) * in_width + x0 + left) * kChannels,
+                  static_cast<size_t>(x1 - x0) * kChannels, row + static_cast<size_t>(x0) * kChannels);
+      std::fill(row + static_cast<size_t>(x1) * kChannels, row + static_cast<size_t>(width_) * kChannels,
+                uint8_t{0});
+    }
+    SetImage(element, DType::kU8, height_, width_, std::move(out));
+    return Status::Ok();
+  }
+
+ private:
+  static int Offset(int side, int crop) {
+    if (crop > side) return -((crop - side) / 2);
+    return static_cast<int>(std::nearbyint((side - crop) / 2.0));  // ties to even, as Python's round
+  }
+
+  int height_, width_;
+};
+
+StatusOr<std::unique_ptr<MapFunction>> MakeCenterCrop(const StageConfig& stage) {
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> size, models::ArgInt(stage, "size", 1));
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> height, models::ArgInt(stage, "height", 1));
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<int64_t> width, models::ArgInt(stage, "width", 1));
+  if (size && (height || width)) {
+    return KeyError(stage, "size", "give either size (a square) or height and width, not both");
+  }
+  if (!size && !(height && width)) {
+    return KeyError(stage, height ? "width" : (width ? "height" : "size"),
+                    "required: size (a square's side) or both height and width");
+  }
+  for (const auto& [key, value] : {std::pair{"size", size}, {"height", height}, {"width", width}}) {
+    if (value && *value > kMaxSide)
+      return KeyError(stage, key, "expected at most 16384, got " + std::to_string(*value));
+  }
+  const int h = static_cast<int>(size ? *size : *height), w = static_cast<int>(size ? *size : *width);
+  return std::unique_ptr<MapFunction>(std::make_unique<CenterCrop>(h, w));
+}
+
 class RandomCropFlip final : public MapFunction {
  public:
   explicit RandomCropFlip(CropSpec spec) : spec_(spec) {}
@@ -424,6 +485,7 @@ StatusOr<std::unique_ptr<MapFunction>> MakeNormalize(const StageConfig& stage) {
 void RegisterImageFunctions(FunctionRegistry& registry) {
   registry.RegisterMap("jpeg_decode", MakeJpegDecode);
   registry.RegisterMap("resize", MakeResize);
+  registry.RegisterMap("center_crop", MakeCenterCrop);
   registry.RegisterMap("random_crop_flip", MakeRandomCropFlip);
   registry.RegisterMap("normalize", MakeNormalize);
 }

@@ -111,7 +111,7 @@ class ParallelStage : public Stage {
   bool Process(StageWorker& worker, Element&& element) {
     uint64_t begin = worker.now_ns;
     uint64_t seq = worker.seq();
-    FnContext context{ElementSeed(config_.index, element.id, element.epoch)};
+    FnContext context{ElementSeed(config_.index, element.id, element.epoch, run_->options().seed)};
     Status status = ApplyGuarded(*fn_, element, context);
     worker.WorkDone(begin, element.id);
     if (!status.ok()) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <system_error>
 #include <thread>
 
@@ -99,6 +100,21 @@ class PipelineImpl {
   }
 
   void Start() {
+    StartThreads();
+    if (!requested_) {
+      requested_ = true;
+      stages_.back()->RequestPass(0);
+    }
+  }
+
+  void StartEpoch(uint32_t epoch) {
+    StartThreads();
+    requested_ = true;
+    epoch_by_epoch_ = true;
+    if (!finished_) stages_.back()->RequestPass(epoch);
+  }
+
+  void StartThreads() {
     if (started_) return;
     started_ = true;
     for (auto& stage : stages_) {
@@ -121,17 +137,17 @@ class PipelineImpl {
         }
       }
     }
-    stages_.back()->RequestPass(0);
   }
 
-  StatusOr<bool> Next(Element* out) {
+  // timeout_ms < 0: wait as long as it takes.
+  StatusOr<bool> Next(Element* out, int64_t timeout_ms, bool* timed_out) {
     if (finished_) return Finished();
     Start();
     while (true) {
       if (pos_ < in_.size()) {
         Item& item = in_[pos_++];
         if (item.end_of_pass) {  // the end of the one pass we asked for
-          Stop();
+          if (!epoch_by_epoch_) Stop();
           return false;
         }
         *out = std::move(item.element);
@@ -143,10 +159,15 @@ class PipelineImpl {
       // Out of a prefetch buffer one at a time: what it holds is what it was
       // told to hold, not moved here in bulk.
       size_t take = stages_.back()->config().op == models::Op::kPrefetch ? 1 : kChunkItems;
-      Queue::PopResult popped = stages_.back()->output()->Pop(in_, take, /*block=*/true, now, &waited);
+      Queue::PopResult popped =
+          stages_.back()->output()->Pop(in_, take, /*block=*/true, now, &waited, timeout_ms);
       if (popped.status == Queue::PopStatus::kClosed) {
         Stop();
         return Finished();
+      }
+      if (popped.status == Queue::PopStatus::kEmpty) {
+        *timed_out = true;
+        return false;
       }
     }
   }
@@ -177,6 +198,8 @@ class PipelineImpl {
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<std::thread> threads_;
   bool started_ = false;
+  bool requested_ = false;       // a pass was asked for
+  bool epoch_by_epoch_ = false;  // StartEpoch: the pipeline outlives a pass
   std::atomic<bool> finished_{false};
   std::mutex stop_mu_;
   bool joined_ = false;
@@ -203,7 +226,15 @@ StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const models::PipelineConfi
 }
 
 void Pipeline::Start() { impl_->Start(); }
-StatusOr<bool> Pipeline::Next(Element* out) { return impl_->Next(out); }
+void Pipeline::StartEpoch(uint32_t epoch) { impl_->StartEpoch(epoch); }
+StatusOr<bool> Pipeline::Next(Element* out) {
+  bool timed_out = false;
+  return impl_->Next(out, -1, &timed_out);
+}
+StatusOr<bool> Pipeline::NextFor(Element* out, int64_t timeout_ms, bool* timed_out) {
+  *timed_out = false;
+  return impl_->Next(out, std::max<int64_t>(timeout_ms, 0), timed_out);
+}
 void Pipeline::Stop() { impl_->Stop(); }
 
 std::vector<StageSummary> Pipeline::StageSummaries() const {
@@ -224,5 +255,8 @@ uint64_t Pipeline::FailedElements() const {
   return failed;
 }
 std::vector<std::string> Pipeline::Errors() const { return impl_->run().errors(); }
+std::optional<uint64_t> Pipeline::SourceElementsPerPass() const {
+  return impl_->stages().front()->ElementsPerPass();
+}
 
 }  // namespace pipetune::runtime

@@ -1,6 +1,7 @@
 #include "queue.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace pipetune::runtime {
@@ -84,10 +85,12 @@ bool Queue::Push(std::vector<Item>& chunk, uint64_t& now_ns, uint64_t* blocked_n
 }
 
 Queue::PopResult Queue::Pop(std::vector<Item>& out, size_t max_items, bool block, uint64_t& now_ns,
-                            uint64_t* blocked_ns) {
+                            uint64_t* blocked_ns, int64_t timeout_ms) {
   PopResult result{PopStatus::kItems, 0};
   bool waited = false;
   int64_t removed = 0;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     if (closed()) {
@@ -95,12 +98,16 @@ Queue::PopResult Queue::Pop(std::vector<Item>& out, size_t max_items, bool block
       break;
     }
     if (count_ > 0 && !paused_) break;
-    if (!block) {
+    if (!block || (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline)) {
       result.status = PopStatus::kEmpty;
       break;
     }
     ++pop_waiters_;
-    not_empty_.wait(lock);
+    if (timeout_ms >= 0) {
+      not_empty_.wait_until(lock, deadline);
+    } else {
+      not_empty_.wait(lock);
+    }
     --pop_waiters_;
     waited = true;
   }

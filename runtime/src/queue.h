@@ -92,8 +92,10 @@ class Queue {
 
   // Appends up to `max_items` elements to `out`, or a marker alone. With
   // `block`, waits while empty (or paused); the wait is timed like Push's.
-  // Popped elements count as outstanding until Done().
-  PopResult Pop(std::vector<Item>& out, size_t max_items, bool block, uint64_t& now_ns, uint64_t* blocked_ns);
+  // Popped elements count as outstanding until Done(). With `timeout_ms` >= 0
+  // a blocking pop gives up after that long and returns kEmpty.
+  PopResult Pop(std::vector<Item>& out, size_t max_items, bool block, uint64_t& now_ns, uint64_t* blocked_ns,
+                int64_t timeout_ms = -1);
 
   // `n` popped elements have been passed on or dropped.
   void Done(size_t n);

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "stages.h"
@@ -45,7 +46,7 @@ class FilterStage : public SequentialStage {
  private:
   bool OnElement(StageWorker& worker, Element&& element) override {
     uint64_t begin = worker.now_ns;
-    FnContext context{ElementSeed(config_.index, element.id, element.epoch)};
+    FnContext context{ElementSeed(config_.index, element.id, element.epoch, run_->options().seed)};
     StatusOr<bool> keep = KeepGuarded(*fn_, element, context);
     worker.WorkDone(begin, element.id);
     if (!keep.ok()) {
@@ -119,7 +120,9 @@ class ShuffleStage : public SequentialStage {
 };
 
 // Groups `size` elements into one whose `items` are they, in order. A batch's
-// id is its ordinal in the pass; its epoch is its first member's.
+// id is its ordinal in the pass; its epoch is its first member's. With
+// BuildOptions::collate_batches the members' payloads are copied into the
+// batch's own, one after another (what a tensor wraps as it is).
 class BatchStage : public SequentialStage {
  public:
   BatchStage(const models::StageConfig& config, RunState* run, size_t size, bool drop_remainder)
@@ -140,6 +143,53 @@ class BatchStage : public SequentialStage {
     return batch;
   }
 
+  // Moves the members' payloads into one buffer; an error names the first
+  // member that differs from the first one.
+  static Status Collate(Element& batch) {
+    const Element& first = batch.items.front();
+    if ((first.dtype != DType::kU8 && first.dtype != DType::kF32) || !first.data) {
+      return Failed(
+          fmt::format("element {}: cannot collate a batch of elements without an image payload "
+                      "(decode them with jpeg_decode)",
+                      first.id));
+    }
+    const size_t one = first.data->size();
+    for (const Element& item : batch.items) {
+      if (item.dtype != first.dtype || item.shape != first.shape || !item.data || item.data->size() != one) {
+        return Failed(fmt::format(
+            "element {}{}: its shape {}x{}x{} differs from the batch's first ({}x{}x{}): give every image "
+            "one "
+            "size (random_crop_flip, center_crop or resize with height and width) before the batch",
+            item.id, item.path.empty() ? "" : " (" + item.path + ")", item.shape[0], item.shape[1],
+            item.shape[2], first.shape[0], first.shape[1], first.shape[2]));
+      }
+    }
+    auto data = std::make_shared<Bytes>(one * batch.items.size());
+    uint8_t* out = data->data();
+    for (Element& item : batch.items) {
+      std::memcpy(out, item.data->data(), one);
+      out += one;
+      item.data.reset();
+    }
+    batch.dtype = first.dtype;
+    batch.shape = first.shape;
+    batch.data = std::move(data);
+    return Status::Ok();
+  }
+
+  bool EmitBatch(StageWorker& worker, Element&& batch) {
+    if (run_->options().collate_batches) {
+      // Not one element's failure: every later batch would fail alike, so it
+      // stops the run whatever on_error says.
+      Status collated = Collate(batch);
+      if (!collated.ok()) {
+        run_->Fail(Failed(models::StageKeyError(config_, "", collated.message())));
+        return false;
+      }
+    }
+    return worker.Emit(std::move(batch));
+  }
+
   bool OnElement(StageWorker& worker, Element&& element) override {
     uint64_t begin = worker.now_ns;
     int64_t bytes = static_cast<int64_t>(element.ByteSize());
@@ -153,7 +203,7 @@ class BatchStage : public SequentialStage {
     }
     Element batch = TakeBatch();
     worker.WorkDone(begin, batch.id);
-    return worker.Emit(std::move(batch));
+    return EmitBatch(worker, std::move(batch));
   }
 
   bool OnEndOfPass(StageWorker& worker) override {
@@ -162,7 +212,7 @@ class BatchStage : public SequentialStage {
         pending_.clear();
         AccountState(-pending_bytes_);
         pending_bytes_ = 0;
-      } else if (!worker.Emit(TakeBatch())) {
+      } else if (!EmitBatch(worker, TakeBatch())) {
         return false;
       }
     }
@@ -313,17 +363,17 @@ StatusOr<std::unique_ptr<Stage>> MakeSequentialStage(const models::StageConfig& 
             models::StageKeyError(config, "args.buffer", "missing: shuffle needs a buffer size >= 1"));
       }
       PIPETUNE_ASSIGN_OR_RETURN(auto seed, models::ArgInt(config, "seed", 0));
-      return std::unique_ptr<Stage>(new ShuffleStage(config, run, static_cast<size_t>(*buffer),
-                                                     static_cast<uint64_t>(seed.value_or(0))));
+      return std::unique_ptr<Stage>(
+          new ShuffleStage(config, run, static_cast<size_t>(*buffer),
+                           static_cast<uint64_t>(seed.value_or(0)) + run->options().seed));
     }
     case Op::kBatch: {
       PIPETUNE_ASSIGN_OR_RETURN(auto size, models::ArgInt(config, "size", 1));
       if (!size) {
         return InvalidInput(models::StageKeyError(config, "args.size", "missing: batch needs a size >= 1"));
       }
-      PIPETUNE_ASSIGN_OR_RETURN(auto drop, models::ArgBool(config, "drop_remainder"));
-      return std::unique_ptr<Stage>(
-          new BatchStage(config, run, static_cast<size_t>(*size), drop.value_or(false)));
+      PIPETUNE_ASSIGN_OR_RETURN(bool drop, models::BatchDropsRemainder(config));
+      return std::unique_ptr<Stage>(new BatchStage(config, run, static_cast<size_t>(*size), drop));
     }
     case Op::kPrefetch: {
       int64_t buffer = config.buffer.value_or(1);

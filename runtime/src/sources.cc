@@ -1,11 +1,15 @@
 // The sources: `range` (synthetic elements) and `list_files` (paths matching
-// a glob). A source answers each pass request by producing the whole pass
-// (or until the pass is cancelled) and then its end-of-pass marker.
+// a glob, or an ImageFolder layout's files with their class labels). A source
+// answers each pass request by producing the whole pass (or until the pass is
+// cancelled) and then its end-of-pass marker. With BuildOptions' shard it
+// produces only its shard of each pass's order.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <glob.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -52,16 +56,37 @@ class SourceStage : public Stage {
   RequestChannel channel_;
 };
 
+// Positions shard_index, shard_index + shard_count, ... of a pass.
+struct Shard {
+  uint64_t first = 0;
+  uint64_t step = 1;
+};
+
+Shard ShardOf(const RunState& run) {
+  return {run.options().shard_index, std::max<uint64_t>(run.options().shard_count, 1)};
+}
+
+// How many of `total` positions a shard gets.
+uint64_t ShardSize(const Shard& shard, uint64_t total) {
+  return shard.first >= total ? 0 : (total - shard.first + shard.step - 1) / shard.step;
+}
+
 class RangeStage : public SourceStage {
  public:
   RangeStage(const models::StageConfig& config, RunState* run, std::optional<uint64_t> count, uint64_t bytes)
       : SourceStage(config, run), count_(count), bytes_(bytes) {
-    if (count_) tracer::SetEpochElements(trace_id_, *count_);
+    if (count_) tracer::SetEpochElements(trace_id_, ShardSize(ShardOf(*run_), *count_));
+  }
+
+  std::optional<uint64_t> ElementsPerPass() const override {
+    if (!count_) return std::nullopt;
+    return ShardSize(ShardOf(*run_), *count_);
   }
 
  private:
   bool Produce(StageWorker& worker, const RequestChannel::Request& request) override {
-    for (uint64_t id = 0; !count_ || id < *count_; ++id) {
+    const Shard shard = ShardOf(*run_);
+    for (uint64_t id = shard.first; !count_ || id < *count_; id += shard.step) {
       if (!Continue(request)) break;
       uint64_t begin = worker.now_ns;
       Element element;
@@ -87,13 +112,21 @@ class RangeStage : public SourceStage {
 
 class ListFilesStage : public SourceStage {
  public:
+  // `labels`: one per path, or empty (a glob's files have none).
   ListFilesStage(const models::StageConfig& config, RunState* run, std::vector<std::string> paths,
-                 std::optional<int64_t> shuffle_seed)
-      : SourceStage(config, run), paths_(std::move(paths)), shuffle_seed_(shuffle_seed) {
+                 std::vector<int64_t> labels, std::optional<int64_t> shuffle_seed)
+      : SourceStage(config, run),
+        paths_(std::move(paths)),
+        labels_(std::move(labels)),
+        shuffle_seed_(shuffle_seed) {
     // The listing is fixed for the run: every pass is these files, so the
     // trace can say an epoch's size although a repeat keeps this source from
     // ever running dry (what a cache after it would hold).
-    tracer::SetEpochElements(trace_id_, paths_.size());
+    tracer::SetEpochElements(trace_id_, ShardSize(ShardOf(*run_), paths_.size()));
+  }
+
+  std::optional<uint64_t> ElementsPerPass() const override {
+    return ShardSize(ShardOf(*run_), paths_.size());
   }
 
  private:
@@ -102,20 +135,25 @@ class ListFilesStage : public SourceStage {
     std::iota(order.begin(), order.end(), uint64_t{0});
     if (shuffle_seed_) {
       // Fisher-Yates on our own generator: the same order for the same seed
-      // and epoch on every platform (std::shuffle's is unspecified).
-      uint64_t state = Mix64(static_cast<uint64_t>(*shuffle_seed_)) ^ Mix64(request.epoch + 1);
+      // and epoch on every platform (std::shuffle's is unspecified). Every
+      // shard draws the same order, so the shards of an epoch are disjoint.
+      uint64_t seed = static_cast<uint64_t>(*shuffle_seed_) + run_->options().seed;
+      uint64_t state = Mix64(seed) ^ Mix64(request.epoch + 1);
       for (size_t i = order.size(); i > 1; --i) {
         state = Mix64(state);
         std::swap(order[i - 1], order[state % i]);
       }
     }
-    for (uint64_t id : order) {
+    const Shard shard = ShardOf(*run_);
+    for (uint64_t position = shard.first; position < order.size(); position += shard.step) {
+      const uint64_t id = order[position];
       if (!Continue(request)) break;
       uint64_t begin = worker.now_ns;
       Element element;
       element.id = id;  // the file's index in the sorted listing, whatever the order
       element.epoch = request.epoch;
       element.path = paths_[id];
+      if (!labels_.empty()) element.label = labels_[id];
       worker.WorkDone(begin, id);
       if (!worker.Emit(std::move(element))) return false;
     }
@@ -123,6 +161,7 @@ class ListFilesStage : public SourceStage {
   }
 
   const std::vector<std::string> paths_;
+  const std::vector<int64_t> labels_;
   const std::optional<int64_t> shuffle_seed_;
 };
 
@@ -151,6 +190,68 @@ StatusOr<std::vector<std::string>> Glob(const models::StageConfig& config, const
   return paths;
 }
 
+bool HasExtension(const std::string& name, const std::vector<std::string>& extensions) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const std::string& extension : extensions) {
+    if (lower.size() >= extension.size() &&
+        lower.compare(lower.size() - extension.size(), std::string::npos, extension) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+struct LabelledFiles {
+  std::vector<std::string> paths;
+  std::vector<int64_t> labels;
+};
+
+// torchvision's DatasetFolder.make_dataset: the classes are ROOT's
+// subdirectories (symbolic links followed) sorted by name, a class's index
+// is its label; a class's files are those of os.walk(followlinks=True)
+// sorted by (directory, name) whose lower-cased name ends in one of
+// `extensions`. A class without such files is an error, as torchvision's.
+StatusOr<LabelledFiles> ListImageFolder(const models::StageConfig& config, const std::string& root,
+                                        const std::vector<std::string>& extensions) {
+  namespace fs = std::filesystem;
+  auto error = [&](const std::string& what) {
+    return InvalidInput(models::StageKeyError(config, "args.image_folder", what));
+  };
+  std::error_code ec;
+  std::vector<std::string> classes;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec)) classes.push_back(it->path().filename().string());
+  }
+  if (ec) return error(fmt::format("cannot list \"{}\": {}", root, ec.message()));
+  if (classes.empty())
+    return error(fmt::format("no class folders in \"{}\" (expected ROOT/<class>/<file>)", root));
+  std::sort(classes.begin(), classes.end());
+  LabelledFiles out;
+  for (size_t label = 0; label < classes.size(); ++label) {
+    std::vector<std::pair<std::string, std::string>> files;  // (directory, name): os.walk's order once sorted
+    const fs::path dir = fs::path(root) / classes[label];
+    for (fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end;
+         !ec && it != end; it.increment(ec)) {
+      if (it->is_directory(ec)) continue;
+      std::string name = it->path().filename().string();
+      if (HasExtension(name, extensions))
+        files.emplace_back(it->path().parent_path().string(), std::move(name));
+    }
+    if (ec) return error(fmt::format("cannot list \"{}\": {}", dir.string(), ec.message()));
+    if (files.empty()) {
+      return error(fmt::format("class folder \"{}\" has no file ending in {}", classes[label],
+                               fmt::join(extensions, ", ")));
+    }
+    std::sort(files.begin(), files.end());
+    for (auto& [directory, name] : files) {
+      out.paths.push_back(directory + "/" + name);
+      out.labels.push_back(static_cast<int64_t>(label));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Stage>> MakeSourceStage(const models::StageConfig& config, RunState* run) {
@@ -161,13 +262,21 @@ StatusOr<std::unique_ptr<Stage>> MakeSourceStage(const models::StageConfig& conf
     if (count) n = static_cast<uint64_t>(*count);
     return std::unique_ptr<Stage>(new RangeStage(config, run, n, bytes.value_or(0)));
   }
+  PIPETUNE_ASSIGN_OR_RETURN(auto seed, models::ArgInt(config, "shuffle_seed", 0));
+  PIPETUNE_ASSIGN_OR_RETURN(auto folder, models::ArgString(config, "image_folder"));
+  if (folder) {
+    PIPETUNE_ASSIGN_OR_RETURN(auto extensions, models::ArgExtensions(config));
+    PIPETUNE_ASSIGN_OR_RETURN(LabelledFiles files,
+                              ListImageFolder(config, ResolvePath(*run, *folder), extensions));
+    return std::unique_ptr<Stage>(
+        new ListFilesStage(config, run, std::move(files.paths), std::move(files.labels), seed));
+  }
   PIPETUNE_ASSIGN_OR_RETURN(auto pattern, models::ArgString(config, "pattern"));
   if (!pattern || pattern->empty()) {
     return InvalidInput(models::StageKeyError(config, "args.pattern", "missing"));
   }
-  PIPETUNE_ASSIGN_OR_RETURN(auto seed, models::ArgInt(config, "shuffle_seed", 0));
   PIPETUNE_ASSIGN_OR_RETURN(auto paths, Glob(config, ResolvePath(*run, *pattern)));
-  return std::unique_ptr<Stage>(new ListFilesStage(config, run, std::move(paths), seed));
+  return std::unique_ptr<Stage>(new ListFilesStage(config, run, std::move(paths), {}, seed));
 }
 
 }  // namespace pipetune::runtime

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,9 @@ class Stage {
   virtual void Shutdown() {}
   // Bytes a cache stage holds (memory) or wrote/replayed (disk).
   virtual uint64_t CacheBytes() const { return 0; }
+  // A source: the elements each pass produces (its shard); nullopt: endless
+  // or not a source.
+  virtual std::optional<uint64_t> ElementsPerPass() const { return std::nullopt; }
 
   // Wiring, done by the pipeline before any thread starts.
   void Connect(Stage* upstream, Queue* input) {
@@ -174,9 +178,12 @@ inline uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// A seed deterministic in (stage, element, epoch): what FnContext carries.
-inline uint64_t ElementSeed(size_t stage_index, uint64_t element_id, uint32_t epoch) {
-  return Mix64(Mix64(Mix64(stage_index) ^ element_id) ^ epoch);
+// A seed deterministic in (stage, element, epoch) and the build's seed
+// (BuildOptions::seed; 0 keeps the seeds every earlier run got): what
+// FnContext carries.
+inline uint64_t ElementSeed(size_t stage_index, uint64_t element_id, uint32_t epoch, uint64_t run_seed) {
+  uint64_t seed = Mix64(Mix64(Mix64(stage_index) ^ element_id) ^ epoch);
+  return run_seed == 0 ? seed : Mix64(seed ^ run_seed);
 }
 
 // Runs an element function; an exception it throws (a user's function may)

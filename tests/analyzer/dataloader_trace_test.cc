@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -355,6 +356,68 @@ bool DamageCounter(tracer::Trace& trace, const std::string& name, uint64_t produ
     if (snapshot.stage == id) snapshot.produced = produced;
   }
   return id != tracer::kInvalidStage;
+}
+
+// What `tune --engine` rebuilds the input from: the dataset, its folder and
+// the transforms a wrapper object holds (as torchvision's reference recipe
+// does), each with its parameters; and the loader's shuffle and drop_last.
+TEST(DataLoaderTraceTest, ImageFolderWithAWrappedComposeRecordsEachTransform) {
+  DataLoaderProfile p = ReadGolden("image_folder_preset");
+  EXPECT_EQ(p.settings.batch_size, 3);
+  EXPECT_EQ(p.settings.shuffle, std::optional<bool>(true));
+  EXPECT_TRUE(p.settings.drop_last);
+  ASSERT_TRUE(p.dataset.has_value());
+  const DataLoaderDataset& d = *p.dataset;
+  EXPECT_EQ(d.class_name, "ImageFolder");
+  EXPECT_EQ(d.folder_base, "ImageFolder");
+  EXPECT_EQ(d.root.rfind("/tmp", 0), 0u) << d.root;
+  ASSERT_TRUE(d.extensions.has_value());
+  EXPECT_THAT(*d.extensions, Contains(".jpeg"));
+  EXPECT_EQ(d.loader, "torchvision.datasets.folder.default_loader");
+  EXPECT_EQ(d.classes, std::optional<int64_t>(2));
+  EXPECT_EQ(d.samples, std::optional<int64_t>(8));
+  EXPECT_EQ(d.transform_holder, "TrainPreset.transforms");
+  std::vector<std::string> names;
+  for (const DataLoaderTransform& t : d.transforms) names.push_back(t.name);
+  ASSERT_THAT(names, ElementsAre("RandomResizedCrop", "RandomHorizontalFlip", "ToTensor", "Normalize"));
+  const Json& crop = d.transforms[0].params;
+  EXPECT_EQ(crop["size"], Json::array({32, 32}));
+  EXPECT_EQ(crop["scale"], Json::array({0.25, 1.0}));
+  EXPECT_EQ(crop["interpolation"], "bilinear");
+  EXPECT_DOUBLE_EQ(d.transforms[1].params["p"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(d.transforms[3].params["std"][2].get<double>(), 0.225);
+  // Held by a wrapper, the transforms are timed one by one, not folded into load.
+  EXPECT_THAT(SampleStageNames(p), ElementsAre("load", "transform[0]:RandomResizedCrop",
+                                               "transform[1]:RandomHorizontalFlip", "transform[2]:ToTensor",
+                                               "transform[3]:Normalize"));
+}
+
+// Traces recorded before the dataset was: read as before, the record absent.
+TEST(DataLoaderTraceTest, OlderTracesHaveNoDatasetRecord) {
+  DataLoaderProfile p = ReadGolden("map_workers0");
+  EXPECT_FALSE(p.dataset.has_value());
+  EXPECT_FALSE(p.settings.shuffle.has_value());
+  EXPECT_EQ(p.settings.batch_size, 4);
+}
+
+// A record of the wrong shape reads as absent fields, never as an error.
+TEST(DataLoaderTraceTest, AMalformedDatasetRecordReadsAsAbsentFields) {
+  StatusOr<tracer::Trace> main = tracer::LoadTrace(GoldenTrace("image_folder_preset"));
+  ASSERT_TRUE(main.ok()) << main.status().message();
+  std::string& config = main->header.pipeline.config_json;
+  const std::string from = "\"transforms\": [";
+  size_t at = config.find(from);
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, from.size(), "\"transforms\": [7, {\"name\": 3, \"params\": []}, ");
+  config.replace(config.find("\"classes\": 2"), 12, "\"classes\": \"2\"");
+  StatusOr<DataLoaderProfile> p = MakeDataLoaderProfile(*main, {});
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->dataset.has_value());
+  EXPECT_FALSE(p->dataset->classes.has_value());
+  ASSERT_EQ(p->dataset->transforms.size(), 6u);
+  EXPECT_EQ(p->dataset->transforms[0].name, "?");
+  EXPECT_TRUE(p->dataset->transforms[1].params.is_object());
+  EXPECT_EQ(p->dataset->transforms[2].name, "RandomResizedCrop");
 }
 
 TEST(DataLoaderTraceTest, AnEpochCounterBeyondTheBatchesIsCappedNotAllocated) {

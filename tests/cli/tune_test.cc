@@ -100,6 +100,25 @@ TEST_F(CliTune, BadInputIsExitTwoWithAMessage) {
   EXPECT_FALSE(std::filesystem::exists(Path("never.json")));
 }
 
+// --engine takes a DataLoader's trace that records its dataset; anything
+// else is exit 2 saying what to give, and nothing is written.
+TEST_F(CliTune, EngineNeedsADataLoadersTraceWithItsDataset) {
+  CommandResult config = RunPipetune("tune " + Path("run.ptrace") + " --engine -o " + Path("engine.json"));
+  EXPECT_EQ(config.exit_code, 2);
+  EXPECT_THAT(config.err, HasSubstr(Path("run.ptrace") + ": --engine takes one DataLoader's trace"));
+
+  const std::string old_trace =
+      std::string(PIPETUNE_SOURCE_DIR) + "/tests/analyzer/dataloader_golden/map_workers0/trace";
+  CommandResult old = RunPipetune("tune " + old_trace + " --engine -o " + Path("engine.json"));
+  EXPECT_EQ(old.exit_code, 2);
+  EXPECT_THAT(old.err, HasSubstr("the trace does not record the DataLoader's dataset and transforms"));
+
+  CommandResult both = RunPipetune("tune " + old_trace + " --engine --verify");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("--engine and --verify"));
+  EXPECT_FALSE(std::filesystem::exists(Path("engine.json")));
+}
+
 // A config reading files by a relative glob, traced where it lives and tuned
 // into another directory: the tuned config still reads the same files.
 TEST_F(CliTune, TunedConfigElsewhereKeepsReadingTheSameFiles) {
@@ -167,6 +186,13 @@ TEST_F(CliTune, FindsTheCacheUnderARepeatRightAfterAFileSource) {
                                           "batch", "prefetch"));
   EXPECT_EQ(tuned["stages"][4]["args"]["buffer"], 20);
   EXPECT_EQ(tuned["stages"][4]["args"]["seed"], 5);
+
+  // --no-cache: the same trace planned without one, and the plan says why.
+  CommandResult uncached =
+      RunPipetune("tune " + Path("epochs.ptrace") + " --no-cache -o " + Path("epochs/nc.json"));
+  ASSERT_EQ(uncached.exit_code, 0) << uncached.err;
+  EXPECT_THAT(uncached.out, HasSubstr("caches are off (--no-cache)"));
+  EXPECT_THAT(ReadFile(Path("epochs/nc.json")), ::testing::Not(HasSubstr("\"cache\"")));
 
   // The tuned config runs, and after the first epoch the cache replays it.
   std::string summary = Path("epochs/summary.json");

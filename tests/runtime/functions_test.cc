@@ -1,8 +1,7 @@
 // The registry and the synthetic element functions, as a stage uses them.
-#include <time.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -36,8 +35,8 @@ double ThreadCpuSeconds() {
 
 TEST(RegistryTest, BuiltinsHaveTheSyntheticAndImageFunctions) {
   const FunctionRegistry& builtins = FunctionRegistry::Builtins();
-  EXPECT_THAT(builtins.MapNames(), ::testing::IsSupersetOf({"cpu_work", "io_wait", "jpeg_decode",
-                                                            "resize", "random_crop_flip", "normalize"}));
+  EXPECT_THAT(builtins.MapNames(), ::testing::IsSupersetOf({"cpu_work", "io_wait", "jpeg_decode", "resize",
+                                                            "random_crop_flip", "normalize"}));
   EXPECT_THAT(builtins.FilterNames(), ::testing::Contains("keep_every"));
 }
 
@@ -58,6 +57,63 @@ TEST(RegistryTest, CustomFunctionsRegisterByName) {
   ASSERT_TRUE(out.status.ok());
   ASSERT_EQ(out.elements.size(), 5u);
   EXPECT_EQ(out.elements[4].id, 8u);
+}
+
+// Fused maps: one stage running the steps in turn, its errors naming the
+// step, and the first step seeing the stage's own seed.
+TEST(ChainTest, RunsItsStepsInOrderAndNamesAFailingStep) {
+  auto chain = FunctionRegistry::Builtins().MakeMap(MapStage(
+      "chain", {{"steps", Json::array({{{"fn", "cpu_work"}, {"args", {{"us", 1}, {"bytes", "1KiB"}}}},
+                                       {{"fn", "cpu_work"}, {"args", {{"us", 1}, {"bytes", "4KiB"}}}}})}}));
+  ASSERT_TRUE(chain.ok()) << chain.status().message();
+  Element element;
+  element.id = 7;
+  element.label = 3;
+  ASSERT_TRUE((*chain)->Apply(element, FnContext{42}).ok());
+  ASSERT_NE(element.data, nullptr);
+  EXPECT_EQ(element.data->size(), 4096u) << "the second step's output";
+  EXPECT_EQ(element.id, 7u);
+  EXPECT_EQ(element.label, 3);
+
+  auto unknown = FunctionRegistry::Builtins().MakeMap(MapStage(
+      "chain",
+      {{"steps", Json::array({{{"fn", "cpu_work"}, {"args", {{"us", 1}}}}, {{"fn", "cpu_wrok"}}})}}));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("work, step 2 (cpu_wrok)"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown map function"));
+  auto one = FunctionRegistry::Builtins().MakeMap(
+      MapStage("chain", {{"steps", Json::array({{{"fn", "cpu_work"}}})}}));
+  ASSERT_FALSE(one.ok());
+  EXPECT_THAT(one.status().message(), HasSubstr("args.steps"));
+}
+
+TEST(ChainTest, TheFirstStepDrawsWhatTheStageDrewAlone) {
+  Json crop = {{"size", 8}, {"flip_probability", 0.5}};
+  models::StageConfig crop_stage = MapStage("random_crop_flip", crop);
+  crop_stage.random = true;
+  models::StageConfig chain_stage = MapStage(
+      "chain",
+      {{"steps", Json::array({{{"fn", "random_crop_flip"}, {"args", crop}}, {{"fn", "normalize"}}})}});
+  chain_stage.random = true;
+  auto alone = FunctionRegistry::Builtins().MakeMap(crop_stage);
+  auto chain = FunctionRegistry::Builtins().MakeMap(chain_stage);
+  auto normalize = FunctionRegistry::Builtins().MakeMap(MapStage("normalize", Json::object()));
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  ASSERT_TRUE(chain.ok()) << chain.status().message();
+  ASSERT_TRUE(normalize.ok()) << normalize.status().message();
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    Element image;
+    image.dtype = DType::kU8;
+    image.shape = {32, 48, 3};
+    auto pixels = std::make_shared<Bytes>(32 * 48 * 3);
+    for (size_t i = 0; i < pixels->size(); ++i) (*pixels)[i] = static_cast<uint8_t>(i * 7);
+    image.data = pixels;
+    Element separate = image, fused = image;
+    ASSERT_TRUE((*alone)->Apply(separate, FnContext{seed}).ok());
+    ASSERT_TRUE((*normalize)->Apply(separate, FnContext{seed}).ok());
+    ASSERT_TRUE((*chain)->Apply(fused, FnContext{seed}).ok());
+    EXPECT_EQ(*separate.data, *fused.data) << "seed " << seed;
+  }
 }
 
 TEST(CpuWorkTest, BurnsTheRequestedCpuTime) {

@@ -218,37 +218,63 @@ struct ImageInstance {
   std::vector<std::string> order;  // stage names, the repeat among them
   std::map<std::string, StageCost> costs;
   bool shuffled = false;
+  double handoff_ms = 0;  // what fusing two maps saves per element
   Resources resources;
 };
 
-std::string ImageJson(const std::vector<std::string>& order, bool shuffled, bool fused) {
-  std::string stages;
-  for (const std::string& name : order) {
-    std::string json;
-    if (name == "files") {
-      json = fmt::format(R"({{"name": "files", "op": "list_files", "args": {{"pattern": "d/*.jpg"{}}}}})",
-                         shuffled ? R"(, "shuffle_seed": 3)" : "");
-    } else if (name == "repeat") {
-      json = R"({"name": "repeat", "op": "repeat"})";
-    } else if (name == "read") {
-      json = R"({"name": "read", "op": "read_file"})";
-    } else if (name == "decode") {
-      json =
-          fused
-              ? R"({"name": "decode", "op": "map", "fn": "jpeg_decode", "args": {"crop_size": 224}, "random": true})"
-              : R"({"name": "decode", "op": "map", "fn": "jpeg_decode"})";
-    } else if (name == "augment") {
-      if (fused) continue;
-      json =
-          R"({"name": "augment", "op": "map", "fn": "random_crop_flip", "args": {"size": 224}, "random": true})";
-    } else if (name == "normalize") {
-      json = R"({"name": "normalize", "op": "map", "fn": "normalize"})";
-    } else if (name == "batch") {
-      json = R"({"name": "batch", "op": "batch", "args": {"size": 4}})";
-    }
-    stages += (stages.empty() ? "" : ", ") + json;
+// One map stage's function and args, as the image instance writes it.
+Json MapStep(const std::string& name, bool fused) {
+  if (name == "decode") {
+    return fused ? Json{{"fn", "jpeg_decode"}, {"args", {{"crop_size", 224}}}} : Json{{"fn", "jpeg_decode"}};
   }
-  return fmt::format(R"({{"name": "image", "stages": [{}]}})", stages);
+  if (name == "augment") return Json{{"fn", "random_crop_flip"}, {"args", {{"size", 224}}}};
+  return Json{{"fn", "normalize"}};
+}
+
+// `order` names the stages; "a+b" is maps a and b fused into one chain
+// stage named a. `fused`: the decode decodes the crop's window (no augment).
+std::string ImageJson(const std::vector<std::string>& order, bool shuffled, bool fused) {
+  Json stages = Json::array();
+  for (const std::string& token : order) {
+    std::vector<std::string> maps;
+    for (size_t at = 0, plus; at <= token.size(); at = plus + 1) {
+      plus = std::min(token.find('+', at), token.size());
+      std::string name = token.substr(at, plus - at);
+      if (!(fused && name == "augment")) maps.push_back(name);
+    }
+    if (maps.empty()) continue;
+    const std::string& name = maps.front();
+    Json stage = {{"name", name}};
+    if (name == "files") {
+      stage["op"] = "list_files";
+      stage["args"] = {{"pattern", "d/*.jpg"}};
+      if (shuffled) stage["args"]["shuffle_seed"] = 3;
+    } else if (name == "repeat") {
+      stage["op"] = "repeat";
+    } else if (name == "read") {
+      stage["op"] = "read_file";
+    } else if (name == "batch") {
+      stage["op"] = "batch";
+      stage["args"] = {{"size", 4}};
+    } else {
+      stage["op"] = "map";
+      bool random = false;
+      for (const std::string& map : maps) random = random || map == "augment" || (fused && map == "decode");
+      if (maps.size() == 1) {
+        Json step = MapStep(name, fused);
+        stage["fn"] = step["fn"];
+        if (step.contains("args")) stage["args"] = step["args"];
+      } else {
+        Json steps = Json::array();
+        for (const std::string& map : maps) steps.push_back(MapStep(map, fused));
+        stage["fn"] = "chain";
+        stage["args"] = {{"steps", steps}};
+      }
+      if (random) stage["random"] = true;
+    }
+    stages.push_back(stage);
+  }
+  return Json{{"name", "image"}, {"stages", stages}}.dump();
 }
 
 // The profile a trace of the pipeline would give: the files' count known.
@@ -266,9 +292,34 @@ TuneInput ImageProfile(const ImageInstance& instance, const std::vector<std::str
     costs["decode"] = {
         decode.cpu_ms * cost + crop.cpu_ms, decode.wall_ms * cost + crop.wall_ms, crop.bytes, {}};
   }
+  // A chain: the maps' costs added, less the hand-off per boundary removed
+  // (the model's price; never below its costliest step), the last's output.
+  for (const std::string& token : order) {
+    if (token.find('+') == std::string::npos) continue;
+    std::vector<std::string> maps;
+    for (size_t at = 0, plus; at <= token.size(); at = plus + 1) {
+      plus = std::min(token.find('+', at), token.size());
+      std::string name = token.substr(at, plus - at);
+      if (!(fused && name == "augment")) maps.push_back(name);
+    }
+    StageCost chain{0, 0, 0, {}};
+    double costliest_cpu = 0, costliest_wall = 0;
+    for (const std::string& map : maps) {
+      chain.cpu_ms += costs.at(map).cpu_ms;
+      chain.wall_ms += costs.at(map).wall_ms;
+      chain.bytes = costs.at(map).bytes;
+      costliest_cpu = std::max(costliest_cpu, costs.at(map).cpu_ms);
+      costliest_wall = std::max(costliest_wall, costs.at(map).wall_ms);
+    }
+    double saved_ms = instance.handoff_ms * static_cast<double>(maps.size() - 1);
+    chain.cpu_ms = std::max(chain.cpu_ms - saved_ms, costliest_cpu);
+    chain.wall_ms = std::max(chain.wall_ms - saved_ms, costliest_wall);
+    costs[maps.front()] = chain;
+  }
   TuneInput input =
       MakeInput(ImageJson(order, instance.shuffled, fused), costs, instance.resources.cores, 10);
   input.profile.source_elements_per_epoch = 200;
+  input.profile.handoff_cpu_seconds = instance.handoff_ms / 1e3;
   return input;
 }
 
@@ -300,6 +351,7 @@ ImageInstance RandomImageInstance(std::mt19937& rng) {
   // A repeat that costs next to nothing, so that where it stands does not
   // change a pipeline's throughput beyond the comparison's tolerance.
   instance.costs["repeat"] = {1e-7, 1e-7, 0, {}};
+  instance.handoff_ms = coin(0.5) ? uniform(0.001, 0.05) : uniform(0.05, 0.5);
   instance.resources.cores = std::uniform_int_distribution<int>(1, 4)(rng);
   instance.resources.max_threads = 9 + std::uniform_int_distribution<int>(0, 4)(rng);
   // The decoded epoch is 200 x 562 KB = 112 MB: budgets on both sides of it.
@@ -313,29 +365,54 @@ TEST(ExactSolver, PlanMatchesBruteForceOverGraphAlternativesAndCachePoints) {
   exact.spend_leftover_budget = false;
   exact.tie_tolerance = 0;
   exact.throughput_tolerance = 0;
-  int compared = 0, moved = 0, fused = 0, cached = 0, plain_kept = 0;
+  int compared = 0, moved = 0, fused = 0, chained = 0, cached = 0, plain_kept = 0;
   for (int trial = 0; trial < 60; ++trial) {
     ImageInstance instance = RandomImageInstance(rng);
     const Resources& resources = instance.resources;
     TuneInput traced = ImageProfile(instance, instance.order, false);
     double plain = BruteForceInput(traced, resources);
-    // Every pipeline the tuner may write: the repeat where it is or later,
-    // the decode fused with the crop or not.
+    // Every pipeline the tuner may write: the decode fused with the crop or
+    // not; no maps or one run of adjacent maps made one stage; the repeat
+    // where it is or later.
     double best_rewritten = -1;
-    size_t repeat_at =
-        std::find(instance.order.begin(), instance.order.end(), "repeat") - instance.order.begin();
     // The tuner fuses a decode right before its crop, as traced.
     auto decode = std::find(instance.order.begin(), instance.order.end(), "decode");
     bool adjacent = decode + 1 != instance.order.end() && *(decode + 1) == "augment";
+    auto is_map = [](const std::string& name) {
+      return name == "decode" || name == "augment" || name == "normalize";
+    };
     for (bool fuse : {false, true}) {
       if (fuse && !adjacent) continue;
-      for (size_t to = repeat_at; to < instance.order.size(); ++to) {
-        if (!fuse && to == repeat_at) continue;  // the traced pipeline
-        std::vector<std::string> order = instance.order;
-        order.erase(order.begin() + static_cast<std::ptrdiff_t>(repeat_at));
-        order.insert(order.begin() + static_cast<std::ptrdiff_t>(to), "repeat");
-        best_rewritten =
-            std::max(best_rewritten, BruteForceInput(ImageProfile(instance, order, fuse), resources));
+      std::vector<std::string> base;
+      for (const std::string& name : instance.order) {
+        if (!(fuse && name == "augment")) base.push_back(name);
+      }
+      // (first, last) of the run made one stage; (0, 0): none.
+      std::vector<std::pair<size_t, size_t>> runs = {{0, 0}};
+      for (size_t first = 0; first < base.size(); ++first) {
+        for (size_t last = first + 1; last < base.size() && is_map(base[first]) && is_map(base[last]);
+             ++last) {
+          runs.push_back({first, last});
+        }
+      }
+      for (auto [first, last] : runs) {
+        std::vector<std::string> order;
+        for (size_t i = 0; i < base.size(); ++i) {
+          if (last > 0 && i > first && i <= last) {
+            order.back() += "+" + base[i];
+          } else {
+            order.push_back(base[i]);
+          }
+        }
+        size_t repeat_at = std::find(order.begin(), order.end(), "repeat") - order.begin();
+        for (size_t to = repeat_at; to < order.size(); ++to) {
+          if (!fuse && last == 0 && to == repeat_at) continue;  // the traced pipeline
+          std::vector<std::string> moved = order;
+          moved.erase(moved.begin() + static_cast<std::ptrdiff_t>(repeat_at));
+          moved.insert(moved.begin() + static_cast<std::ptrdiff_t>(to), "repeat");
+          best_rewritten =
+              std::max(best_rewritten, BruteForceInput(ImageProfile(instance, moved, fuse), resources));
+        }
       }
     }
     StatusOr<Plan> plan = SolveWithRewrites(traced, resources, Objective::kMax, exact);
@@ -365,6 +442,7 @@ TEST(ExactSolver, PlanMatchesBruteForceOverGraphAlternativesAndCachePoints) {
     for (const GraphRewrite& rewrite : plan->rewrites) {
       moved += rewrite.kind == "move_repeat";
       fused += rewrite.kind == "fuse_decode_crop";
+      chained += rewrite.kind == "fuse_maps";
     }
     cached += plan->cache_stage.has_value();
   }
@@ -372,6 +450,7 @@ TEST(ExactSolver, PlanMatchesBruteForceOverGraphAlternativesAndCachePoints) {
   EXPECT_GT(compared, 40);
   EXPECT_GT(moved, 0);
   EXPECT_GT(fused, 0);
+  EXPECT_GT(chained, 0);
   EXPECT_GT(cached, 0);
   EXPECT_GT(plain_kept, 0);
 }

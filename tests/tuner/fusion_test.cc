@@ -96,7 +96,7 @@ TEST(FusionTest, NotProposedWhenTheDecodeIsCheap) {
   bool noted = false;
   for (const std::string& note : plan->notes)
     noted = noted ||
-            (note.find("not rewritten") != std::string::npos && note.find("fused with") != std::string::npos);
+            (note.find("not rewritten") != std::string::npos && note.find("window") != std::string::npos);
   EXPECT_TRUE(noted);
   StatusOr<models::PipelineConfig> tuned = ApplyPlan(*input.config, *plan);
   ASSERT_TRUE(tuned.ok());

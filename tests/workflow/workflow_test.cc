@@ -157,11 +157,14 @@ TEST_F(WorkflowTest, BadBudgetsNameTheFlag) {
 // Decode then random-resized crop of files on disk: `tune` prices the fusion
 // of the two with the decode's split measured on the pipeline's own files
 // (this CPU, these files), and the report says which it used. Without the
-// files (a trace read elsewhere) the split is assumed, and said so.
+// files (a trace read elsewhere) the split is assumed, and said so. The take
+// after the repeat keeps every cache out (an epoch then has no fixed
+// content), so that the fusion is what the plan chooses.
 constexpr const char* kDecodeCrop = R"({"name": "decode_crop", "resources": {"cores": 2, "memory": "1GiB"},
   "stages": [
     {"name": "files", "op": "list_files", "args": {"pattern": "images/*.jpg"}},
     {"name": "repeat", "op": "repeat"},
+    {"name": "limit", "op": "take", "args": {"count": 100000000}},
     {"name": "read", "op": "read_file", "parallelism": 1},
     {"name": "decode", "op": "map", "fn": "jpeg_decode", "parallelism": 1},
     {"name": "augment", "op": "map", "fn": "random_crop_flip", "args": {"size": 64}, "parallelism": 1,

@@ -202,6 +202,7 @@ std::vector<CacheChoice> CacheChoices(const TuneInput& input, const Resources& r
     if (stage.op == Op::kPrefetch || stage.op == Op::kCache) continue;
     std::optional<std::string> why = models::CacheNotAllowed(unbudgeted, k);
     if (!why && !RepeatFollows(input, k)) why = "no repeat follows it, so nothing would ever be replayed";
+    if (!why && !resources.caches_allowed) why = "caches are off (--no-cache)";
     if (why) {
       if (rejected != nullptr) {
         CacheOption option;

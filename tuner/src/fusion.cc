@@ -10,9 +10,6 @@
 namespace pipetune::tuner {
 namespace {
 
-constexpr const char* kFuseDecodeCrop = "fuse_decode_crop";
-constexpr const char* kMoveRepeat = "move_repeat";
-
 // Index shift for a profile index when the stage at `removed` goes.
 void Shift(std::optional<size_t>& index, size_t removed) {
   if (index && *index > removed) --*index;
@@ -27,13 +24,7 @@ models::StageProfile FusedStage(const models::StageProfile& decode, const models
   fused.cpu_seconds_per_element = decode.cpu_seconds_per_element * cost + crop.cpu_seconds_per_element;
   fused.latency_seconds = decode.latency_seconds * cost + crop.latency_seconds;
   fused.measured_latency_seconds = decode.measured_latency_seconds * cost + crop.measured_latency_seconds;
-  fused.cpu_seconds = fused.cpu_seconds_per_element * fused.elements;
-  fused.work_seconds = fused.measured_latency_seconds * fused.elements;
-  fused.bytes_per_element = crop.bytes_per_element;
-  fused.bytes = crop.bytes;
-  fused.visit_ratio = crop.visit_ratio;
-  fused.cpu_seconds_per_output = fused.cpu_seconds_per_element * fused.visit_ratio;
-  fused.latency_bound = fused.latency_seconds > 2 * fused.cpu_seconds_per_element;
+  TakeOutputOf(crop, fused);
   // The fitted curve keeps its shape; one worker's rate follows the latency.
   if (fused.scaling.lambda > 0 && fused.latency_seconds > 0) {
     fused.scaling.lambda *= decode.latency_seconds / fused.latency_seconds;
@@ -69,6 +60,17 @@ void AddStageChanges(const GraphRewrite& rewrite, const std::string& decode_size
 }
 
 }  // namespace
+
+void TakeOutputOf(const models::StageProfile& tail, models::StageProfile& fused) {
+  fused.elements = tail.elements;
+  fused.cpu_seconds = fused.cpu_seconds_per_element * fused.elements;
+  fused.work_seconds = fused.measured_latency_seconds * fused.elements;
+  fused.bytes_per_element = tail.bytes_per_element;
+  fused.bytes = tail.bytes;
+  fused.visit_ratio = tail.visit_ratio;
+  fused.cpu_seconds_per_output = fused.cpu_seconds_per_element * fused.visit_ratio;
+  fused.latency_bound = fused.latency_seconds > 2 * fused.cpu_seconds_per_element;
+}
 
 std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input) {
   if (!input.config) return std::nullopt;
@@ -170,25 +172,43 @@ struct Alternative {
   std::string only_cache_after;        // SolverOptions::only_cache_after
 };
 
-// Every graph alternative: the traced pipeline and the decode-crop fusion,
-// each as it is and with its repeat moved after each stage a cache could
+// `base` rewritten once more.
+Alternative Rewritten(const Alternative& base, RewrittenInput rewritten) {
+  Alternative alternative = base;
+  alternative.input = std::move(rewritten.input);
+  alternative.rewrites.push_back(std::move(rewritten.rewrite));
+  if (!rewritten.pricing.empty()) alternative.pricing.push_back(std::move(rewritten.pricing));
+  return alternative;
+}
+
+// Every graph alternative: the traced pipeline and the decode-crop fusion;
+// each of them with every run of two or more adjacent maps fused; and each
+// of those as it is and with its repeat moved after each stage a cache could
 // then hold (the cache points the repeat had ruled out).
-std::vector<Alternative> GraphAlternatives(const TuneInput& input) {
+std::vector<Alternative> GraphAlternatives(const TuneInput& input, bool caches_allowed) {
   std::vector<Alternative> bases;
   bases.push_back({input, {}, {}, {}});
   if (std::optional<RewrittenInput> fused = ProposeDecodeCropFusion(input)) {
-    bases.push_back({std::move(fused->input), {std::move(fused->rewrite)}, {std::move(fused->pricing)}, {}});
+    bases.push_back(Rewritten(bases.front(), std::move(*fused)));
+  }
+  for (size_t b = 0, unfused = bases.size(); b < unfused; ++b) {
+    const size_t stages = bases[b].input.profile.stages.size();
+    for (size_t first = 0; first < stages; ++first) {
+      for (size_t last = first + 1; last < stages; ++last) {
+        std::optional<RewrittenInput> maps = ProposeMapFusion(bases[b].input, first, last);
+        if (!maps) break;  // a longer run holds this one
+        bases.push_back(Rewritten(bases[b], std::move(*maps)));
+      }
+    }
   }
   std::vector<Alternative> all = bases;
   for (const Alternative& base : bases) {
+    if (!caches_allowed) break;  // a moved repeat exists for a cache
     for (size_t k = 1; k < base.input.profile.stages.size(); ++k) {
       std::optional<RewrittenInput> moved = ProposeRepeatMove(base.input, k);
       if (!moved) continue;
-      Alternative alternative = base;
-      alternative.input = std::move(moved->input);
-      alternative.rewrites.push_back(std::move(moved->rewrite));
-      alternative.only_cache_after = base.input.profile.stages[k].name;
-      all.push_back(std::move(alternative));
+      all.push_back(Rewritten(base, std::move(*moved)));
+      all.back().only_cache_after = base.input.profile.stages[k].name;
     }
   }
   return all;
@@ -198,9 +218,18 @@ std::string Label(const std::vector<GraphRewrite>& rewrites) {
   std::string label;
   for (const GraphRewrite& rewrite : rewrites) {
     if (!label.empty()) label += ", ";
-    label += rewrite.kind == kFuseDecodeCrop
-                 ? fmt::format("\"{}\" fused with \"{}\"", rewrite.stages[0], rewrite.stages[1])
-                 : fmt::format("\"{}\" after \"{}\"", rewrite.stages[0], rewrite.stages[1]);
+    if (rewrite.kind == kMoveRepeat) {
+      label += fmt::format("\"{}\" after \"{}\"", rewrite.stages[0], rewrite.stages[1]);
+      continue;
+    }
+    if (rewrite.kind == kFuseDecodeCrop) {
+      label += fmt::format("\"{}\" decoding \"{}\"'s window", rewrite.stages[0], rewrite.stages[1]);
+      continue;
+    }
+    std::string names;
+    for (const std::string& name : rewrite.stages)
+      names += fmt::format("{}\"{}\"", names.empty() ? "" : " + ", name);
+    label += names + " as one stage";
   }
   return label;
 }
@@ -218,13 +247,20 @@ bool Better(const Plan& a, const Plan& b, Objective objective) {
 
 StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resources, Objective objective,
                                  const SolverOptions& options) {
-  std::vector<Alternative> alternatives = GraphAlternatives(input);
+  std::vector<Alternative> alternatives = GraphAlternatives(input, resources.caches_allowed);
   PIPETUNE_ASSIGN_OR_RETURN(Plan plain, Solve(input, resources, objective, options));
   // Every alternative's cache options, labelled, for the plan's table: each
   // keeps whether its own plan chose it, and only the winner's stays so.
   std::vector<std::pair<size_t, CacheOption>> table;
   for (const CacheOption& option : plain.cache_options) table.emplace_back(0, option);
   std::vector<std::string> declined;
+  if (input.profile.handoff_cpu_seconds) {
+    declined.push_back(
+        fmt::format("a hand-off between two stages costs {:.1f} us of CPU per element on this host "
+                    "(measured): what fusing "
+                    "adjacent maps into one stage saves per boundary",
+                    *input.profile.handoff_cpu_seconds * 1e6));
+  }
   std::optional<Plan> best;
   size_t best_index = 0;
   for (size_t a = 1; a < alternatives.size(); ++a) {
@@ -238,13 +274,18 @@ StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resour
       continue;
     }
     for (CacheOption option : plan->cache_options) {
-      // A point the rewrite left as inadmissible as it was is said once.
-      bool repeated =
+      // An inadmissible point is listed for a rewritten pipeline only where
+      // the rewrite made it so: the pipeline as traced had it feasible (a
+      // fusion made the stage before it random).
+      auto point = [](const std::string& description) {
+        size_t at = description.find("cache after");
+        return at == std::string::npos ? description : description.substr(at);
+      };
+      bool made_inadmissible =
           std::any_of(plain.cache_options.begin(), plain.cache_options.end(), [&](const CacheOption& o) {
-            return !o.feasible && !option.feasible && o.description == option.description &&
-                   o.note == option.note;
+            return o.feasible && point(o.description) == point(option.description);
           });
-      if (repeated) continue;
+      if (!option.feasible && !made_inadmissible) continue;
       option.description = label + ": " + option.description;
       table.emplace_back(a, std::move(option));
     }
@@ -294,6 +335,14 @@ StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resour
     if (rewrite.kind == kFuseDecodeCrop) {
       const models::StageConfig& crop = input.config->stages[*input.config->FindStage(rewrite.stages[1])];
       AddStageChanges(rewrite, crop.args.contains("size") ? crop.args["size"].dump() : "?", plan);
+    } else if (rewrite.kind == kFuseMaps) {
+      std::vector<KnobChange> changes;
+      changes.push_back({rewrite.stages[0], Knob::kStage, "map", "map chain", true, rewrite.description});
+      for (size_t i = 1; i < rewrite.stages.size(); ++i) {
+        changes.push_back({rewrite.stages[i], Knob::kStage, "map", "-", true,
+                           fmt::format("done by \"{}\" now: {}", rewrite.stages[0], rewrite.reason)});
+      }
+      plan.knobs.insert(plan.knobs.begin(), changes.begin(), changes.end());
     } else {
       plan.knobs.insert(plan.knobs.begin(),
                         KnobChange{rewrite.stages[0], Knob::kStage, "before \"" + rewrite.stages[1] + "\"",
@@ -313,6 +362,10 @@ StatusOr<models::PipelineConfig> ApplyRewrites(const models::PipelineConfig& con
                                                const std::vector<GraphRewrite>& rewrites) {
   models::PipelineConfig current = config;
   for (const GraphRewrite& rewrite : rewrites) {
+    if (rewrite.kind == kFuseMaps && rewrite.stages.size() >= 2) {
+      PIPETUNE_ASSIGN_OR_RETURN(current, FuseMapsInConfig(current, rewrite.stages));
+      continue;
+    }
     if (rewrite.stages.size() != 2 || (rewrite.kind != kFuseDecodeCrop && rewrite.kind != kMoveRepeat)) {
       return InvalidInput(
           fmt::format("unknown graph rewrite \"{}\": a plan of a newer pipetune?", rewrite.kind));

@@ -235,8 +235,12 @@ std::string NothingFits(const std::vector<Solved>& all, const std::vector<CacheO
   return why;
 }
 
-std::optional<std::string> MovedCacheReason(const TuneInput& input, const Solved& chosen) {
+std::optional<std::string> MovedCacheReason(const TuneInput& input, const Resources& resources,
+                                            const Solved& chosen) {
   if (chosen.candidate->removed_stages.empty()) return std::nullopt;
+  if (chosen.option.choice.kind == CacheKind::kNone && !resources.caches_allowed) {
+    return std::string("dropped: caches are off (--no-cache)");
+  }
   if (chosen.option.choice.kind == CacheKind::kNone) {
     return std::string("dropped: no cache point pays for its memory within the budgets");
   }
@@ -319,7 +323,7 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   facts.fill_parallelism = fill;
   facts.last_buffer = chosen->last_buffer;
   facts.last_buffer_capped_by_memory = chosen->last_buffer_capped;
-  facts.moved_cache_reason = MovedCacheReason(input, *chosen);
+  facts.moved_cache_reason = MovedCacheReason(input, resources, *chosen);
   ExplainPlan(input, resources, *chosen->candidate, facts, plan);
   return plan;
 }

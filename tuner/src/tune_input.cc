@@ -42,6 +42,7 @@ StatusOr<Resources> ResolveResources(const TuneInput& input, const HostLimits& h
     resources.storage_bytes_per_second = configured->storage_bytes_per_second;
   }
   resources.disk_cache_dir = flags.disk_cache_dir;
+  resources.caches_allowed = !flags.no_cache;
   resources.disk_free_bytes = flags.disk_free_bytes;
   return resources;
 }

@@ -258,7 +258,7 @@ std::optional<analyzer::DataLoaderKnobs> PerRankSetting(const analyzer::JobTunin
 
 }  // namespace
 
-StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {
+StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& request) {
   // A job of several processes (docs/distributed.md): one plan for every
   // rank, made for the rank whose input delivers least, within its share
   // of the node. A single process's job is that process.
@@ -285,8 +285,14 @@ StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& 
   result.run = std::move(run);
   result.output = DataLoaderKwargsPath(request.output, request.trace);
   result.code_change = DataLoaderCodeChange(result.knobs);
+  result.kwargs = std::move(kwargs);
   AddStreamNotes(result);
-  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, DumpJson(kwargs, 2) + "\n"));
+  return result;
+}
+
+StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {
+  PIPETUNE_ASSIGN_OR_RETURN(DataLoaderTuneResult result, PlanDataLoaderTrace(request));
+  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, DumpJson(result.kwargs, 2) + "\n"));
   return result;
 }
 

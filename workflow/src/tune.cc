@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "decode_probe.h"
+#include "handoff_probe.h"
 #include "pipetune/analyzer/collector.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/base/size.h"
@@ -53,6 +54,8 @@ StatusOr<TracedRun> MakeTracedRun(const analyzer::TraceSet& traces) {
   traced.input.config = std::move(run.config);
   if (traced.input.config) {
     traced.input.profile.jpeg_entropy = MeasureDecodeCropHost(*traced.input.config, traced.config_path);
+    if (HasAdjacentMaps(*traced.input.config))
+      traced.input.profile.handoff_cpu_seconds = MeasureStageHandoff();
   }
   return traced;
 }

@@ -2,8 +2,7 @@
 real DataLoaders over a synthetic dataset of known costs, under `pipetune
 profile`. README.md says what each case is.
 
-    python3 make_goldens.py PIPETUNE           # re-records every case here
-    python3 make_goldens.py PIPETUNE NAME...   # re-records those cases only
+    python3 make_goldens.py PIPETUNE [CASE...] # re-records every case here (or those named)
     python3 make_goldens.py --case NAME        # one case's program (what profile runs)
 
 `webdataset_workers0` needs webdataset (the torch 2.x venv of
@@ -40,6 +39,7 @@ CASES = {
     "killed": (False, 0, 3, False),
     "no_batch": (False, 0, 0, False),
     "no_dataloader": None,
+    "image_folder_preset": "image_folder",
     "webdataset_workers0": "webdataset",
 }
 
@@ -70,6 +70,46 @@ def sample(i):
     return torch.full((3, 8, 8), float(i))
 
 
+class TrainPreset:
+    """Holds its transforms the way torchvision's reference recipe
+    (references/classification/presets.py) does: a Compose in an attribute,
+    the object itself called as a plain callable."""
+
+    def __init__(self, crop_size, mean, std, flip_probability):
+        from torchvision import transforms
+
+        self.transforms = transforms.Compose([
+            transforms.RandomResizedCrop(crop_size, scale=(0.25, 1.0)),
+            transforms.RandomHorizontalFlip(flip_probability),
+            transforms.ToTensor(),
+            transforms.Normalize(mean=mean, std=std),
+        ])
+
+    def __call__(self, image):
+        return self.transforms(image)
+
+
+def run_image_folder():
+    """An ImageFolder of 2 classes x 4 small JPEGs, the TrainPreset's
+    transforms, shuffled batches of 3 with drop_last, 2 epochs."""
+    from PIL import Image
+    from torch.utils.data import DataLoader
+    from torchvision.datasets import ImageFolder
+
+    with tempfile.TemporaryDirectory() as root:
+        for label, name in enumerate(("cat", "dog")):
+            os.makedirs(os.path.join(root, name))
+            for i in range(4):
+                color = (60 * i, 100 + 50 * label, 30)
+                Image.new("RGB", (48 + 8 * i, 40), color).save(os.path.join(root, name, "%d.jpg" % i))
+        dataset = ImageFolder(root, transform=TrainPreset(32, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 0.5))
+        loader = DataLoader(dataset, batch_size=3, shuffle=True, drop_last=True, num_workers=0)
+        for _ in range(2):
+            for _batch in loader:
+                time.sleep(0.003)
+                spin(1_000_000)
+
+
 def run_case(name):
     import torch
     from torch.utils.data import DataLoader, Dataset, IterableDataset
@@ -79,6 +119,9 @@ def run_case(name):
         return
     if CASES[name] == "webdataset":
         run_webdataset()
+        return
+    if CASES[name] == "image_folder":
+        run_image_folder()
         return
     iterable, workers, epochs, shard = CASES[name]
     compose = transforms.Compose([Spin(), Nap()])
@@ -153,6 +196,9 @@ def record_all(pipetune, names):
         if CASES[name] == "webdataset" and importlib.util.find_spec("webdataset") is None:
             print("%s: kept (%s has no webdataset)" % (name, sys.executable))
             continue
+        return
+    if CASES[name] == "image_folder":
+        run_image_folder()
         out = os.path.join(HERE, name)
         with tempfile.TemporaryDirectory() as tmp:
             trace = os.path.join(tmp, "trace")
@@ -177,7 +223,7 @@ def record_all(pipetune, names):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--case":
         run_case(sys.argv[2])
-    elif len(sys.argv) >= 2:
+    elif len(sys.argv) >= 2 and all(name in CASES for name in sys.argv[2:]):
         record_all(os.path.abspath(sys.argv[1]), sys.argv[2:] or list(CASES))
     else:
         sys.exit(__doc__)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipetune/analyzer/collector.h"
+#include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/tracer/reader.h"
 
@@ -30,6 +31,46 @@ struct DataLoaderSettings {
   bool iterable = false;
   std::optional<int64_t> dataset_length;
   std::optional<int64_t> batches_per_epoch;
+  // Whether the sampler reorders the samples every epoch (RandomSampler, a
+  // DistributedSampler with shuffle); unset for a sampler of the program's
+  // own and in traces recorded before it.
+  std::optional<bool> shuffle;
+  bool drop_last = false;
+};
+
+// One transform a sample goes through, as recorded: its class (or a
+// function's name), the class's module ("torchvision.transforms.transforms";
+// "__main__" for the script's own), and its public attributes that JSON
+// holds ({"size": [224, 224], "scale": [0.08, 1.0], "interpolation":
+// "bilinear", ...}; always an object).
+struct DataLoaderTransform {
+  std::string name;
+  std::string module;
+  Json params = Json::object();
+};
+
+// What a DataLoader reads and how each sample is transformed, recorded at
+// its construction (docs/pytorch.md, "What is recorded"): what `tune
+// --engine` rebuilds the input from. Every field is optional in the trace.
+struct DataLoaderDataset {
+  std::string class_name;  // the dataset's class ("ImageFolder", or the program's own)
+  std::string module;
+  // "ImageFolder" or "DatasetFolder" when the class is, or derives from,
+  // torchvision's; empty otherwise.
+  std::string folder_base;
+  std::string root;  // absolute, as the program's working directory made it
+  // DatasetFolder's extensions (ImageFolder's are torchvision's
+  // IMG_EXTENSIONS); unset when an is_valid_file function chose the files.
+  std::optional<std::vector<std::string>> extensions;
+  std::string loader;  // the function reading a file: "torchvision.datasets.folder.default_loader"
+  std::optional<int64_t> classes;
+  std::optional<int64_t> samples;
+  std::string target_transform;  // its name when the labels are transformed; empty: none
+  // The wrapper object holding the transforms and its attribute
+  // ("ClassificationPresetTrain.transforms"); empty when `transform` is a
+  // Compose or a list itself.
+  std::string transform_holder;
+  std::vector<DataLoaderTransform> transforms;  // in order, nested Composes flattened
 };
 
 // Which of a DataLoader's stages a recorded stage is (the start-up and the
@@ -61,6 +102,8 @@ struct DataLoaderProfile {
   int worker_traces = 0;  // TRACE.<pid> files read
   std::vector<std::string> warnings;
   DataLoaderSettings settings;
+  // The dataset and its transforms; unset in traces recorded before them.
+  std::optional<DataLoaderDataset> dataset;
   bool cuda_available = false;
   tracer::HostFacts host;
   // False when the main process's trace has no clean end: the run was

@@ -145,4 +145,12 @@ StatusOr<std::optional<bool>> ArgBool(const StageConfig& stage, std::string_view
 // A size: a non-negative integer of bytes or a string like "4GiB" (see ParseSize).
 StatusOr<std::optional<uint64_t>> ArgSize(const StageConfig& stage, std::string_view key);
 
+// A batch's "drop_last" (torch's name) or "drop_remainder" (tf.data's):
+// whether a short last batch is dropped; absent: false. Both given and
+// different is an error naming args.drop_last.
+StatusOr<bool> BatchDropsRemainder(const StageConfig& stage);
+// list_files' image_folder "extensions": lower-case suffixes with their dot;
+// absent: torchvision's IMG_EXTENSIONS.
+StatusOr<std::vector<std::string>> ArgExtensions(const StageConfig& stage);
+
 }  // namespace pipetune::models

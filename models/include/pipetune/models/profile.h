@@ -221,6 +221,13 @@ struct Profile {
   // For pricing a decode-and-crop fusion (decode_crop.h): measured where the
   // pipeline's files could be read; absent, kEntropyShare is assumed.
   std::optional<JpegEntropyShare> jpeg_entropy;
+  // For pricing a fusion of adjacent maps (tuner/fusion.h): the CPU seconds
+  // one element's hand-off between two stages costs (the upstream worker's
+  // push, the downstream worker's pop and wake-up), measured on the host by
+  // running the same work as two stages and as one (workflow/handoff_probe.h).
+  // Each stage's measured CPU includes its share of it; a fused stage pays
+  // it once less per boundary removed. Absent: no map fusion is priced.
+  std::optional<double> handoff_cpu_seconds;
 
   // Every assumption the model made, one sentence each, for the report.
   std::vector<std::string> assumptions;

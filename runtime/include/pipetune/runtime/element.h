@@ -26,11 +26,19 @@ struct Element {
   // use to check that every element arrives exactly once.
   uint64_t id = 0;
   uint32_t epoch = 0;  // which pass over the source (repeat)
-  std::string path;    // list_files output; read_file input
+  // The class index list_files gives an ImageFolder layout's files (sorted
+  // class folders, as torchvision's ImageFolder); -1: no label. Every stage
+  // keeps it as it keeps `id`; a batch's members keep theirs.
+  int64_t label = -1;
+  std::string path;  // list_files output; read_file input
   DType dtype = DType::kNone;
   std::array<int32_t, 3> shape{0, 0, 0};  // height, width, channels for images
   std::shared_ptr<const Bytes> data;      // payload; never mutated once shared
-  std::vector<Element> items;             // a batch's members, in order
+  // A batch's members, in order. A collated batch (BuildOptions::
+  // collate_batches) holds its members' pixels in its own `data`, one image
+  // after another (`shape` is one member's), and its members keep only their
+  // provenance (id, epoch, path, label).
+  std::vector<Element> items;
 
   // Bytes this element holds (payload plus members): what buffers and caches
   // account against the memory budget.

@@ -59,6 +59,11 @@ class FunctionRegistry {
   StatusOr<std::unique_ptr<FilterFunction>> MakeFilter(const models::StageConfig& stage) const;
 
   std::vector<std::string> MapNames() const;
+
+  // `"fn": "chain"` with `"args": {"steps": [{"fn": NAME, "args": {...}}, ...]}`:
+  // the steps' functions, from this registry, applied in order by one worker
+  // (adjacent maps fused into one stage). MakeMap builds it for that name.
+  StatusOr<std::unique_ptr<MapFunction>> MakeChain(const models::StageConfig& stage) const;
   std::vector<std::string> FilterNames() const;
 
  private:
@@ -68,6 +73,7 @@ class FunctionRegistry {
 
 // Built-in families, each in its own source file.
 void RegisterSyntheticFunctions(FunctionRegistry& registry);  // cpu_work, io_wait, keep_every
-void RegisterImageFunctions(FunctionRegistry& registry);  // jpeg_decode, resize, random_crop_flip, normalize
+void RegisterImageFunctions(
+    FunctionRegistry& registry);  // jpeg_decode, resize, center_crop, random_crop_flip, normalize
 
 }  // namespace pipetune::runtime

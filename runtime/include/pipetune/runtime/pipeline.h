@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,21 @@ struct BuildOptions {
   // directory (the CLI passes the config file's directory); empty: the
   // current working directory.
   std::string base_dir;
+  // Added to every seed the config states (list_files' shuffle_seed, a
+  // shuffle's seed) and mixed into the seeds element functions get; 0 leaves
+  // every result as the config alone gives it. pipetune.Loader's `seed`.
+  uint64_t seed = 0;
+  // This pipeline reads shard `shard_index` of `shard_count` of its source:
+  // the elements at positions shard_index, shard_index + shard_count, ... of
+  // each pass's order (after list_files' shuffle), so the shards of one epoch
+  // are disjoint and together cover it, as DistributedSampler's are (without
+  // its padding: shard sizes differ by at most one).
+  uint32_t shard_index = 0;
+  uint32_t shard_count = 1;
+  // A batch stage copies its members' payloads into one buffer (the batch's
+  // `data`, see Element::items): what a tensor wraps without a copy. Members
+  // of different shapes or dtypes are then the batch's failure.
+  bool collate_batches = false;
 };
 
 // What RunPipeline reports while it runs.
@@ -146,12 +162,23 @@ class Pipeline {
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
-  // Starts the stage threads; idempotent.
+  // Starts the stage threads and asks for the one pass (epoch 0) that Next()
+  // then hands out; idempotent.
   void Start();
+  // Epoch by epoch instead (pipetune.Loader): starts the threads if needed and
+  // asks for one pass whose elements are numbered `epoch` (seeds and shuffles
+  // follow it). Next() returns false at the end of that pass and the pipeline
+  // stays up, its caches filled, for the next StartEpoch. Call it only
+  // before the first Next() or after Next() returned false; a pass left
+  // half-read is ended with Stop().
+  void StartEpoch(uint32_t epoch);
   // Blocks for the next output. True: *out holds it. False: the end of the
   // data (or Stop()). An error: a stage with on_error "stop" failed (kFailed,
   // naming stage, element and message); the pipeline has stopped.
   StatusOr<bool> Next(Element* out);
+  // Next() that gives up after `timeout_ms` (a caller that must react to
+  // signals between waits): kEmpty-like `false` with *timed_out set.
+  StatusOr<bool> NextFor(Element* out, int64_t timeout_ms, bool* timed_out);
   // Stops every stage promptly and joins their threads; later Next() calls
   // return false. Safe to call from another thread while Next() blocks.
   void Stop();
@@ -165,6 +192,9 @@ class Pipeline {
   uint64_t DiskCacheBytes() const;
   uint64_t FailedElements() const;
   std::vector<std::string> Errors() const;
+  // Elements the source produces per pass (this build's shard); nullopt for
+  // an endless source.
+  std::optional<uint64_t> SourceElementsPerPass() const;
 
  private:
   explicit Pipeline(std::unique_ptr<PipelineImpl> impl);

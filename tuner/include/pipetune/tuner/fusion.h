@@ -28,6 +28,16 @@ namespace pipetune::tuner {
 // below it the difference is within the model's error.
 inline constexpr double kMinRewriteGain = 0.03;
 
+// GraphRewrite::kind of each rewrite.
+inline constexpr const char* kFuseDecodeCrop = "fuse_decode_crop";
+inline constexpr const char* kMoveRepeat = "move_repeat";
+inline constexpr const char* kFuseMaps = "fuse_maps";
+
+// Completes a fused stage whose per-element CPU and latencies are set: its
+// totals over the window, and the output (bytes, visits) of `tail`, the last
+// of the stages it replaces. What both fusions share.
+void TakeOutputOf(const models::StageProfile& tail, models::StageProfile& fused);
+
 // The traced input as if the rewrite were made: the config and the profile
 // with the stages fused. nullopt when the input has no config or no
 // decode -> crop pair, or the profile does not name the pair's stages.
@@ -47,6 +57,22 @@ std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input);
 // content of every epoch is the same files; their order is kept by the
 // shuffle a cache brings where the source reshuffled per epoch (candidate.h).
 std::optional<RewrittenInput> ProposeRepeatMove(const TuneInput& input, size_t after);
+
+// The traced input with the maps `first`..`last` (profile indices, adjacent
+// in the config, the same on_error) fused into one stage that runs their
+// functions in turn (`"fn": "chain"`, runtime/function_registry.h), named as
+// the first. The fused stage is priced at the stages' measured CPU and
+// latency added, less one hand-off per boundary removed
+// (Profile::handoff_cpu_seconds); it is random when any of them is. nullopt
+// when the profile has no measured hand-off, or the stages are not such maps.
+std::optional<RewrittenInput> ProposeMapFusion(const TuneInput& input, size_t first, size_t last);
+
+// The config with the maps named `names` (adjacent, in order) made one chain
+// stage named as the first; a chain among them is spliced in. What the
+// proposal and ApplyRewrites both use. kInvalidInput when the config does not
+// have them one after the other.
+StatusOr<models::PipelineConfig> FuseMapsInConfig(const models::PipelineConfig& config,
+                                                  const std::vector<std::string>& names);
 
 // One search over graph alternatives: the traced pipeline, the decode-crop
 // fusion, and each of the two with its repeat moved after a cache point;

@@ -38,6 +38,10 @@ struct Resources {
   // Threads of all stages together (map / read_file workers, one per other
   // stage). AUTOTUNE users hit thread explosions; this stops them.
   int max_threads = 256;
+  // false (--no-cache): the plan places no cache of its own: the data
+  // changes between epochs in ways the trace cannot show, or the stages
+  // themselves are what is measured (bench/image/compare.sh).
+  bool caches_allowed = true;
   // Where each budget came from ("--cores", "the config's resources", "the
   // host (trace header)"), for the plan's text.
   std::string cores_source;

@@ -27,6 +27,7 @@ struct BudgetFlags {
   std::optional<int> max_threads;
   std::optional<std::string> disk_cache_dir;
   std::optional<uint64_t> disk_free_bytes;
+  bool no_cache = false;  // --no-cache (Resources::caches_allowed)
 };
 
 // Share of the host's available memory the default budget takes (the rest is

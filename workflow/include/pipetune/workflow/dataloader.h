@@ -59,7 +59,8 @@ struct DataLoaderTuneResult {
   analyzer::DataLoaderProfile run;
   tuner::Plan plan;  // the one solver's, over analyzer::DataLoaderModelProfile
   analyzer::DataLoaderKnobs knobs;
-  std::string output;  // the JSON of keyword arguments written
+  std::string output;     // the JSON of keyword arguments written
+  nlohmann::json kwargs;  // what it holds (DataLoaderKwargs, and "ranks" when a rank has its own)
   std::string code_change;
   // Said loudly (stderr) as well as in the plan's notes: an IterableDataset
   // the plan gives workers while its traced workers did not shard it.
@@ -70,6 +71,9 @@ struct DataLoaderTuneResult {
 // under the budgets (resolved as for a config: flags, then the traced host),
 // writes the keyword arguments (as `pipetune profile --apply` reads them).
 StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request);
+// The same without writing the keyword arguments (`output` says where they
+// would go): `tune --engine` compares the engine with the tuned DataLoader.
+StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& request);
 
 // Where the kwargs go by default: TRACE's stem + ".dataloader.json".
 std::string DataLoaderKwargsPath(const std::string& requested, const std::string& trace);

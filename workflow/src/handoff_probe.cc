@@ -1,0 +1,63 @@
+// The stage hand-off probe (handoff_probe.h).
+#include "handoff_probe.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "pipetune/runtime/pipeline.h"
+
+namespace pipetune::workflow {
+namespace {
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// Process CPU seconds one run of `json` took; nullopt when it failed.
+std::optional<double> CpuOfRun(const std::string& json) {
+  StatusOr<models::PipelineConfig> config = models::ParseConfig(json);
+  if (!config.ok()) return std::nullopt;
+  double before = ProcessCpuSeconds();
+  StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(*config, runtime::RunOptions{});
+  if (!summary.ok() || summary->outputs != static_cast<uint64_t>(kHandoffProbeElements)) return std::nullopt;
+  return ProcessCpuSeconds() - before;
+}
+
+}  // namespace
+
+bool HasAdjacentMaps(const models::PipelineConfig& config) {
+  for (size_t i = 0; i + 1 < config.stages.size(); ++i) {
+    if (config.stages[i].op == models::Op::kMap && config.stages[i + 1].op == models::Op::kMap) return true;
+  }
+  return false;
+}
+
+std::optional<double> MeasureStageHandoff() {
+  const std::string work = fmt::format(R"("fn": "cpu_work", "args": {{"us": {}}})", kHandoffProbeWorkUs);
+  const std::string light =
+      fmt::format(R"("fn": "cpu_work", "args": {{"us": {}}})", kHandoffProbeWorkUs / 10);
+  const std::string source = fmt::format(
+      R"({{"name": "source", "op": "range", "args": {{"count": {}, "bytes": 64}}}})", kHandoffProbeElements);
+  const std::string two = fmt::format(
+      R"({{"name": "handoff_probe", "stages": [{}, {{"name": "a", "op": "map", {}}}, {{"name": "b", "op": "map", {}}}]}})",
+      source, work, light);
+  const std::string one = fmt::format(
+      R"({{"name": "handoff_probe", "stages": [{}, {{"name": "a", "op": "map", "fn": "chain", "args": {{"steps": [{{{}}}, {{{}}}]}}}}]}})",
+      source, work, light);
+  std::vector<double> differences;
+  for (int round = 0; round < kHandoffProbeRounds; ++round) {
+    std::optional<double> separate = CpuOfRun(two);
+    std::optional<double> fused = CpuOfRun(one);
+    if (!separate || !fused) return std::nullopt;
+    differences.push_back((*separate - *fused) / kHandoffProbeElements);
+  }
+  std::sort(differences.begin(), differences.end());
+  return std::max(0.0, differences[differences.size() / 2]);
+}
+
+}  // namespace pipetune::workflow

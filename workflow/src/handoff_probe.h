@@ -1,0 +1,37 @@
+// What an element's hand-off between two stages costs on this host: the
+// price of fusing adjacent maps (tuner/fusion.h, ProposeMapFusion). `tune`
+// asks it when the traced config has two maps one after the other.
+//
+// How: the same work runs through the reference engine as two map stages and
+// as one chain stage (range -> map -> map against range -> chain), untraced,
+// in this process; the difference in the process's CPU time per element is
+// what the boundary costs (the upstream worker's push, the downstream
+// worker's pop, the wake-ups and context switches between them). The first
+// map spins kHandoffProbeWorkUs per element and the second a tenth of it, so
+// that, as in a real pipeline whose stages differ in cost, the faster
+// downstream worker sleeps on its empty input and is woken for each element
+// (with equal fast stages the queues never run dry and hand elements over in
+// chunks, which hides most of the cost). The pairs alternate
+// kHandoffProbeRounds times and the median difference counts. About 1.5 s of
+// wall time on 2 cores.
+#pragma once
+
+#include <optional>
+
+#include "pipetune/models/config.h"
+
+namespace pipetune::workflow {
+
+inline constexpr double kHandoffProbeWorkUs = 100;
+inline constexpr int kHandoffProbeElements = 2000;
+inline constexpr int kHandoffProbeRounds = 3;
+
+// True when `config` has two map stages one after the other (a fusion to
+// price).
+bool HasAdjacentMaps(const models::PipelineConfig& config);
+
+// CPU seconds per element per stage boundary, >= 0; nullopt when the probe
+// could not run.
+std::optional<double> MeasureStageHandoff();
+
+}  // namespace pipetune::workflow
