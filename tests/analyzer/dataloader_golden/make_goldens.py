@@ -196,9 +196,6 @@ def record_all(pipetune, names):
         if CASES[name] == "webdataset" and importlib.util.find_spec("webdataset") is None:
             print("%s: kept (%s has no webdataset)" % (name, sys.executable))
             continue
-        return
-    if CASES[name] == "image_folder":
-        run_image_folder()
         out = os.path.join(HERE, name)
         with tempfile.TemporaryDirectory() as tmp:
             trace = os.path.join(tmp, "trace")
