@@ -12,7 +12,10 @@
 #                               benchmark scripts' tools
 #   scripts/setup.sh --torch2   the full set, plus PyPI's current torch,
 #                               torchvision, webdataset and HF datasets (the
-#                               streaming datasets' tests) in a venv outside
+#                               streaming datasets' tests), spdl and
+#                               nvidia-dali-cuda130 (the peers that
+#                               bench/image/compare.sh measures; SPDL loads
+#                               Debian's FFmpeg 5 libraries) in a venv outside
 #                               the repository
 #                               (PIPETUNE_TORCH2_VENV, by default
 #                               ~/.local/share/pipetune/torch2), reused when it
@@ -41,7 +44,7 @@ case "$mode" in
     )
     if [[ "$mode" == "--bench" ]]; then packages+=(hyperfine linux-perf jq bc); fi
     # `python3 -m venv` needs ensurepip, which Debian packages apart.
-    if [[ "$mode" == "--torch2" ]]; then packages+=(python3-venv); fi
+    if [[ "$mode" == "--torch2" ]]; then packages+=(python3-venv libavdevice59 libavfilter8); fi
     ;;
   *) echo "usage: scripts/setup.sh [--minimal | --bench | --torch2]" >&2; exit 2 ;;
 esac
@@ -66,11 +69,13 @@ fi
 # tests/python/CMakeLists.txt looks for the same path.
 if [[ "$mode" == "--torch2" ]]; then
   venv="${PIPETUNE_TORCH2_VENV:-$HOME/.local/share/pipetune/torch2}"
-  if [[ -x "$venv/bin/python3" ]] && "$venv/bin/python3" -c "import torch, torchvision, webdataset, datasets" 2>/dev/null; then
+  pypi=(torch torchvision webdataset datasets spdl nvidia-dali-cuda130)
+  if [[ -x "$venv/bin/python3" ]] &&
+    "$venv/bin/python3" -c "import torch, torchvision, webdataset, datasets, spdl.io, nvidia.dali" 2>/dev/null; then
     echo "setup: torch $("$venv/bin/python3" -c "import torch; print(torch.__version__)") already in $venv"
   else
-    echo "setup: installing torch, torchvision, webdataset and datasets from PyPI into $venv (about 3 GB)"
+    echo "setup: installing ${pypi[*]} from PyPI into $venv (about 3.3 GB)"
     /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --progress-bar off torch torchvision webdataset datasets
+    "$venv/bin/pip" install -q --progress-bar off "${pypi[@]}"
   fi
 fi
