@@ -19,11 +19,12 @@
 #                               the repository
 #                               (PIPETUNE_TORCH2_VENV, by default
 #                               ~/.local/share/pipetune/torch2), reused when it
-#                               imports both already. Debian's torch 1.13 stays
-#                               the default python3's. About 3 GB to download
-#                               (the wheel brings CUDA's libraries), 5.4 GB on
-#                               disk, 5-7 minutes: why scripts/test.sh runs it
-#                               only with PIPETUNE_TORCH2=1 (README).
+#                               imports them all already. Debian's torch 1.13
+#                               stays the default python3's. About 3.3 GB to
+#                               download (torch's wheel brings CUDA's
+#                               libraries), 6.4 GB on disk, 7-8 minutes: why
+#                               scripts/test.sh runs it only with
+#                               PIPETUNE_TORCH2=1 (README).
 set -euo pipefail
 
 minimal=(

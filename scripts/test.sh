@@ -10,7 +10,7 @@ lint_format=1
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
-# PyPI's torch 2.x (a venv, about 3 GB and 5-7 minutes to install: more than
+# PyPI's torch 2.x (a venv, about 3.3 GB and 7-8 minutes to install: more than
 # CI's 12 minutes leave) only when asked: PIPETUNE_TORCH2=1 installs it (or
 # reuses it) and runs every DataLoader test on it too. Without it, a venv
 # already there (scripts/setup.sh --torch2) still gets the subset
