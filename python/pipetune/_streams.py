@@ -181,31 +181,35 @@ def _hf_names(ex_iterable):
 
 
 def _patch_hf(klass):
-    """Wraps each examples iterable's iteration (its __iter__ and, where the
-    formatting reads Arrow tables, iter_arrow) so that a recorded dataset's
-    `.map` stages are timed. The examples iterables are looked up by id in
-    the dataset's stream, so an unrecorded dataset runs as it would."""
-    if getattr(klass, "_pipetune_streams", False):
+    """Wraps an examples iterable's __iter__ so that a recorded dataset's
+    `.map` stages are timed; found by their function in the dataset's
+    stream, so an unrecorded dataset runs as it would. Only __iter__, the
+    path of examples (with_format("torch") and the default): an iterable
+    read as Arrow tables (_iter_arrow, a batched map under Arrow
+    formatting) is left to `load`, since its __iter__ may itself read
+    _iter_arrow and one stage would then be timed twice."""
+    klass = next((k for k in klass.__mro__ if "__iter__" in k.__dict__), None)  # a filter's is its map's
+    if klass is None or getattr(klass, "_pipetune_streams", False):
         return
     klass._pipetune_streams = True
-    for method in ("__iter__", "_iter_arrow"):
-        original = klass.__dict__.get(method)
-        if original is None:
-            continue
+    original = klass.__dict__["__iter__"]
 
-        def timed(self, *args, _original=original, **kwargs):
-            out = _original(self, *args, **kwargs)
-            for stream in list(_streams.values()):
-                name = stream.names.get(_hf_key(self))
-                if name is not None:
-                    return TimedStage(out, name, stream)
-            return out
+    def timed(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        for stream in list(_streams.values()):
+            name = stream.names.get(_hf_key(self))
+            if name is not None:
+                return TimedStage(out, name, stream)
+        return out
 
-        setattr(klass, method, timed)
+    klass.__iter__ = timed
 
 
 def _hf_key(ex_iterable):
-    return id(getattr(ex_iterable, "function", ex_iterable))
+    # A filter's `function` is a partial made anew in each copy; the user's
+    # predicate is its mask_function.
+    function = getattr(ex_iterable, "mask_function", None) or getattr(ex_iterable, "function", None)
+    return id(function if function is not None else ex_iterable)
 
 
 def _hf_dataset(dataset):
