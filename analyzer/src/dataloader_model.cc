@@ -264,7 +264,7 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
   for (const DataLoaderStage& stage : run.sample_stages) {
     bool load = stage.kind == DataLoaderStageKind::kLoad;
     inputs.push_back({&stage, load ? "dataset" : "transform", load ? models::Op::kReadFile : models::Op::kMap,
-                      1, batch, 0});
+                      1, stage.visits_per_batch > 0 ? stage.visits_per_batch : batch, 0});
   }
   inputs.push_back({&run.collate, "collate", models::Op::kBatch, batch, 1, 0});
   const size_t group_last = inputs.size() - 1;

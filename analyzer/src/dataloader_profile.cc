@@ -498,6 +498,13 @@ void PlaceStages(const std::map<std::string, StageSum>& sums, DataLoaderProfile&
               return ia < ib;
             });
   if (p.collate.name.empty()) p.collate.name = "collate", p.collate.kind = DataLoaderStageKind::kCollate;
+  if (p.collate.count > 0) {
+    for (DataLoaderStage& s : p.sample_stages) {
+      if (s.count == 0) continue;
+      s.visits_per_batch = static_cast<double>(s.count) / static_cast<double>(p.collate.count);
+      s.per_batch = s.seconds_each * s.visits_per_batch;
+    }
+  }
   if (p.transfer.name.empty()) p.transfer.name = "transfer", p.transfer.kind = DataLoaderStageKind::kTransfer;
   if (p.pin_memory.name.empty())
     p.pin_memory.name = "pin_memory", p.pin_memory.kind = DataLoaderStageKind::kPinMemory;

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The image example's pipeline, pipetune against PyTorch's DataLoader, on the
-# same files and the same cores, in one run. Prints per-stage single-thread
-# costs of both, then each side's images/s, the ceiling libjpeg-turbo's own
-# work sets (with the stages), then the ratio LAST. First it checks that both
-# sides compute the same pixels (check_pixels.py).
+# The image example's pipeline, pipetune against PyTorch's DataLoader and the
+# peers SPDL and DALI's CPU pipeline (bench/image/peers.py, in the torch 2.x
+# venv of `scripts/setup.sh --torch2`; skipped, saying so, where it is
+# missing), on the same files and the same cores, in one run. Prints
+# per-stage single-thread costs of pipetune and the DataLoader, then each
+# side's images/s, the ceiling libjpeg-turbo's own work sets (with the
+# stages), then the ratios LAST: pipetune over each. First it checks that
+# pipetune and Pillow compute the same pixels (check_pixels.py).
 #
 # The pipetune side is the config `pipetune tune` writes, as in
 # scripts/demo.sh: examples/image/image_train.json is traced for
@@ -21,6 +24,8 @@
 #   COUNT=4000    images generated (examples/image/data)
 #   TORCH_SECONDS=20  cap on each DataLoader setting's run (num_workers=0 is slow)
 #   SKIP_STAGES=1 skip the per-stage single-thread costs
+#   PEER_THREADS=1,2,3,4  SPDL's and DALI's thread counts tried (each round); the best counts
+#   PIPETUNE_TORCH2_VENV  the venv with spdl and nvidia-dali-cuda130 (~/.local/share/pipetune/torch2)
 #   TRACE_SECONDS=10  the traced run that `pipetune tune` plans from
 #   RUN_SECONDS=20    each measured run of the tuned config
 # pipetune runs the tuned config for RUN_SECONDS (it repeats its files) and
@@ -38,6 +43,8 @@ rounds="${ROUNDS:-2}"
 workers="${WORKERS:-0,1,2,3,4}"
 count="${COUNT:-4000}"
 python=/usr/bin/python3  # Debian's, with python3-torch and python3-torchvision
+peer_python="${PIPETUNE_TORCH2_VENV:-$HOME/.local/share/pipetune/torch2}/bin/python3"
+peer_threads="${PEER_THREADS:-1,2,3,4}"
 data="$root/examples/image/data"
 hand_tuned="$root/examples/image/image_train_tuned.json"
 out_dir="$root/out/compare"
@@ -85,6 +92,7 @@ best_torch=0
 best_torch_line=""
 cpu_pipetune=0
 cpu_torch=0
+declare -A best_peer=() best_peer_line=() cpu_peer=() peer_missing=()
 echo "== load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg) (other work on these cores skews absolute numbers)"
 for round in $(seq 1 "$rounds"); do
   echo "== round $round/$rounds: pipetune, the hand-tuned $(basename "$hand_tuned") (separate decode and crop)"
@@ -110,6 +118,35 @@ for round in $(seq 1 "$rounds"); do
     best_torch="$rate"
     best_torch_line="$line"
   fi
+
+  for peer in spdl dali; do
+    echo "== round $round/$rounds: $peer, threads in {$peer_threads}"
+    if [[ ! -x "$peer_python" ]]; then
+      peer_missing[$peer]="no $peer_python (scripts/setup.sh --torch2)"
+      echo "skipped: ${peer_missing[$peer]}"
+      continue
+    fi
+    set +e
+    out="$(taskset -c "$cores" "$peer_python" "$root/bench/image/peers.py" "$peer" "$data" \
+             --threads "$peer_threads" --seconds "${TORCH_SECONDS:-20}")"
+    rc=$?
+    set -e
+    if [[ $rc -eq 3 ]]; then  # not installed: peers.py said why on stderr
+      peer_missing[$peer]="not installed in $peer_python (scripts/setup.sh --torch2)"
+      continue
+    elif [[ $rc -ne 0 ]]; then
+      echo "compare.sh: peers.py $peer failed (exit $rc)" >&2
+      exit 1
+    fi
+    echo "$out" | grep -v "^${peer}_images_per"
+    cpu_peer[$peer]="$(max "${cpu_peer[$peer]:-0}" "$(echo "$out" | awk "/^${peer}_images_per_cpu_second/ {print \$2}")")"
+    line="$(echo "$out" | grep "^${peer}_images_per_second")"
+    rate="$(echo "$line" | awk '{print $2}')"
+    if awk -v a="${best_peer[$peer]:-0}" -v b="$rate" 'BEGIN {exit !(b > a)}'; then
+      best_peer[$peer]="$rate"
+      best_peer_line[$peer]="$line"
+    fi
+  done
 done
 
 echo "== load average after the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -128,4 +165,19 @@ if [[ -n "${libjpeg_us:-}" ]]; then
   awk -v us="$libjpeg_us" -v n="$n_cores" -v b="$best_torch" 'BEGIN {
     printf "ceiling: libjpeg alone (%.0f us of CPU per image for the fused decode'"'"'s windows) on %d cores: %.0f images/s, %.2fx the best DataLoader\n", us, n, n * 1e6 / us, n * 1e6 / us / b }'
 fi
+peer_name() { case "$1" in spdl) echo "SPDL";; dali) echo "DALI (CPU)";; esac; }
+for peer in spdl dali; do
+  if [[ -n "${best_peer[$peer]:-}" ]]; then
+    threads="$(echo "${best_peer_line[$peer]}" | sed -n 's/.*(threads \([0-9]*\)).*/\1/p')"
+    echo "$(peer_name "$peer") (threads $threads): ${best_peer[$peer]} images/s, ${cpu_peer[$peer]} images per CPU-second"
+  else
+    echo "$(peer_name "$peer"): skipped, ${peer_missing[$peer]:-not run}"
+  fi
+done
 awk -v a="$best_pipetune" -v b="$best_torch" 'BEGIN {printf "ratio pipetune (tuned) / best DataLoader: %.2fx\n", a / b}'
+for peer in spdl dali; do
+  if [[ -n "${best_peer[$peer]:-}" ]]; then
+    awk -v a="$best_pipetune" -v b="${best_peer[$peer]}" -v ca="$cpu_pipetune" -v cb="${cpu_peer[$peer]}" -v n="$(peer_name "$peer")" \
+      'BEGIN {printf "ratio pipetune (tuned) / %s: %.2fx images/s, %.2fx images per CPU-second\n", n, a / b, ca / cb}'
+  fi
+done

@@ -20,7 +20,7 @@ import functools
 import operator
 import time
 
-from pipetune import _dataset
+from pipetune import _dataset, _streams
 
 _now = time.monotonic_ns
 _cpu = time.thread_time_ns
@@ -296,6 +296,7 @@ def instrument_fetcher(fetcher, rec, prefix):
     dataset = fetcher.dataset
     ctx = context_of(dataset, rec)
     if hasattr(fetcher, "dataset_iter"):  # _IterableDatasetFetcher
+        _streams.instrument(dataset, ctx)  # a webdataset's or HF datasets' own stages
         if not isinstance(fetcher.dataset_iter, TimedIterator):
             fetcher.dataset_iter = TimedIterator(fetcher.dataset_iter, ctx, rec, prefix)
     elif not isinstance(dataset, TimedDataset):

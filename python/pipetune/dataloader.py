@@ -614,9 +614,11 @@ def _patch_iterators(module):
         rec = _state
         prefix = getattr(_where, "prefix", None)
         # pin_memory calls itself (by its module's name) for each part of a
-        # batch: only the outermost call is the batch's.
+        # batch: only the outermost call is the batch's. The pin thread also
+        # passes on what is not a batch: a persistent worker's acknowledgment
+        # of a new epoch (None), an iterable's end of stream.
         if prefix is None or getattr(_where, "pinning", False) or rec is None or not rec.running \
-                or rec.pid != os.getpid():
+                or rec.pid != os.getpid() or not _is_batch(data):
             return pin(data, *args, **kwargs)
         begin = _now()
         cpu = _cpu()

@@ -307,6 +307,29 @@ TEST(DataLoaderTraceTest, IterableDatasetNotSharded) {
   ExpectSampleCosts(p, 32);
 }
 
+// A webdataset pipeline: its stages are rows of their own, and those that
+// do not run once per sample are modelled at the rate their counts show:
+// the stages before `batched` once per sample (4 per batch), `batched` and
+// what reads the stream (load) once per batch.
+TEST(DataLoaderTraceTest, WebDatasetStagesRunAtTheRateTheirCountsShow) {
+  DataLoaderProfile p = ReadGolden("webdataset_workers0");
+  ASSERT_THAT(SampleStageNames(p), ElementsAre("load", "transform[1]:decode", "transform[2]:to_tuple",
+                                               "transform[3]:map:spin_sample", "transform[4]:batched"));
+  EXPECT_EQ(p.batches, 4u);
+  EXPECT_EQ(p.collate.count, 4u);
+  std::vector<double> visits;
+  for (const DataLoaderStage& s : p.sample_stages) {
+    visits.push_back(s.visits_per_batch);
+    EXPECT_DOUBLE_EQ(s.per_batch, s.seconds_each * s.visits_per_batch) << s.name;
+  }
+  EXPECT_THAT(visits, ElementsAre(1.0, 4.0, 4.0, 4.0, 1.0));
+  // The map's 0.5 ms of CPU is its own, not the reading's nor decode's.
+  const DataLoaderStage& map = p.sample_stages[3];
+  EXPECT_GT(map.cpu_seconds_each, 0.00048);
+  EXPECT_LT(map.cpu_seconds_each, 0.002);
+  EXPECT_LT(p.sample_stages[0].cpu_seconds_each, 0.0005);
+}
+
 TEST(DataLoaderTraceTest, KilledRunGivesTheBatchesItRecorded) {
   // SIGKILLed after 6 batches, in its second epoch, once a snapshot held them.
   DataLoaderProfile p = ReadGolden("killed");

@@ -37,11 +37,12 @@ SCRIPT = textwrap.dedent("""
             return x + 1.0
 
     class Squares(Dataset):
-        def __init__(self, n, transform, fail_at=-1, get_wait=0):
+        def __init__(self, n, transform, fail_at=-1, get_wait=0, slow_below=0):
             self.n = n
             self.transform = transform
             self.fail_at = fail_at
             self.get_wait = get_wait
+            self.slow_below = slow_below
         def __len__(self):
             return self.n
         def __getitem__(self, i):
@@ -49,6 +50,8 @@ SCRIPT = textwrap.dedent("""
                 raise ValueError("sample %d is broken" % i)
             if self.get_wait:
                 time.sleep(self.get_wait)  # a GET from slow storage: waiting, no CPU
+            if i < self.slow_below:
+                time.sleep(0.1)  # the first batch comes last with in_order=False
             x = torch.full((3, 8, 8), float(i))
             return self.transform(x), i
 
@@ -69,9 +72,16 @@ SCRIPT = textwrap.dedent("""
     def fake_cuda():
         # No GPU here: pin_memory=True with pinning a copy, so that the pin
         # thread (with workers) or the main thread (without) runs as with one.
+        # torch 2.x asks torch.accelerator, 1.13 torch.cuda.
         torch.cuda.is_available = lambda: True
         torch.cuda.current_device = lambda: 0
         torch.cuda.set_device = lambda device: None
+        accelerator = getattr(torch, "accelerator", None)
+        if accelerator is not None:
+            accelerator.is_available = lambda: True
+            accelerator.current_accelerator = lambda *a, **k: torch.device("cuda")
+            accelerator.current_device_index = lambda: 0
+            accelerator.set_device_index = lambda device: None
         torch.Tensor.pin_memory = lambda self, *a, **k: self.clone()
 
     if __name__ == "__main__":
@@ -82,16 +92,20 @@ SCRIPT = textwrap.dedent("""
         if o.get("iterable"):
             ds = Stream({samples}, compose, o.get("shard", False))
         else:
-            ds = Squares({samples}, compose, o.get("fail_at", -1), o.get("get_wait", 0))
+            ds = Squares({samples}, compose, o.get("fail_at", -1), o.get("get_wait", 0), o.get("slow_below", 0))
         workers = o.get("workers", 0)
         kwargs = dict(batch_size={batch}, num_workers=workers, pin_memory=o.get("pin", False))
         if workers > 0:
             kwargs.update(multiprocessing_context=o.get("method", "fork"),
                           persistent_workers=o.get("persistent", False))
+        if "in_order" in o:
+            kwargs["in_order"] = o["in_order"]
         loader = DataLoader(ds, **kwargs)
         seen = 0
+        order = []
         for epoch in range(o.get("epochs", 1)):
             for batch, labels in loader:
+                order.append(int(labels[0]))
                 time.sleep(0.002)
                 seen += 1
                 if seen == o.get("stop_after"):
@@ -100,6 +114,7 @@ SCRIPT = textwrap.dedent("""
                     time.sleep(0.3)  # a snapshot holds the batches so far
                     os.kill(os.getpid(), signal.SIGKILL)
         print("batches", seen)
+        print("order", order)
 """)
 
 
@@ -370,6 +385,34 @@ def case_contended_host(pipetune, tmp):
            "the time off the CPU is called contention, from the run-queue delay", rep)
 
 
+def torch_version():
+    """(major, minor) of this Python's torch, read without importing it."""
+    import importlib.metadata
+
+    try:
+        major, minor = importlib.metadata.version("torch").split(".")[:2]
+        return int(major), int(minor)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return 0, 0
+
+
+def case_out_of_order(pipetune, tmp):
+    # in_order=False (torch 2.6 on): the first batch's samples are slow, so
+    # the other worker's batches are delivered before it. Every batch is
+    # still counted once, in the order the loop got it.
+    if torch_version() < (2, 6):
+        print("skipped: torch %d.%d has no DataLoader(in_order=...)" % torch_version())
+        sys.exit(77)
+    trace, r = profile(pipetune, tmp, dict(workers=2, in_order=False, slow_below=BATCH))
+    order = [line for line in r.stdout.splitlines() if line.startswith("order ")][0]
+    firsts = json.loads(order[len("order "):])
+    if firsts == sorted(firsts) or sorted(firsts) != list(range(0, SAMPLES, BATCH)):
+        fail("expected every batch once, out of order: %s" % firsts, r)
+    rep = report(pipetune, trace)
+    check_counts(rep, 2)
+    expect(worker_traces(rep) == 2, "one trace per worker", rep)
+
+
 def case_errors(pipetune, tmp):
     # A worker's trace given for the run's: exit 2, naming the main trace.
     trace, _ = profile(pipetune, tmp, dict(workers=1))
@@ -406,7 +449,7 @@ def main():
             case_workers0(pipetune, tmp)
         elif case == "workers0_epochs":
             case_workers0_epochs(pipetune, tmp)
-        elif case in ("workers1_fork", "workers2_fork", "workers2_spawn"):
+        elif case in ("workers1_fork", "workers2_fork", "workers2_spawn", "workers2_forkserver"):
             case_workers(pipetune, tmp, int(case[7]), case.split("_")[1])
         elif case in ("iterable0", "iterable2_sharded", "iterable2_unsharded"):
             case_iterable(pipetune, tmp, int(case[8]), case.endswith("_sharded"))
@@ -418,6 +461,8 @@ def main():
             case_slow_storage(pipetune, tmp)
         elif case == "pin_memory_no_cuda":
             case_pin_memory_no_cuda(pipetune, tmp)
+        elif case == "out_of_order":
+            case_out_of_order(pipetune, tmp)
         elif case == "errors":
             case_errors(pipetune, tmp)
         elif case == "killed":
@@ -428,6 +473,14 @@ def main():
             check_counts(rep, 2, epochs_run=3)
             expect(worker_traces(rep) == 2, "persistent: two workers for three epochs", rep)
             expect([e[1] for e in epochs(rep)] == [2, 0, 0], "workers start in the first epoch only", rep)
+        elif case == "persistent_pin_memory":
+            # torch 2.x ends persistent workers and the pin thread from its
+            # own atexit handler: the counts of both epochs must survive it.
+            trace, _ = profile(pipetune, tmp, dict(workers=2, epochs=2, persistent=True, pin=True))
+            rep = report(pipetune, trace)
+            check_counts(rep, 2, epochs_run=2)
+            expect(worker_traces(rep) == 2, "persistent: two workers for two epochs", rep)
+            expect(stage_counts(rep)["pin_memory"] == 2 * SAMPLES // BATCH, "pin_memory: once per batch", rep)
         elif case == "worker_raises":
             trace, r = profile(pipetune, tmp, dict(workers=2, fail_at=13), expect_exit=1)
             if "sample 13 is broken" not in r.stderr:

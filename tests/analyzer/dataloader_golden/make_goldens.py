@@ -5,6 +5,11 @@ profile`. README.md says what each case is.
     python3 make_goldens.py PIPETUNE [CASE...] # re-records every case here (or those named)
     python3 make_goldens.py --case NAME        # one case's program (what profile runs)
 
+`webdataset_workers0` needs webdataset (the torch 2.x venv of
+`scripts/setup.sh --torch2` has it): its 16 samples are read from a tar
+shard made here, each spun (Spin) in a `.map`, batched by 4 in the pipeline
+and loaded with batch_size=None.
+
 Costs, per sample: `load` sleeps 2 ms and spins 1 ms of thread CPU; the
 Compose runs transform[0]:Spin (0.5 ms of CPU) and transform[1]:Nap (a 1 ms
 sleep). Per batch (4 samples) the loop's step sleeps 3 ms and spins 1 ms.
@@ -35,6 +40,7 @@ CASES = {
     "no_batch": (False, 0, 0, False),
     "no_dataloader": None,
     "image_folder_preset": "image_folder",
+    "webdataset_workers0": "webdataset",
 }
 
 
@@ -111,6 +117,9 @@ def run_case(name):
 
     if CASES[name] is None:  # imports the DataLoader, builds none
         return
+    if CASES[name] == "webdataset":
+        run_webdataset()
+        return
     if CASES[name] == "image_folder":
         run_image_folder()
         return
@@ -154,8 +163,39 @@ def run_case(name):
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
+def run_webdataset():
+    import io
+
+    import torch
+    import webdataset as wds
+    from torch.utils.data import DataLoader
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shard = os.path.join(tmp, "shard-0.tar")
+        with wds.TarWriter(shard) as out:
+            for i in range(SAMPLES):
+                data = io.BytesIO()
+                torch.save(torch.full((3, 8, 8), float(i)), data)
+                out.write({"__key__": "%04d" % i, "pth": data.getvalue(), "cls": i % 3})
+        spin_map = Spin()
+
+        def spin_sample(sample):
+            return spin_map(sample[0]), sample[1]
+
+        dataset = wds.WebDataset([shard], shardshuffle=False).decode().to_tuple("pth", "cls") \
+            .map(spin_sample).batched(BATCH)
+        for _batch in DataLoader(dataset, batch_size=None, num_workers=0):
+            time.sleep(0.003)
+            spin(1_000_000)
+
+
 def record_all(pipetune, names):
+    import importlib.util
+
     for name in names:
+        if CASES[name] == "webdataset" and importlib.util.find_spec("webdataset") is None:
+            print("%s: kept (%s has no webdataset)" % (name, sys.executable))
+            continue
         out = os.path.join(HERE, name)
         with tempfile.TemporaryDirectory() as tmp:
             trace = os.path.join(tmp, "trace")

@@ -80,9 +80,14 @@ enum class DataLoaderStageKind { kLoad, kTransform, kCollate, kTransfer, kPinMem
 struct DataLoaderStage {
   std::string name;  // "load", "transform[0]:RandomResizedCrop", "collate", "transfer", ...
   DataLoaderStageKind kind = DataLoaderStageKind::kLoad;
-  uint64_t count = 0;            // samples (load, transforms) or batches (the rest)
-  double seconds_each = 0;       // wall seconds per sample or per batch
-  double per_batch = 0;          // seconds per batch: seconds_each x batch_size for per-sample stages
+  uint64_t count = 0;       // samples (load, transforms) or batches (the rest)
+  double seconds_each = 0;  // wall seconds per sample or per batch
+  double per_batch = 0;     // seconds per batch: seconds_each x visits_per_batch
+  // Calls per batch of a sample stage: from the counts (this stage's over
+  // collate's) when the run has both, since a streaming dataset's stages
+  // need not run once per sample (webdataset's `batched` runs once per
+  // batch, the stages after it too); 0: batch_size, once per sample.
+  double visits_per_batch = 0;
   double cpu_seconds_each = -1;  // thread CPU per call, where recorded; < 0: not recorded
 };
 
