@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from _common import fail, run
 
 # Looked up, not imported: importing torch costs a second of CPU, and the
 # scripts this runs import it themselves.
@@ -173,15 +174,6 @@ CONTENDED = textwrap.dedent("""
 """)
 
 
-def run(cmd, **kw):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
-def fail(message, *results):
-    print("FAIL:", message)
-    for r in results:
-        print("stdout:", r.stdout, "\nstderr:", r.stderr)
-    sys.exit(1)
 
 
 def profile(pipetune, tmp, args, apply=None, expect_exit=0):

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from _common import fail, run as _run
 
 # Looked up, not imported: importing torch costs a second of CPU, and the
 # scripts this runs import it themselves.
@@ -98,14 +99,7 @@ LAUNCH = textwrap.dedent("""
 
 
 def run(cmd, **kw):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=100, **kw)
-
-
-def fail(message, *results):
-    print("FAIL:", message)
-    for r in results:
-        print("stdout:", r.stdout, "\nstderr:", r.stderr)
-    sys.exit(1)
+    return _run(cmd, timeout=100, **kw)  # a hung job fails the test, not the suite
 
 
 def expect(condition, message, rep):

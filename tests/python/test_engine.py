@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from _common import fail, run
 
 if importlib.util.find_spec("torch") is None or importlib.util.find_spec("torchvision") is None:
     print("skipped: %s has no torch/torchvision" % sys.executable)
@@ -64,15 +65,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def run(cmd, **kw):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
-def fail(message, *results):
-    print("FAIL:", message)
-    for r in results:
-        print("stdout:", r.stdout, "\nstderr:", r.stderr)
-    sys.exit(1)
 
 
 def make_folder(tmp):

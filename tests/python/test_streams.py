@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from _common import fail, run
 
 # The costly map's CPU per sample, in seconds: several times any other stage's.
 SLOW = 0.004
@@ -94,15 +95,6 @@ HF_DATASETS = textwrap.dedent("""
 """)
 
 
-def run(cmd):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def fail(message, *results):
-    print("FAIL:", message)
-    for r in results:
-        print("stdout:", r.stdout, "\nstderr:", r.stderr)
-    sys.exit(1)
 
 
 def profile_and_report(pipetune, tmp, source, workers):
