@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "pipetune/models/decode_crop.h"
 
@@ -261,9 +262,17 @@ StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resour
                     "adjacent maps into one stage saves per boundary",
                     *input.profile.handoff_cpu_seconds * 1e6));
   }
-  std::optional<Plan> best;
-  size_t best_index = 0;
-  for (size_t a = 1; a < alternatives.size(); ++a) {
+  // Fewer rewrites first: a rewrite added to a plan must pay for itself
+  // (kMinRewriteGain over the best plan with fewer rewrites), not only the
+  // rewrites together over the pipeline as traced.
+  std::vector<size_t> order(alternatives.size() - 1);
+  std::iota(order.begin(), order.end(), size_t{1});
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return alternatives[x].rewrites.size() < alternatives[y].rewrites.size();
+  });
+  std::optional<Plan> best, top;  // the winner; the highest-throughput alternative, for the note
+  size_t best_index = 0, top_index = 0;
+  for (size_t a : order) {
     const Alternative& alternative = alternatives[a];
     SolverOptions alternative_options = options;
     alternative_options.only_cache_after = alternative.only_cache_after;
@@ -297,19 +306,27 @@ StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resour
         }
       }
     }
-    if (!best || Better(*plan, *best, objective)) {
+    const Plan& current = best ? *best : plain;
+    const bool more_rewrites =
+        !best || alternative.rewrites.size() > alternatives[best_index].rewrites.size();
+    const bool wins = more_rewrites ? Pays(current, *plan, objective) : Better(*plan, current, objective);
+    if (!top || Better(*plan, *top, objective)) {
+      top = *plan;
+      top_index = a;
+    }
+    if (wins) {
       best = std::move(plan).value();
       best_index = a;
     }
   }
-  if (best && !Pays(plain, *best, objective)) {
+  if (top && top_index != best_index) {
+    const Plan& against = best ? *best : plain;
     const double ratio =
-        plain.predicted_throughput > 0 ? best->predicted_throughput / plain.predicted_throughput : 1.0;
-    declined.push_back(fmt::format(
-        "not rewritten ({}): predicted x{:.2f} throughput, {}", Label(alternatives[best_index].rewrites),
-        ratio, ratio >= 1 ? "within the model's error" : "worse than the pipeline as traced"));
-    best.reset();
-    best_index = 0;
+        against.predicted_throughput > 0 ? top->predicted_throughput / against.predicted_throughput : 1.0;
+    declined.push_back(fmt::format("not rewritten ({}): predicted x{:.2f} throughput over {}, {}",
+                                   Label(alternatives[top_index].rewrites), ratio,
+                                   best ? "the plan chosen" : "the pipeline as traced",
+                                   ratio >= 1 ? "within the model's error" : "worse"));
   }
   std::vector<CacheOption> options_table;
   for (auto& [alternative, option] : table) {
