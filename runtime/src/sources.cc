@@ -15,14 +15,23 @@
 #include <numeric>
 #include <optional>
 
+#include "pipetune/runtime/file_listing.h"
 #include "stages.h"
 
 namespace pipetune::runtime {
 
+namespace {
+
+// `path` against `base_dir` when it is relative (and a base is given).
+std::string Resolve(const std::string& base_dir, const std::string& path) {
+  if (path.empty() || path.front() == '/' || base_dir.empty()) return path;
+  return (std::filesystem::path(base_dir) / path).string();
+}
+
+}  // namespace
+
 std::string ResolvePath(const RunState& run, const std::string& path) {
-  const std::string& base = run.options().base_dir;
-  if (path.empty() || path.front() == '/' || base.empty()) return path;
-  return (std::filesystem::path(base) / path).string();
+  return Resolve(run.options().base_dir, path);
 }
 
 namespace {
@@ -202,18 +211,13 @@ bool HasExtension(const std::string& name, const std::vector<std::string>& exten
   return false;
 }
 
-struct LabelledFiles {
-  std::vector<std::string> paths;
-  std::vector<int64_t> labels;
-};
-
 // torchvision's DatasetFolder.make_dataset: the classes are ROOT's
 // subdirectories (symbolic links followed) sorted by name, a class's index
 // is its label; a class's files are those of os.walk(followlinks=True)
 // sorted by (directory, name) whose lower-cased name ends in one of
 // `extensions`. A class without such files is an error, as torchvision's.
-StatusOr<LabelledFiles> ListImageFolder(const models::StageConfig& config, const std::string& root,
-                                        const std::vector<std::string>& extensions) {
+StatusOr<ListedFiles> ListImageFolder(const models::StageConfig& config, const std::string& root,
+                                      const std::vector<std::string>& extensions) {
   namespace fs = std::filesystem;
   auto error = [&](const std::string& what) {
     return InvalidInput(models::StageKeyError(config, "args.image_folder", what));
@@ -227,7 +231,7 @@ StatusOr<LabelledFiles> ListImageFolder(const models::StageConfig& config, const
   if (classes.empty())
     return error(fmt::format("no class folders in \"{}\" (expected ROOT/<class>/<file>)", root));
   std::sort(classes.begin(), classes.end());
-  LabelledFiles out;
+  ListedFiles out;
   for (size_t label = 0; label < classes.size(); ++label) {
     std::vector<std::pair<std::string, std::string>> files;  // (directory, name): os.walk's order once sorted
     const fs::path dir = fs::path(root) / classes[label];
@@ -254,6 +258,20 @@ StatusOr<LabelledFiles> ListImageFolder(const models::StageConfig& config, const
 
 }  // namespace
 
+StatusOr<ListedFiles> ListSourceFiles(const models::StageConfig& config, const std::string& base_dir) {
+  PIPETUNE_ASSIGN_OR_RETURN(auto folder, models::ArgString(config, "image_folder"));
+  if (folder) {
+    PIPETUNE_ASSIGN_OR_RETURN(auto extensions, models::ArgExtensions(config));
+    return ListImageFolder(config, Resolve(base_dir, *folder), extensions);
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(auto pattern, models::ArgString(config, "pattern"));
+  if (!pattern || pattern->empty()) {
+    return InvalidInput(models::StageKeyError(config, "args.pattern", "missing"));
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(std::vector<std::string> paths, Glob(config, Resolve(base_dir, *pattern)));
+  return ListedFiles{std::move(paths), {}};
+}
+
 StatusOr<std::unique_ptr<Stage>> MakeSourceStage(const models::StageConfig& config, RunState* run) {
   if (config.op == models::Op::kRange) {
     PIPETUNE_ASSIGN_OR_RETURN(auto count, models::ArgInt(config, "count", 0));
@@ -263,20 +281,9 @@ StatusOr<std::unique_ptr<Stage>> MakeSourceStage(const models::StageConfig& conf
     return std::unique_ptr<Stage>(new RangeStage(config, run, n, bytes.value_or(0)));
   }
   PIPETUNE_ASSIGN_OR_RETURN(auto seed, models::ArgInt(config, "shuffle_seed", 0));
-  PIPETUNE_ASSIGN_OR_RETURN(auto folder, models::ArgString(config, "image_folder"));
-  if (folder) {
-    PIPETUNE_ASSIGN_OR_RETURN(auto extensions, models::ArgExtensions(config));
-    PIPETUNE_ASSIGN_OR_RETURN(LabelledFiles files,
-                              ListImageFolder(config, ResolvePath(*run, *folder), extensions));
-    return std::unique_ptr<Stage>(
-        new ListFilesStage(config, run, std::move(files.paths), std::move(files.labels), seed));
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(auto pattern, models::ArgString(config, "pattern"));
-  if (!pattern || pattern->empty()) {
-    return InvalidInput(models::StageKeyError(config, "args.pattern", "missing"));
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(auto paths, Glob(config, ResolvePath(*run, *pattern)));
-  return std::unique_ptr<Stage>(new ListFilesStage(config, run, std::move(paths), {}, seed));
+  PIPETUNE_ASSIGN_OR_RETURN(ListedFiles files, ListSourceFiles(config, run->options().base_dir));
+  return std::unique_ptr<Stage>(
+      new ListFilesStage(config, run, std::move(files.paths), std::move(files.labels), seed));
 }
 
 }  // namespace pipetune::runtime

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "handoff_probe.h"
 #include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/run.h"
@@ -130,6 +131,8 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
   VerifyResult result;
   std::vector<std::string> traces;  // newest first: the newest is profiled, the rest add scaling points
   models::PipelineConfig current = config;
+  std::optional<double> handoff;
+  bool handoff_measured = false;
   auto step = [&](int r, bool plan_next) -> StatusOr<LoopStep> {
     Announce(options, r, "running");
     Round round;
@@ -150,6 +153,14 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
     if (!plan_next) {
       result.rounds.push_back(std::move(round));
       return ran;
+    }
+    // The host's hand-off cost, measured once for the loop (handoff_probe.h).
+    if (traced.input.config && HasAdjacentMaps(*traced.input.config)) {
+      if (!handoff_measured) {
+        handoff = MeasureStageHandoff();
+        handoff_measured = true;
+      }
+      traced.input.profile.handoff_cpu_seconds = handoff;
     }
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                               tuner::ResolveResources(traced.input, traced.Limits(), options.budgets));
