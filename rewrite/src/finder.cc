@@ -3,8 +3,6 @@
 // or at a named constant's definition) or to the reason it has none.
 #include "pipetune/rewrite/finder.h"
 
-#include "pipetune/base/json.h"
-
 #include <clang/AST/ASTConsumer.h>
 #include <clang/AST/ASTContext.h>
 #include <clang/AST/ExprCXX.h>
@@ -20,11 +18,11 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
 #include <memory>
 #include <set>
+#include <tuple>
 
-#include <nlohmann/json.hpp>
+#include "ast_values.h"
 
 #ifndef PIPETUNE_CLANG_RESOURCE_DIR
 #error "PIPETUNE_CLANG_RESOURCE_DIR: the rewrite library's CMake sets it to Clang's resource directory"
@@ -38,61 +36,14 @@ namespace {
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using ast::IsClass;
+using ast::IsLiteral;
+using ast::KnobMethods;
+using ast::StageMethods;
+using ast::Strip;
 
 constexpr const char* kStageClass = "::pipetune::runtime::StageBuilder";
 constexpr const char* kPipelineClass = "::pipetune::runtime::PipelineBuilder";
-
-const std::map<std::string, std::string>& KnobMethods() {
-  static const std::map<std::string, std::string> m = {
-      {"Parallelism", "parallelism"}, {"Buffer", "buffer"}, {"Location", "location"}, {"Random", "random"}};
-  return m;
-}
-
-const std::map<std::string, std::string>& StageMethods() {
-  static const std::map<std::string, std::string> m = {
-      {"Stage", ""},         {"Range", "range"},     {"ListFiles", "list_files"}, {"ReadFile", "read_file"},
-      {"Map", "map"},        {"Filter", "filter"},   {"Shuffle", "shuffle"},      {"Batch", "batch"},
-      {"Prefetch", "prefetch"}, {"Cache", "cache"}, {"Repeat", "repeat"},        {"Take", "take"}};
-  return m;
-}
-
-bool IsClass(const CXXMethodDecl* method, const char* qualified) {
-  if (method == nullptr || method->getParent() == nullptr) return false;
-  return "::" + method->getParent()->getQualifiedNameAsString() == qualified;
-}
-
-// Strips what the compiler adds around a value: implicit conversions,
-// temporaries, std::string's converting constructor.
-const Expr* Strip(const Expr* e) {
-  while (e != nullptr) {
-    const Expr* before = e;
-    e = e->IgnoreImplicit()->IgnoreParens();
-    if (const auto* construct = dyn_cast<CXXConstructExpr>(e)) {
-      // Converting constructors only (std::string from a literal), never a
-      // builder's own explicit one.
-      const CXXConstructorDecl* ctor = construct->getConstructor();
-      if (construct->getNumArgs() >= 1 && !isa<CXXTemporaryObjectExpr>(construct) && ctor != nullptr &&
-          !ctor->isExplicit()) {
-        bool rest_default = true;
-        for (unsigned i = 1; i < construct->getNumArgs(); ++i) {
-          rest_default = rest_default && isa<CXXDefaultArgExpr>(construct->getArg(i));
-        }
-        if (rest_default) e = construct->getArg(0);
-      }
-    }
-    if (e == before) break;
-  }
-  return e;
-}
-
-bool IsLiteral(const Expr* e) {
-  if (isa<IntegerLiteral, StringLiteral, CXXBoolLiteralExpr, FloatingLiteral>(e)) return true;
-  if (const auto* unary = dyn_cast<UnaryOperator>(e)) {
-    return (unary->getOpcode() == UO_Minus || unary->getOpcode() == UO_Plus) &&
-           isa<IntegerLiteral, FloatingLiteral>(unary->getSubExpr()->IgnoreParens());
-  }
-  return false;
-}
 
 struct Knob {
   const CXXMemberCallExpr* call = nullptr;
@@ -116,7 +67,8 @@ class Collector : public MatchFinder::MatchCallback {
 
 class Resolver {
  public:
-  Resolver(ASTContext& ctx, const Collector& collected) : ctx_(ctx), sm_(ctx.getSourceManager()), c_(collected) {}
+  Resolver(ASTContext& ctx, const Collector& collected)
+      : ctx_(ctx), sm_(ctx.getSourceManager()), c_(collected) {}
 
   SourceLocation Where(clang::SourceLocation loc) const {
     SourceLocation out;
@@ -141,7 +93,8 @@ class Resolver {
     if (const auto* s = dyn_cast<StringLiteral>(e)) return s->getString().str();
     if (const auto* ref = dyn_cast<DeclRefExpr>(e)) {
       if (const auto* var = dyn_cast<VarDecl>(ref->getDecl())) {
-        if (!isa<ParmVarDecl>(var) && (var->isConstexpr() || var->getType().isConstQualified()) && var->getInit()) {
+        if (!isa<ParmVarDecl>(var) && (var->isConstexpr() || var->getType().isConstQualified()) &&
+            var->getInit()) {
           return StringValue(var->getInit(), depth + 1);
         }
       }
@@ -188,8 +141,8 @@ class Resolver {
     if (IsLiteral(e)) {
       CharSourceRange range = CharSourceRange::getTokenRange(e->getSourceRange());
       clang::SourceLocation b = sm_.getSpellingLoc(range.getBegin());
-      clang::SourceLocation end = Lexer::getLocForEndOfToken(sm_.getSpellingLoc(range.getEnd()), 0, sm_,
-                                                             ctx_.getLangOpts());
+      clang::SourceLocation end =
+          Lexer::getLocForEndOfToken(sm_.getSpellingLoc(range.getEnd()), 0, sm_, ctx_.getLangOpts());
       site.rewritable = true;
       site.literal = Where(b);
       site.edit_file = sm_.getFilename(b).str();
@@ -212,9 +165,10 @@ class Resolver {
       }
       if (const auto* parm = dyn_cast<ParmVarDecl>(decl)) {
         const auto* fn = dyn_cast_or_null<FunctionDecl>(parm->getDeclContext());
-        site.why = fmt::format("the function parameter `{}` of {} (declared at {}): its value comes from each call",
-                               parm->getNameAsString(), fn ? fn->getNameAsString() : std::string("a function"),
-                               Where(parm->getLocation()).ToString());
+        site.why =
+            fmt::format("the function parameter `{}` of {} (declared at {}): its value comes from each call",
+                        parm->getNameAsString(), fn ? fn->getNameAsString() : std::string("a function"),
+                        Where(parm->getLocation()).ToString());
         return;
       }
       if (const auto* var = dyn_cast<VarDecl>(decl)) {
@@ -231,8 +185,9 @@ class Resolver {
                                  Where(var->getLocation()).ToString(), inner.why);
           return;
         }
-        site.why = fmt::format("the variable `{}` (declared at {}): its value is known only when the program runs",
-                               var->getNameAsString(), Where(var->getLocation()).ToString());
+        site.why =
+            fmt::format("the variable `{}` (declared at {}): its value is known only when the program runs",
+                        var->getNameAsString(), Where(var->getLocation()).ToString());
         return;
       }
       if (isa<EnumConstantDecl>(decl)) {
@@ -272,7 +227,8 @@ class Resolver {
     if (e == nullptr || depth > 16) return nullptr;
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(e)) {
       const CXXMethodDecl* method = call->getMethodDecl();
-      if (IsClass(method, kPipelineClass) && StageMethods().count(method->getNameAsString()) != 0) return call;
+      if (IsClass(method, kPipelineClass) && StageMethods().count(method->getNameAsString()) != 0)
+        return call;
       if (IsClass(method, kStageClass)) return StageCall(call->getImplicitObjectArgument(), depth + 1);
     }
     // A helper returning the StageBuilder& a stage call made: follow its
@@ -376,13 +332,15 @@ class Resolver {
     const std::string method_name = method->getNameAsString();
     if (call->getNumArgs() >= 1) stage.name = StringValue(call->getArg(0)).value_or("");
     stage.op = StageMethods().at(method_name);
-    if (method_name == "Stage" && call->getNumArgs() >= 2) stage.op = StringValue(call->getArg(1)).value_or("?");
+    if (method_name == "Stage" && call->getNumArgs() >= 2)
+      stage.op = StringValue(call->getArg(1)).value_or("?");
     if (method_name == "Map" || method_name == "Filter") {
       if (method->getNumParams() == 3) {
         stage.fn = StringValue(call->getArg(1)).value_or("");
       } else if (method->getNumParams() == 2) {
         std::string type = method->getParamDecl(1)->getType().getAsString();
-        bool callable = type.find("Callable") != std::string::npos || type.find("function") != std::string::npos;
+        bool callable =
+            type.find("Callable") != std::string::npos || type.find("function") != std::string::npos;
         stage.fn = callable ? stage.name : StringValue(call->getArg(1)).value_or("");
       }
     }
@@ -399,10 +357,11 @@ class Resolver {
 
   FindResult Run() {
     FindResult result;
-    std::map<const void*, size_t> pipelines;         // identity -> index in result
-    std::map<const CXXMemberCallExpr*, std::pair<size_t, std::string>> stage_of;  // stage call -> (pipeline, stage)
+    std::map<const void*, size_t> pipelines;  // identity -> index in result
+    std::map<const CXXMemberCallExpr*, std::pair<size_t, std::string>>
+        stage_of;                                            // stage call -> (pipeline, stage)
     std::set<std::pair<unsigned, std::string>> stages_seen;  // (location, pipeline key) of stage calls
-    std::map<std::string, size_t> site_index;  // call location + pipeline -> knob index
+    std::map<std::string, size_t> site_index;                // call location + pipeline -> knob index
     // (pipeline, stage) -> the helper calls leading to it, outermost first,
     // then the stage call: the order the program makes its stages in.
     std::map<std::pair<size_t, std::string>, std::vector<unsigned>> order;
@@ -422,7 +381,8 @@ class Resolver {
       }
       return it->second;
     };
-    auto add_stage = [&](const CXXMemberCallExpr* stage_call) -> std::optional<std::pair<size_t, std::string>> {
+    auto add_stage =
+        [&](const CXXMemberCallExpr* stage_call) -> std::optional<std::pair<size_t, std::string>> {
       auto found = stage_of.find(stage_call);
       if (found != stage_of.end()) return found->second;
       std::optional<size_t> p = pipeline_index(stage_call);
@@ -500,7 +460,8 @@ class Resolver {
     }
     for (FoundPipeline& p : result.pipelines) {
       std::stable_sort(p.knobs.begin(), p.knobs.end(), [](const KnobSite& a, const KnobSite& b) {
-        return std::tie(a.call.file, a.call.line, a.call.column) < std::tie(b.call.file, b.call.line, b.call.column);
+        return std::tie(a.call.file, a.call.line, a.call.column) <
+               std::tie(b.call.file, b.call.line, b.call.column);
       });
     }
     return result;
@@ -524,7 +485,8 @@ class StageCollector : public MatchFinder::MatchCallback {
 
 class Consumer : public ASTConsumer {
  public:
-  Consumer(FindResult* out, bool* had_errors, CompilerInstance& ci) : out_(out), had_errors_(had_errors), ci_(ci) {}
+  Consumer(FindResult* out, bool* had_errors, CompilerInstance& ci)
+      : out_(out), had_errors_(had_errors), ci_(ci) {}
 
   void HandleTranslationUnit(ASTContext& ctx) override {
     if (ci_.getDiagnostics().hasErrorOccurred()) {
@@ -594,8 +556,9 @@ StatusOr<FindResult> FindInCode(const std::string& code, const std::string& file
   std::vector<std::string> all = args;
   for (const std::string& a : ExtraArgs()) all.push_back(a);
   tooling::FileContentMappings mapped(headers.begin(), headers.end());
-  bool ok = tooling::runToolOnCodeWithArgs(std::make_unique<Action>(&result, &had_errors), code, all, file_name,
-                                           "pipetune-rewrite", std::make_shared<PCHContainerOperations>(), mapped);
+  bool ok =
+      tooling::runToolOnCodeWithArgs(std::make_unique<Action>(&result, &had_errors), code, all, file_name,
+                                     "pipetune-rewrite", std::make_shared<PCHContainerOperations>(), mapped);
   if (!ok || had_errors) return InvalidInput(file_name + ": does not compile (Clang's errors are above)");
   return result;
 }
@@ -627,95 +590,11 @@ StatusOr<FindResult> FindInFile(const std::string& path, const CompileSetup& set
   Factory factory(&result, &had_errors);
   int rc = tool.run(&factory);
   if (rc != 0 || had_errors) {
-    return InvalidInput(path + ": does not compile (Clang's errors are above; give the build's flags with "
-                               "-p BUILD_DIR or -- FLAGS)");
+    return InvalidInput(path +
+                        ": does not compile (Clang's errors are above; give the build's flags with "
+                        "-p BUILD_DIR or -- FLAGS)");
   }
   return result;
-}
-
-namespace {
-
-std::map<std::string, std::string> StageKnobValues(const FoundPipeline& p, const std::string& stage) {
-  std::map<std::string, std::string> out;
-  for (const KnobSite& k : p.knobs) {
-    if (k.stage == stage) out[k.knob] = k.value.value_or("?");
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string FormatFindText(const FindResult& result) {
-  std::string out;
-  for (const FoundPipeline& p : result.pipelines) {
-    out += fmt::format("pipeline \"{}\" ({})\n", p.name.empty() ? "?" : p.name, p.where.ToString());
-    for (const FoundStage& s : p.stages) {
-      out += fmt::format("  stage \"{}\": op {}", s.name, s.op);
-      if (!s.fn.empty()) out += fmt::format(", fn {}", s.fn);
-      for (const auto& [knob, value] : StageKnobValues(p, s.name)) out += fmt::format(", {} {}", knob, value);
-      out += "\n";
-    }
-    out += "  knobs:\n";
-    for (const KnobSite& k : p.knobs) {
-      out += fmt::format("    {}.{} = {}: ", k.stage, k.knob, k.value.value_or("?"));
-      if (k.rewritable) {
-        out += fmt::format("literal `{}` at {}", k.text, k.literal.ToString());
-        if (!k.via.empty()) out += fmt::format(" (constant {})", k.via);
-      } else {
-        out += fmt::format("not rewritable: {}", k.why);
-      }
-      out += fmt::format(" [call at {}]\n", k.call.ToString());
-    }
-  }
-  if (result.pipelines.empty()) out += "no pipeline built with pipetune::runtime::PipelineBuilder found\n";
-  for (const std::string& w : result.warnings) out += "warning: " + w + "\n";
-  return out;
-}
-
-std::string FormatFindJson(const FindResult& result) {
-  Json doc = Json::object();
-  Json pipelines = Json::array();
-  for (const FoundPipeline& p : result.pipelines) {
-    Json pj = {{"name", p.name}, {"where", p.where.ToString()}};
-    Json stages = Json::array();
-    for (const FoundStage& s : p.stages) {
-      Json sj = {{"name", s.name}, {"op", s.op}};
-      if (!s.fn.empty()) sj["fn"] = s.fn;
-      for (const auto& [knob, value] : StageKnobValues(p, s.name)) {
-        if (value == "?") {
-          sj[knob] = nullptr;
-        } else if (knob == "location") {
-          sj[knob] = value;
-        } else if (knob == "random") {
-          sj[knob] = value == "true";
-        } else {
-          sj[knob] = std::stoll(value);
-        }
-      }
-      stages.push_back(std::move(sj));
-    }
-    pj["stages"] = std::move(stages);
-    Json knobs = Json::array();
-    for (const KnobSite& k : p.knobs) {
-      Json kj = {{"stage", k.stage}, {"knob", k.knob}};
-      kj["value"] = k.value ? Json(*k.value) : Json(nullptr);
-      kj["rewritable"] = k.rewritable;
-      if (k.rewritable) {
-        kj["literal"] = k.literal.ToString();
-        kj["text"] = k.text;
-        if (!k.via.empty()) kj["constant"] = k.via;
-      } else {
-        kj["why"] = k.why;
-      }
-      kj["call"] = k.call.ToString();
-      knobs.push_back(std::move(kj));
-    }
-    pj["knobs"] = std::move(knobs);
-    pipelines.push_back(std::move(pj));
-  }
-  doc["pipelines"] = std::move(pipelines);
-  doc["warnings"] = result.warnings;
-  return doc.dump(2) + "\n";
 }
 
 }  // namespace pipetune::rewrite
