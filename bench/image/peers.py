@@ -31,9 +31,10 @@ import os
 import random
 import resource
 import sys
-import time
 
 import numpy as np
+
+from steady_rate import steady_window
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -70,21 +71,9 @@ def crop_box(width, height, rng):
 def measure(batches, seconds):
     """Steady images/s from the first batch to the last, and images per CPU-second."""
     cpu_start = cpu_seconds()
-    first = last = None
-    images = total = 0
-    for batch in batches:
-        now = time.perf_counter()
-        total += batch.shape[0]
-        if first is None:
-            first = now
-            continue
-        images += batch.shape[0]
-        last = now
-        if now - first >= seconds:
-            break
+    rate, total = steady_window(batches, seconds)
     cpu = cpu_seconds() - cpu_start
-    window = (last - first) if last is not None else 0.0
-    return (images / window if window > 0 else 0.0), (total / cpu if cpu > 0 else 0.0)
+    return rate, (total / cpu if cpu > 0 else 0.0)
 
 
 # ---- SPDL

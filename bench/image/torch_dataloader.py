@@ -30,6 +30,8 @@ import torchvision.transforms as T
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, default_collate
 
+from steady_rate import steady_window
+
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 
@@ -85,29 +87,20 @@ def measure_loader(paths, workers, seconds):
     # The workers' CPU is read from /proc before they exit (a private
     # attribute, but the only handle on the worker processes).
     worker_pids = [w.pid for w in getattr(batches, "_workers", [])]
-    first = last = None
-    images = total_images = 0
     worker_cpu = {}
-    for batch in batches:
-        now = time.perf_counter()
-        total_images += batch.shape[0]
+
+    def read_worker_cpu():
         for pid in worker_pids:
             try:
                 worker_cpu[pid] = process_cpu_seconds(pid)
             except OSError:  # exited at the end of the epoch: keep its last reading
                 pass
-        if first is None:
-            first = now
-            continue
-        images += batch.shape[0]
-        last = now
-        if now - first >= seconds:
-            break
+
+    rate, total_images = steady_window(batches, seconds, read_worker_cpu)
     cpu = own_cpu_seconds() - cpu_start + sum(worker_cpu.values())
     del batches, loader  # shuts the workers down before the next setting starts
     gc.collect()
-    window = (last - first) if last is not None else 0.0
-    return (images / window if window > 0 else 0.0), (total_images / cpu if cpu > 0 else 0.0)
+    return rate, (total_images / cpu if cpu > 0 else 0.0)
 
 
 def run_loader(args):

@@ -218,20 +218,16 @@ class TimedDataset:
         return getattr(self._pt_dataset, name)
 
 
-class TimedIterator:
+class TimedIterator(_streams.IteratorProxy):
     """Stands for an iterable dataset's iterator in its fetcher: each next()
     is recorded as `load` (less the transforms') and each transform's stage,
     the elements numbered in stream order."""
 
     def __init__(self, iterator, ctx, rec, prefix):
-        self._pt_iterator = iterator
+        super().__init__(iterator)
         self._pt_ctx = ctx
         self._pt_rec = rec
         self._pt_prefix = prefix
-        self._pt_count = 0
-
-    def __iter__(self):
-        return self
 
     def __next__(self):
         ctx = self._pt_ctx
@@ -248,11 +244,6 @@ class TimedIterator:
         ctx.record_load(begin, _now(), cpu_ns)
         self._pt_count += 1
         return item
-
-    def __getattr__(self, name):
-        if name.startswith("_pt_"):
-            raise AttributeError(name)
-        return getattr(self._pt_iterator, name)
 
 
 def batch_bytes(data, depth=0):

@@ -46,19 +46,33 @@ class _Stream:
         self.frames = []  # [inner_ns, inner_cpu_ns] of each stage's next() in progress
 
 
-class TimedStage:
+class IteratorProxy:
+    """What every timed stand-in for an iterator shares: the iterator it
+    stands for, the count of elements it handed out (their numbers in the
+    trace), and being its own iterator."""
+
+    def __init__(self, iterator):
+        self._pt_iterator = iterator
+        self._pt_count = 0
+
+    def __iter__(self):
+        return self
+
+    def __getattr__(self, name):  # the rest of the iterator's attributes are its own
+        if name.startswith("_pt_"):
+            raise AttributeError(name)
+        return getattr(self._pt_iterator, name)
+
+
+class TimedStage(IteratorProxy):
     """Stands for one stage's output iterator: each next() is recorded as
     the stage's element, less the time of the next() calls made inside it
     by the stages upstream."""
 
     def __init__(self, iterator, name, stream):
-        self._pt_iterator = iter(iterator)
+        super().__init__(iter(iterator))
         self._pt_name = name
         self._pt_stream = stream
-        self._pt_count = 0
-
-    def __iter__(self):
-        return self
 
     def __next__(self):
         stream = self._pt_stream
@@ -85,11 +99,6 @@ class TimedStage:
         ctx.rec.element(ctx.prefix + self._pt_name, end - own_ns, end, self._pt_count, cpu_ns=own_cpu_ns)
         self._pt_count += 1
         return item
-
-    def __getattr__(self, name):
-        if name.startswith("_pt_"):
-            raise AttributeError(name)
-        return getattr(self._pt_iterator, name)
 
 
 # ---- webdataset
