@@ -6,6 +6,7 @@
 
 #include "gpu_diagnosis.h"
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/base/numbers.h"
 #include "timeline.h"
 
 namespace pipetune::analyzer {
@@ -32,8 +33,6 @@ constexpr double kWorkerOverheadBytesPerSecond = 4e9;
 // Share of the cores the loading processes must use for their off-CPU time
 // to count as waiting for a core rather than for I/O.
 constexpr double kSaturatedShare = 0.85;
-
-double SafeDiv(double num, double den) { return den > 0 ? num / den : 0.0; }
 
 // The workers' start-up as fixed + w * per_worker. Workers start one after
 // another, each ready some time after its start: from epochs that started

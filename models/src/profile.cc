@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipetune/base/numbers.h"
+
 namespace pipetune::models {
 namespace {
 
@@ -19,8 +21,6 @@ constexpr double kSaturatedShare = 0.9;
 // A stage whose off-CPU wall time per element is this many times its CPU time
 // per element is latency-bound.
 constexpr double kLatencyBoundRatio = 2.0;
-
-double SafeDiv(double num, double den) { return den > 0 ? num / den : 0.0; }
 
 // The stage of the config that a measurement describes.
 const StageConfig* FindConfigStage(const PipelineConfig* config, const std::string& name) {
