@@ -388,7 +388,6 @@ std::string FormatDataLoaderVerify(const DataLoaderVerifyResult& result) {
 }
 
 Json DataLoaderVerifyToJson(const DataLoaderVerifyResult& result) {
-  const DataLoaderRound& best = result.rounds[result.best];
   Json rounds = Json::array();
   for (const DataLoaderRound& r : result.rounds) {
     rounds.push_back({{"round", r.index},
@@ -397,12 +396,7 @@ Json DataLoaderVerifyToJson(const DataLoaderVerifyResult& result) {
                       {"measured_throughput", r.measured_batches_per_second},
                       {"workers", r.workers}});
   }
-  Json document = Json::object();
-  document["rounds"] = std::move(rounds);
-  document["best_round"] = best.index;
-  document["measured_throughput"] = best.measured_batches_per_second;
-  document["predicted_throughput"] = best.predicted_batches_per_second;
-  document["stop_reason"] = result.stop_reason;
+  Json document = VerifyLoopToJson(std::move(rounds), result.best, result.stop_reason);
   document["output"] = result.output;
   document["dataloader_kwargs"] = DataLoaderKwargs(result.knobs);
   document["code_change"] = result.code_change;
