@@ -131,7 +131,9 @@ std::optional<int> OptionalInt(const Json& record, const char* key) {
 
 }  // namespace internal
 
-bool IsDataLoaderTrace(const tracer::Trace& trace) { return !internal::RecordOf(trace.header.pipeline).is_null(); }
+bool IsDataLoaderTrace(const tracer::Trace& trace) {
+  return !internal::RecordOf(trace.header.pipeline).is_null();
+}
 
 bool IsDataLoaderMainTrace(const tracer::Trace& trace) {
   Json record = internal::RecordOf(trace.header.pipeline);
