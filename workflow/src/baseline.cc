@@ -91,8 +91,16 @@ std::string IdentityHash(const models::PipelineConfig& config) {
     identity.push_back(
         Json{{"name", stage.name}, {"op", models::OpName(stage.op)}, {"fn", stage.fn}, {"args", stage.args}});
   }
+  return internal::HashIdentity(identity);
+}
+
+namespace internal {
+
+std::string HashIdentity(const Json& identity) {
   return fmt::format("{:016x}", Fnv1a64(DumpJson(identity), kBaselineHashBasis));
 }
+
+}  // namespace internal
 
 std::vector<StageKnobs> KnobsOf(const models::PipelineConfig& config) {
   std::vector<StageKnobs> knobs;

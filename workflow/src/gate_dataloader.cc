@@ -15,7 +15,6 @@
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/base/json.h"
-#include "pipetune/base/text.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/profile_program.h"
@@ -113,7 +112,7 @@ std::string DataLoaderIdentityHash(const DataLoaderGateSettings& settings,
                                    const std::vector<StageKnobs>& stages) {
   Json identity{{"batch_size", settings.batch_size}, {"dataset", settings.dataset}};
   for (const StageKnobs& s : stages) identity["stages"].push_back(s.name);
-  return fmt::format("{:016x}", Fnv1a64(DumpJson(identity), kBaselineHashBasis));  // as IdentityHash
+  return internal::HashIdentity(identity);
 }
 
 Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run) {
