@@ -6,6 +6,7 @@
 
 #include "gpu_diagnosis.h"
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/base/numbers.h"
 #include "timeline.h"
 
 namespace pipetune::analyzer {
@@ -29,11 +30,6 @@ constexpr double kSpawnStartupSeconds = 0.5;
 // (bench/pytorch/model_accuracy.py, docs/benchmarks-pytorch.md).
 constexpr double kWorkerOverheadFixedSeconds = 1e-3;
 constexpr double kWorkerOverheadBytesPerSecond = 4e9;
-// Share of the cores the loading processes must use for their off-CPU time
-// to count as waiting for a core rather than for I/O.
-constexpr double kSaturatedShare = 0.85;
-
-double SafeDiv(double num, double den) { return den > 0 ? num / den : 0.0; }
 
 // The workers' start-up as fixed + w * per_worker. Workers start one after
 // another, each ready some time after its start: from epochs that started
@@ -112,10 +108,7 @@ models::StageProfile MakeStage(const StageInput& in, double window_seconds, doub
   stage.estimated = m.count == 0;
   stage.cpu_seconds_per_element = std::min(cpu, std::max(wall, cpu));
   stage.measured_latency_seconds = wall;
-  // Wall = CPU x contention (waiting for a core) + real off-CPU time.
-  double off_cpu = std::max(0.0, wall - stage.cpu_seconds_per_element * contention);
-  stage.latency_seconds = std::max(stage.cpu_seconds_per_element + off_cpu, 1e-12);
-  stage.latency_bound = stage.latency_seconds > 2 * stage.cpu_seconds_per_element;
+  models::SetStageLatency(stage, stage.cpu_seconds_per_element, wall, contention);
   stage.cpu_seconds = stage.cpu_seconds_per_element * stage.elements;
   stage.work_seconds = wall * stage.elements;
   stage.cpu_seconds_per_output = stage.cpu_seconds_per_element * in.visit_ratio;
@@ -133,7 +126,9 @@ double Contention(const DataLoaderProfile& p, double window_seconds, double core
     if (p.settings.num_workers == 0 && s.cpu_seconds_each >= 0) loading_cpu += s.cpu_seconds_each * s.count;
   }
   double consumer_cpu = std::max(0.0, p.step.cpu_seconds_each) * p.step.count;
-  bool saturated = (loading_cpu + consumer_cpu) / window_seconds >= kSaturatedShare * cores;
+  // The loading processes' off-CPU time is waiting for a core rather than
+  // for I/O when they (and the consumer) used nearly every core.
+  bool saturated = models::CpuSaturated((loading_cpu + consumer_cpu) / window_seconds, cores);
   if (!saturated || p.loading_cpu_share <= 0) return 1.0;
   return std::max(1.0, 1.0 / p.loading_cpu_share);
 }

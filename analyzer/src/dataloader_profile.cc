@@ -1,27 +1,22 @@
 // Reading a DataLoader run's traces into one profile
-// (pipetune/analyzer/dataloader_trace.h).
-#include <dirent.h>
+// (pipetune/analyzer/dataloader_trace.h); the bootstrap's record in each
+// trace is read by dataloader_record.cc.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 
+#include "dataloader_record.h"
 #include "dataloader_timeline.h"
 #include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/base/json.h"
 
 namespace pipetune::analyzer {
 namespace {
 
-using nlohmann::json;
-constexpr const char* kKey = "pipetune_dataloader";
-// The record version this reader reads: 2 keeps every count in the trace's
-// stages (docs/pytorch.md), so that a killed run's counts survive.
-constexpr int kRecordVersion = 2;
 // A loading process that got under this share of what it could get (a core,
 // or its share when the workers outnumber the cores) had other programs
 // beside it (LoadingShareMeansSharedHost).
@@ -29,26 +24,6 @@ constexpr double kSharedHostShare = 0.75;
 // The share of the loading's time off the CPU spent runnable, waiting for a
 // core, from which that time is contention rather than waiting inside load.
 constexpr double kContentionShareOfOffCpu = 0.5;
-
-// The bootstrap's record in a trace's latest pipeline info; null when none.
-json RecordOf(const tracer::PipelineInfo& info) {
-  if (info.config_json.find(kKey) == std::string::npos) return nullptr;
-  json parsed = json::parse(info.config_json, nullptr, /*allow_exceptions=*/false);
-  if (!parsed.is_object() || !parsed.contains(kKey) || !parsed[kKey].is_object()) return nullptr;
-  return parsed[kKey];
-}
-
-template <typename T>
-T Get(const json& object, const char* key, T fallback) {
-  if (!object.is_object()) return fallback;
-  auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    return fallback;
-  }
-}
 
 DataLoaderStageKind KindOf(const std::string& name) {
   if (name == "load") return DataLoaderStageKind::kLoad;
@@ -121,108 +96,13 @@ DataLoaderStage MakeStage(const std::string& name, const StageSum& sum, int batc
   return stage;
 }
 
-// "T.<pid>" -> "T": the main trace a worker's trace belongs to.
-std::string MainTraceOf(const std::string& worker_trace) {
-  size_t dot = worker_trace.rfind('.');
-  return dot == std::string::npos ? worker_trace : worker_trace.substr(0, dot);
-}
-
-// The record's checks, in the order a user's mistake would meet them: not a
-// DataLoader's main trace, an older record, no DataLoader built.
-Status CheckMainRecord(const json& record, const std::string& path) {
-  std::string role = record.is_null() ? "" : Get<std::string>(record, "role", "");
-  if (role == "worker") {
-    return InvalidInput(
-        fmt::format("{} is a DataLoader worker's trace; report its main trace {}", path, MainTraceOf(path)));
-  }
-  if (role != "main") {
-    return InvalidInput(
-        fmt::format("{}: not the trace of a PyTorch DataLoader's main process "
-                    "(record it with `pipetune profile -- python3 SCRIPT`)",
-                    path));
-  }
-  int version = Get<int>(record, "version", 1);
-  if (version < kRecordVersion) {
-    return InvalidInput(
-        fmt::format("{}: recorded by an older pipetune (DataLoader record version {}, this one reads {}); "
-                    "profile the program again",
-                    path, version, kRecordVersion));
-  }
-  if (record.value("loaders", json::array()).empty()) {
-    return InvalidInput(fmt::format("{}: the program built no DataLoader", path));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-bool IsDataLoaderTrace(const tracer::Trace& trace) { return !RecordOf(trace.header.pipeline).is_null(); }
-
-bool IsDataLoaderMainTrace(const tracer::Trace& trace) {
-  json record = RecordOf(trace.header.pipeline);
-  return !record.is_null() && Get<std::string>(record, "role", "") == "main";
-}
-
-bool IsDataLoaderTraceFile(const std::string& path) {
-  // The bootstrap starts its session with the record as the config, so the
-  // header alone tells.
-  StatusOr<tracer::TraceHeader> header = tracer::ReadTraceHeader(path);
-  return header.ok() && !RecordOf(header->pipeline).is_null();
-}
-
-namespace {
-
-// The files beside `trace` named its base name, then `infix`, then digits
-// (a pid), sorted.
-std::vector<std::string> NumberedSiblings(const std::string& trace, const std::string& infix) {
-  size_t slash = trace.rfind('/');
-  // Built in one expression: assigning a literal afterwards trips GCC 12's
-  // false -Wrestrict at -O3.
-  const std::string dir = slash == std::string::npos ? std::string(".")
-                          : slash == 0               ? std::string("/")
-                                                     : trace.substr(0, slash);
-  std::string prefix = (slash == std::string::npos ? trace : trace.substr(slash + 1)) + infix;
-  std::vector<std::string> found;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* entry = ::readdir(d)) {
-      std::string name = entry->d_name;
-      if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-      if (!std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
-                       [](unsigned char c) { return std::isdigit(c); }))
-        continue;
-      found.push_back(slash == std::string::npos ? name : dir + "/" + name);
-    }
-    ::closedir(d);
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
-}  // namespace
-
-std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace) {
-  std::vector<std::string> paths{main_trace};
-  std::vector<std::string> workers = NumberedSiblings(main_trace, ".");
-  paths.insert(paths.end(), workers.begin(), workers.end());
-  return paths;
-}
-
-std::vector<std::string> JobTracePaths(const std::string& trace) {
-  std::vector<std::string> paths{trace};
-  std::vector<std::string> others = NumberedSiblings(trace, ".main.");
-  paths.insert(paths.end(), others.begin(), others.end());
-  return paths;
-}
-
-namespace {
-
 // The DataLoader that delivered the most batches; on a tie, the one the loop
 // spent the most time with (wait + step).
-const json* ChooseLoader(const json& loaders, const tracer::Trace& main, uint64_t* batches) {
-  const json* chosen = nullptr;
+const Json* ChooseLoader(const Json& loaders, const tracer::Trace& main, uint64_t* batches) {
+  const Json* chosen = nullptr;
   uint64_t best_batches = 0, best_ns = 0;
-  for (const json& loader : loaders) {
-    auto sums = StagesOf(main, LoaderPrefix(Get<int>(loader, "id", 0)));
+  for (const Json& loader : loaders) {
+    auto sums = StagesOf(main, LoaderPrefix(internal::Get<int>(loader, "id", 0)));
     uint64_t n = Find(sums, "next").count;
     uint64_t ns = Find(sums, "next").work_ns + Find(sums, "step").work_ns;
     if (chosen == nullptr || n > best_batches || (n == best_batches && ns > best_ns)) {
@@ -233,80 +113,6 @@ const json* ChooseLoader(const json& loaders, const tracer::Trace& main, uint64_
   }
   *batches = best_batches;
   return chosen;
-}
-
-DataLoaderSettings ReadSettings(const json& settings) {
-  DataLoaderSettings s;
-  s.batch_size = std::max(1, Get<int>(settings, "batch_size", 1));
-  s.num_workers = Get<int>(settings, "num_workers", 0);
-  s.prefetch_factor = Get<int>(settings, "prefetch_factor", 2);
-  s.persistent_workers = Get<bool>(settings, "persistent_workers", false);
-  s.pin_memory = Get<bool>(settings, "pin_memory", false);
-  s.sampler = Get<std::string>(settings, "sampler", "");
-  s.start_method = Get<std::string>(settings, "multiprocessing_context", "");
-  s.dataset = Get<std::string>(settings, "dataset", "");
-  s.iterable = Get<bool>(settings, "iterable", false);
-  if (settings.contains("dataset_length") && settings["dataset_length"].is_number_integer()) {
-    s.dataset_length = settings["dataset_length"].get<int64_t>();
-  }
-  if (settings.contains("batches_per_epoch") && settings["batches_per_epoch"].is_number_integer()) {
-    s.batches_per_epoch = settings["batches_per_epoch"].get<int64_t>();
-  }
-  if (settings.contains("shuffle") && settings["shuffle"].is_boolean())
-    s.shuffle = settings["shuffle"].get<bool>();
-  s.drop_last = Get<bool>(settings, "drop_last", false);
-  return s;
-}
-
-std::optional<int64_t> OptionalInt64(const json& object, const char* key) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int64_t>();
-}
-
-// The loader entry's "dataset" (python/pipetune/_dataset.py); unset when the
-// trace predates it. What is not of the expected type reads as absent: the
-// translation (workflow/engine_from_dataloader.h) then refuses what it
-// cannot tell, rather than guessing.
-std::optional<DataLoaderDataset> ReadDataset(const json& entry) {
-  const json record = entry.value("dataset", json());
-  if (!record.is_object()) return std::nullopt;
-  DataLoaderDataset d;
-  d.class_name = Get<std::string>(record, "class", "");
-  d.module = Get<std::string>(record, "module", "");
-  d.folder_base = Get<std::string>(record, "base", "");
-  d.root = Get<std::string>(record, "root", "");
-  if (record.contains("extensions") && record["extensions"].is_array()) {
-    std::vector<std::string> extensions;
-    for (const json& e : record["extensions"]) {
-      if (e.is_string()) extensions.push_back(e.get<std::string>());
-    }
-    d.extensions = std::move(extensions);
-  }
-  d.loader = Get<std::string>(record, "loader", "");
-  d.classes = OptionalInt64(record, "classes");
-  d.samples = OptionalInt64(record, "samples");
-  d.target_transform = Get<std::string>(record, "target_transform", "");
-  d.transform_holder = Get<std::string>(record, "transform_holder", "");
-  const json transforms = record.value("transforms", json::array());
-  if (transforms.is_array()) {
-    for (const json& t : transforms) {
-      DataLoaderTransform transform;
-      transform.name = Get<std::string>(t, "name", "?");
-      transform.module = Get<std::string>(t, "module", "");
-      if (t.is_object() && t.contains("params") && t["params"].is_object())
-        transform.params = Json(t["params"]);
-      d.transforms.push_back(std::move(transform));
-    }
-  }
-  return d;
-}
-
-std::optional<int> OptionalInt(const json& record, const char* key) {
-  if (!record.is_object()) return std::nullopt;
-  auto it = record.find(key);
-  if (it == record.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int>();
 }
 
 // The consumer, from the DataLoader's `next` (one per batch delivered; its
@@ -581,49 +387,23 @@ bool RunDelayMeansContention(double run_delay_seconds, double off_cpu_seconds) {
   return run_delay_seconds >= 0 && run_delay_seconds >= kContentionShareOfOffCpu * off_cpu_seconds;
 }
 
-const char* HowItEnded(const DataLoaderProfile& p) {
-  if (!p.ended_cleanly) return "killed";
-  if ((p.exit_status && *p.exit_status != 0) || !p.exit_exception.empty()) return "failed";
-  return "clean";
-}
-
-DataLoaderProfile DescribeDataLoaderProcess(const tracer::Trace& main) {
-  json record = RecordOf(main.header.pipeline);
-  DataLoaderProfile p;
-  p.trace_path = main.report.path;
-  p.host = main.header.host;
-  p.ended_cleanly = main.report.ended_cleanly;
-  p.hostname = Get<std::string>(record, "host", main.header.host.hostname);
-  p.rank = OptionalInt(record, "rank");
-  p.local_rank = OptionalInt(record, "local_rank");
-  p.world_size = OptionalInt(record, "world_size");
-  p.pid = Get<int>(record, "pid", 0);
-  const json exit = record.is_object() ? record.value("exit", json()) : json();
-  p.exit_status = OptionalInt(exit, "status");
-  p.exit_exception = Get<std::string>(exit, "exception", "");
-  p.start_monotonic_ns = main.header.clock.start_ns;
-  p.start_unix_ns = main.header.clock.start_unix_ns;
-  p.duration_seconds = main.DurationNs() / 1e9;
-  return p;
-}
-
 StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
                                                   const std::vector<tracer::Trace>& workers) {
   const std::string& path = main.report.path;
-  json record = RecordOf(main.header.pipeline);
-  PIPETUNE_RETURN_IF_ERROR(CheckMainRecord(record, path));
+  Json record = internal::RecordOf(main.header.pipeline);
+  PIPETUNE_RETURN_IF_ERROR(internal::CheckMainRecord(record, path));
   uint64_t batches = 0;
-  const json* chosen = ChooseLoader(record["loaders"], main, &batches);
+  const Json* chosen = ChooseLoader(record["loaders"], main, &batches);
   if (batches == 0) {
     return InvalidInput(
         fmt::format("{}: stage \"dataloader\": the program took no batch from a DataLoader", path));
   }
   DataLoaderProfile p = DescribeDataLoaderProcess(main);
-  p.cuda_available = Get<bool>(record, "cuda_available", false);
+  p.cuda_available = internal::Get<bool>(record, "cuda_available", false);
   if (!main.report.warning.empty()) p.warnings.push_back(main.report.warning);
-  p.settings = ReadSettings(chosen->value("settings", json::object()));
-  p.dataset = ReadDataset(*chosen);
-  const int loader_id = Get<int>(*chosen, "id", 0);
+  p.settings = internal::ReadSettings(chosen->value("settings", Json::object()));
+  p.dataset = internal::ReadDataset(*chosen);
+  const int loader_id = internal::Get<int>(*chosen, "id", 0);
   const std::string prefix = LoaderPrefix(loader_id);
 
   // The main process's stages of this DataLoader: its consumer; its samples
@@ -644,9 +424,9 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   std::vector<WorkerStart> starts;
   std::vector<const tracer::Trace*> used;
   for (const tracer::Trace& w : workers) {
-    json wr = RecordOf(w.header.pipeline);
-    if (wr.is_null() || Get<std::string>(wr, "role", "") != "worker") continue;
-    int for_loader = Get<int>(wr, "loader", 0);
+    Json wr = internal::RecordOf(w.header.pipeline);
+    if (wr.is_null() || internal::Get<std::string>(wr, "role", "") != "worker") continue;
+    int for_loader = internal::Get<int>(wr, "loader", 0);
     if (for_loader != 0 && for_loader != loader_id) continue;
     ++p.worker_traces;
     used.push_back(&w);
@@ -661,8 +441,9 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
       worker_data_ns += sum.work_ns;
     }
     p.worker_rss_bytes = std::max(p.worker_rss_bytes, PeakRss(w));
-    if (Get<bool>(wr, "sharded_by_worker_info", false)) ++p.sharded_workers;
-    starts.push_back({Get<uint64_t>(wr, "start_ns", 0), Get<uint64_t>(wr, "ready_ns", 0)});
+    if (internal::Get<bool>(wr, "sharded_by_worker_info", false)) ++p.sharded_workers;
+    starts.push_back(
+        {internal::Get<uint64_t>(wr, "start_ns", 0), internal::Get<uint64_t>(wr, "ready_ns", 0)});
   }
   p.sharded_by_worker_info = p.worker_traces > 0 && p.sharded_workers == p.worker_traces;
   PlaceStages(sums, p);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <string>
 
+#include "pipetune/base/numbers.h"
+
 namespace pipetune::analyzer::internal {
 
 // Three significant figures or so: 1234 -> "1234", 41.23 -> "41.2", 0.523 -> "0.52".
@@ -19,8 +21,7 @@ inline std::string Rate(double x) {
   return fmt::format("{:.2g}", x);
 }
 
-// 0.4123 -> "41%".
-inline std::string Percent(double fraction) { return fmt::format("{:.0f}%", 100.0 * fraction); }
+using pipetune::Percent;  // 0.4123 -> "41%"
 
 // Milliseconds with sensible precision: 0.0123 -> "0.012", 12.34 -> "12.3".
 inline std::string Millis(double ms) {

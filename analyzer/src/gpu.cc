@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "pipetune/base/numbers.h"
+
 namespace pipetune::analyzer {
 namespace {
 
@@ -40,8 +42,6 @@ uint64_t Covered(const std::vector<Span>& spans, uint64_t a, uint64_t b) {
   }
   return total;
 }
-
-std::string Percent(double f) { return fmt::format("{:.0f}%", 100.0 * f); }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <utility>
 
 namespace pipetune {
@@ -32,6 +33,20 @@ Status Sync(const std::string& temporary) {
 }
 
 }  // namespace
+
+StatusOr<std::string> ReadFile(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int error = errno;
+    std::string message =
+        fmt::format("{}: cannot read{}{}: {}", path, what.empty() ? "" : " ", what, std::strerror(error));
+    return error == ENOENT ? NotFound(std::move(message)) : IoError(std::move(message));
+  }
+  std::string contents{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad())
+    return IoError(fmt::format("{}: cannot read{}{}: read failed", path, what.empty() ? "" : " ", what));
+  return contents;
+}
 
 StatusOr<PendingFile> PendingFile::Write(const std::string& path, std::string_view contents) {
   return Write(path, [contents](std::ostream& out) {

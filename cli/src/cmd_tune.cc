@@ -15,7 +15,6 @@
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/engine_from_dataloader.h"
-#include "pipetune/workflow/source_rewrite.h"
 #include "pipetune/workflow/tune.h"
 #include "pipetune/workflow/verify.h"
 #include "run_report.h"
@@ -56,44 +55,11 @@ tuner::Objective ObjectiveFrom(const TuneFlags& flags) {
   return flags.objective == "demand" ? tuner::Objective::kDemand : tuner::Objective::kMax;
 }
 
-void PrintDiff(const workflow::TunedConfig& written) {
-  if (written.diff) fmt::print("{}", written.diff->empty() ? "(no change)\n" : *written.diff);
-}
-
-// A PyTorch DataLoader's trace: DataLoader keyword arguments (docs/pytorch.md).
-int TuneDataLoader(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
-  workflow::DataLoaderTuneRequest request;
-  request.trace = flags.inputs[0];
-  request.budgets = budgets;
-  request.output = flags.output;
-  request.objective = ObjectiveFrom(flags);
-  StatusOr<workflow::DataLoaderTuneResult> result = workflow::TuneDataLoaderTrace(request);
-  if (!result.ok()) return ReportError(result.status());
-  for (const std::string& warning : result->warnings) fmt::print(stderr, "pipetune: WARNING: {}\n", warning);
-  if (flags.format == "json") {
-    Json j = tuner::PlanToJson(result->plan);
-    j["output"] = result->output;
-    j["dataloader_kwargs"] = workflow::DataLoaderKwargs(result->knobs);
-    j["code_change"] = result->code_change;
-    fmt::print("{}\n", DumpJson(j, 2));
-    return kExitOk;
-  }
-  fmt::print("{}", tuner::FormatPlanText(result->plan));
-  fmt::print("DataLoader keyword arguments: {}\n", result->output);
-  fmt::print("code change: {}\n", result->code_change);
-  return kExitOk;
-}
-
-// A PyTorch DataLoader's trace, --engine: the engine config that replaces
-// it (docs/pytorch.md, "The engine in place of the DataLoader").
+// --engine: the engine config that replaces a DataLoader (docs/pytorch.md,
+// "The engine in place of the DataLoader").
 int TuneEngine(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
-  if (flags.inputs.size() > 1 || !workflow::IsDataLoaderTrace(flags.inputs[0])) {
-    return ReportError(InvalidInput(
-        flags.inputs[0] +
-        ": --engine takes one DataLoader's trace (pipetune profile --trace TRACE -- python3 train.py)"));
-  }
   workflow::EngineTuneRequest request;
-  request.trace = flags.inputs[0];
+  request.traces = flags.inputs;
   request.budgets = budgets;
   request.objective = ObjectiveFrom(flags);
   request.output = flags.output;
@@ -108,15 +74,12 @@ int TuneEngine(const TuneFlags& flags, const tuner::BudgetFlags& budgets) {
   return kExitOk;
 }
 
+// Traces of a config's run, a program's or a DataLoader's: which, the
+// workflow decides (pipetune/workflow/recording.h).
 int TuneTraces(const TuneFlags& flags) {
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
   if (flags.engine) return TuneEngine(flags, *budgets);
-  if (workflow::IsDataLoaderTrace(flags.inputs[0])) {
-    if (flags.inputs.size() > 1)
-      return ReportError(InvalidInput(flags.inputs[0] + ": a DataLoader's trace is tuned alone"));
-    return TuneDataLoader(flags, *budgets);
-  }
   workflow::TuneRequest request;
   request.traces = flags.inputs;
   request.budgets = *budgets;
@@ -124,31 +87,17 @@ int TuneTraces(const TuneFlags& flags) {
   request.output = flags.output;
   request.diff = flags.diff;
   request.graph_rewrites = flags.source.empty();  // a C++ source takes knobs only
+  request.source = flags.source;
+  request.source_build_dir = flags.source_build_dir;
   StatusOr<workflow::TuneResult> result = workflow::Tune(request);
   if (!result.ok()) return ReportError(result.status());
-  std::optional<workflow::SourceRewriteResult> rewritten;
-  if (!flags.source.empty()) {
-    StatusOr<workflow::SourceRewriteResult> r =
-        workflow::RewriteSource({.source = flags.source,
-                                 .plan = workflow::TuneResultToJson(*result),
-                                 .build_dir = flags.source_build_dir});
-    if (!r.ok()) return ReportError(r.status());
-    rewritten = *r;
-  }
+  for (const std::string& warning : result->warnings) fmt::print(stderr, "pipetune: WARNING: {}\n", warning);
   if (flags.format == "json") {
     fmt::print("{}\n", DumpJson(workflow::TuneResultToJson(*result), 2));
-    if (rewritten) fmt::print(stderr, "{}", rewritten->output);
+    if (result->source) fmt::print(stderr, "{}", result->source->output);
     return kExitOk;
   }
-  fmt::print("{}", tuner::FormatPlanText(result->plan));
-  if (!result->config) {
-    if (!rewritten) fmt::print("\nthe trace holds no pipeline config: nothing to rewrite\n");
-  } else {
-    fmt::print("\n");
-    PrintDiff(*result->config);
-    fmt::print("tuned config: {}\n", result->config->path);
-  }
-  if (rewritten) fmt::print("source {}:\n{}", flags.source, rewritten->output);
+  fmt::print("{}", workflow::FormatTuneResult(*result, flags.source));
   return kExitOk;
 }
 
@@ -165,12 +114,14 @@ int TuneVerifyDataLoader(const TuneFlags& flags) {
   options.output = flags.output;
   options.rounds = std::max(1, flags.rounds.value_or(1));
   options.objective = ObjectiveFrom(flags);
+  options.program_stdout_to_stderr = flags.format == "json";
   StatusOr<workflow::DataLoaderVerifyResult> result = workflow::VerifyDataLoader(options);
   if (!result.ok()) return ReportError(result.status());
-  fmt::print("{}", workflow::FormatDataLoaderRounds(*result));
-  fmt::print("DataLoader keyword arguments (round {}): {}\n", result->rounds[result->best].index,
-             result->output);
-  fmt::print("code change: {}\n", result->code_change);
+  if (flags.format == "json") {
+    fmt::print("{}\n", DumpJson(workflow::DataLoaderVerifyToJson(*result), 2));
+    return kExitOk;
+  }
+  fmt::print("{}", workflow::FormatDataLoaderVerify(*result));
   return kExitOk;
 }
 
@@ -211,7 +162,7 @@ int TuneVerify(const TuneFlags& flags) {
   const workflow::Round& last = result.rounds.back();
   if (last.has_plan) fmt::print("{}\n", tuner::FormatPlanText(last.plan));
   fmt::print("{}", workflow::FormatRoundTable(result));
-  PrintDiff(verified->written);
+  fmt::print("{}", workflow::FormatDiff(verified->written));
   fmt::print("tuned config (round {}): {}\n", result.rounds[result.best].index, verified->written.path);
   return kExitOk;
 }

@@ -397,11 +397,8 @@ StatusOr<PipelineConfig> ParseConfig(std::string_view text, std::string_view sou
 }
 
 StatusOr<PipelineConfig> LoadConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("{}: cannot open config: {}", path, std::strerror(errno)));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseConfig(buffer.str(), path);
+  PIPETUNE_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "the config"));
+  return ParseConfig(text, path);
 }
 
 std::string Serialize(const PipelineConfig& config) { return DumpJson(ToJson(config), 2) + "\n"; }

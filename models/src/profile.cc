@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipetune/base/numbers.h"
+
 namespace pipetune::models {
 namespace {
 
@@ -19,8 +21,6 @@ constexpr double kSaturatedShare = 0.9;
 // A stage whose off-CPU wall time per element is this many times its CPU time
 // per element is latency-bound.
 constexpr double kLatencyBoundRatio = 2.0;
-
-double SafeDiv(double num, double den) { return den > 0 ? num / den : 0.0; }
 
 // The stage of the config that a measurement describes.
 const StageConfig* FindConfigStage(const PipelineConfig* config, const std::string& name) {
@@ -79,7 +79,7 @@ void SetLocalRatio(StageProfile& stage, const StageConfig* config_stage) {
 // CPU-bound; its share is 1 / contention.
 double EstimateContention(const WindowMeasurement& window, double cores, double seconds) {
   if (window.process_cpu_seconds < 0 || cores <= 0) return 1.0;
-  if (window.process_cpu_seconds / seconds < kSaturatedShare * cores) return 1.0;
+  if (!CpuSaturated(window.process_cpu_seconds / seconds, cores)) return 1.0;
   double best_share = 0;
   for (const StageMeasurement& stage : window.stages) {
     // Only stages that worked a tenth of the window: light stages' CPU is
@@ -95,11 +95,12 @@ void SetPerElement(StageProfile& stage, double contention, double seconds) {
   stage.cpu_seconds_per_element = SafeDiv(stage.cpu_seconds, stage.elements);
   stage.measured_latency_seconds = SafeDiv(busy_seconds, stage.elements);
   stage.bytes_per_element = SafeDiv(stage.bytes, stage.elements);
-  // Wall = CPU * contention (waiting for a core) + real off-CPU time.
-  double cpu = stage.cpu_seconds_per_element;
-  double off_cpu = std::max(0.0, stage.measured_latency_seconds - cpu * contention);
-  stage.latency_seconds = stage.elements > 0 ? std::max(cpu + off_cpu, 1e-12) : 0.0;
-  stage.latency_bound = stage.elements > 0 && stage.latency_seconds > kLatencyBoundRatio * cpu;
+  if (stage.elements > 0) {
+    SetStageLatency(stage, stage.cpu_seconds_per_element, stage.measured_latency_seconds, contention);
+  } else {
+    stage.latency_seconds = 0;
+    stage.latency_bound = false;
+  }
   double worker_seconds = seconds * std::max(1, stage.parallelism);
   stage.busy_fraction = std::min(1.0, SafeDiv(stage.work_seconds, worker_seconds));
   stage.wait_input_fraction = std::min(1.0, SafeDiv(stage.wait_input_seconds, worker_seconds));
@@ -222,7 +223,7 @@ void SetEpoch(Profile& profile, const WindowMeasurement& window, const PipelineC
 // work, or other programs held the cores. A trace cannot tell the two apart
 // (it has no run-queue delays), so the report says so.
 void NoteBusyHost(Profile& profile) {
-  if (profile.process_cpu_cores < 0 || profile.process_cpu_cores >= kSaturatedShare * profile.cores) return;
+  if (profile.process_cpu_cores < 0 || CpuSaturated(profile.process_cpu_cores, profile.cores)) return;
   double stage_cpu = 0;
   for (const StageProfile& stage : profile.stages) stage_cpu += stage.cpu_seconds;
   std::vector<std::string> names;
@@ -272,6 +273,14 @@ std::optional<size_t> Profile::FindStage(const std::string& stage_name) const {
     if (stages[i].name == stage_name) return i;
   }
   return std::nullopt;
+}
+
+bool CpuSaturated(double cpu_cores_used, double cores) { return cpu_cores_used >= kSaturatedShare * cores; }
+
+void SetStageLatency(StageProfile& stage, double cpu_seconds, double wall_seconds, double contention) {
+  double off_cpu = std::max(0.0, wall_seconds - cpu_seconds * contention);
+  stage.latency_seconds = std::max(cpu_seconds + off_cpu, 1e-12);
+  stage.latency_bound = stage.latency_seconds > kLatencyBoundRatio * cpu_seconds;
 }
 
 StatusOr<Profile> MakeProfile(const WindowMeasurement& window, const PipelineConfig* config) {

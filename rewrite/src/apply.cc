@@ -54,7 +54,7 @@ std::string Describe(const KnobSite& site) {
 
 }  // namespace
 
-StatusOr<EditPlan> PlanEdits(const FindResult& found, const nlohmann::ordered_json& plan) {
+StatusOr<EditPlan> PlanEdits(const FindResult& found, const Json& plan) {
   if (!plan.is_object() || !plan.contains("knobs") || !plan["knobs"].is_array() || !plan.contains("pipeline")) {
     return InvalidInput("the plan is not a tuning plan (`pipetune tune --format json` prints one): no \"knobs\" or \"pipeline\"");
   }
@@ -196,11 +196,7 @@ StatusOr<std::map<std::string, std::pair<std::string, std::string>>> ApplyEdits(
   std::map<std::string, std::string> contents;
   for (const Edit& e : edits) {
     if (contents.count(e.file) != 0) continue;
-    std::ifstream in(e.file, std::ios::binary);
-    if (!in) return IoError(fmt::format("{}: cannot read: {}", e.file, std::strerror(errno)));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    contents[e.file] = ss.str();
+    PIPETUNE_ASSIGN_OR_RETURN(contents[e.file], ReadFile(e.file));
   }
   return ApplyEditsTo(edits, contents);
 }

@@ -76,15 +76,13 @@ int RunCommand(const std::vector<std::string>& args) {
     if (!probe) return Fail(file + ": cannot read");
   }
 
-  nlohmann::ordered_json plan;
+  Json plan;
   if (command == "apply") {
-    std::ifstream in(plan_path);
-    if (!in) return Fail(plan_path + ": cannot read");
-    std::stringstream ss;
-    ss << in.rdbuf();
+    StatusOr<std::string> text = ReadFile(plan_path, "the plan");
+    if (!text.ok()) return Fail(text.status().message());
     try {
-      plan = nlohmann::ordered_json::parse(ss.str());
-    } catch (const nlohmann::json::exception& e) {
+      plan = Json::parse(*text);
+    } catch (const Json::exception& e) {
       return Fail(fmt::format("{}: not JSON: {}", plan_path, e.what()));
     }
   }

@@ -4,11 +4,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 #include "image_jpeg.h"
+#include "pipetune/base/files.h"
 #include "pipetune/runtime/jpeg_probe.h"
 
 namespace pipetune::runtime {
@@ -47,9 +46,8 @@ StatusOr<models::JpegEntropyShare> MeasureJpegEntropyShare(const std::vector<std
   for (const std::string& path : files) {
     if (measured >= 2 && ThreadCpuSeconds() - begin > options.max_cpu_seconds) break;
     ++measured;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return InvalidInput(fmt::format("{}: cannot be read", path));
-    const std::vector<uint8_t> data{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    PIPETUNE_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+    const std::vector<uint8_t> data(bytes.begin(), bytes.end());
     StatusOr<image::JpegInfo> info = image::ReadJpegInfo(data.data(), data.size());
     if (!info.ok()) return InvalidInput(fmt::format("{}: not a JPEG ({})", path, info.status().message()));
     const image::PixelCrop whole{0, 0, info->width, info->height};

@@ -242,8 +242,8 @@ StatusOr<RunSummary> RunPipeline(const models::PipelineConfig& config, const Run
   return loop.Run();
 }
 
-nlohmann::ordered_json SummaryToJson(const RunSummary& summary) {
-  nlohmann::ordered_json j;
+Json SummaryToJson(const RunSummary& summary) {
+  Json j;
   j["throughput"] = summary.throughput;
   j["examples_per_second"] = summary.examples_per_second;
   j["steady_examples_per_second"] = summary.steady_examples_per_second;
@@ -259,9 +259,9 @@ nlohmann::ordered_json SummaryToJson(const RunSummary& summary) {
   j["stopped_early"] = summary.stopped_early;
   j["interrupted"] = summary.interrupted;
   j["errors"] = summary.errors;
-  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  Json stages = Json::array();
   for (const StageSummary& s : summary.stages) {
-    nlohmann::ordered_json stage;
+    Json stage;
     stage["name"] = s.name;
     stage["op"] = s.op;
     stage["elements"] = s.elements;

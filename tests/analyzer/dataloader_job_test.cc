@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 #include <string>
 #include <vector>
 
@@ -107,7 +107,7 @@ TEST(DataLoaderJob, EveryRankEndsItsOwnWayInTheTableAndTheJson) {
   ASSERT_TRUE(d.job.has_value());
   EXPECT_EQ(d.job->straggler, 1);
 
-  nlohmann::json j = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson));
+  Json j = Json::parse(RenderReport(d, ReportFormat::kJson));
   EXPECT_EQ(j["straggler"], 1);
   ASSERT_EQ(j["ranks"].size(), 3u);
   EXPECT_EQ(j["ranks"][0]["rank"], 0);
@@ -210,10 +210,10 @@ TEST_F(DataLoaderJobFiles, AMissingRanksTraceIsNamedAndTheVerdictsAreTheRecorded
   EXPECT_THAT(text, HasSubstr("rank 0 is missing"));
   EXPECT_THAT(text, HasSubstr("1 of 2 ranks missing"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("straggler, rank")));
-  nlohmann::json json = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson));
+  Json json = Json::parse(RenderReport(d, ReportFormat::kJson));
   EXPECT_EQ(json["job"]["world_size"], 2);
-  EXPECT_EQ(json["job"]["recorded_ranks"], nlohmann::json::array({1}));
-  EXPECT_EQ(json["job"]["missing_ranks"], nlohmann::json::array({0}));
+  EXPECT_EQ(json["job"]["recorded_ranks"], Json::array({1}));
+  EXPECT_EQ(json["job"]["missing_ranks"], Json::array({0}));
   EXPECT_EQ(json["job"]["missing"], 1);
   EXPECT_EQ(json["ranks"].size(), 1u);
 }

@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 #include <regex>
 #include <string>
 
@@ -185,7 +185,7 @@ TEST(DataLoaderReport, TheTimeChartsDrawTheRunOverTime) {
     EXPECT_GT(d.window_begin_seconds, 0);
     EXPECT_GE(d.window_end_seconds - d.window_begin_seconds, d.profile.window_seconds - 1e-9);
     EXPECT_LE(d.window_end_seconds, d.trace_seconds);
-    nlohmann::json window = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson))["window"];
+    Json window = Json::parse(RenderReport(d, ReportFormat::kJson))["window"];
     EXPECT_NEAR(window["seconds"].get<double>(), d.profile.window_seconds, 1e-5);
 
     std::string html = RenderReport(d, ReportFormat::kHtml);
@@ -245,7 +245,7 @@ TEST(DataLoaderReport, LongStageNamesFitTheChartsLabelColumn) {
 
 TEST(DataLoaderReport, JsonIsTheOneSchemaWithTheDataLoadersSettingsAdded) {
   Diagnosis d = DiagnoseGolden("map_workers2_fork", {"num_workers=4"});
-  nlohmann::json j = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson));
+  Json j = Json::parse(RenderReport(d, ReportFormat::kJson));
   for (const char* key : {"schema_version", "throughput", "predicted_throughput", "bottleneck", "bound",
                           "stall_fraction", "stages", "what_if", "dataloader"}) {
     EXPECT_TRUE(j.contains(key)) << key;

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/analyzer/report.h"
@@ -134,7 +134,7 @@ TEST(GpuReport, EveryFormatSaysTheInputStallShareAndWhetherTuningHelps) {
     EXPECT_NE(out.find("input stalls 100% of the idle time"), std::string::npos) << out;
     EXPECT_NE(out.find("tuning the input pipeline can help"), std::string::npos) << out;
   }
-  nlohmann::json j = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson));
+  Json j = Json::parse(RenderReport(d, ReportFormat::kJson));
   EXPECT_EQ(j["gpu"]["verdict"], "input_stalled");
   EXPECT_EQ(j["gpu"]["tuning_input_can_help"], true);
   EXPECT_GT(j["gpu"]["input_stall_share"].get<double>(), 0.95);
@@ -152,7 +152,7 @@ TEST(GpuReport, ATraceWithoutAGpuSaysWhy) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_NE(RenderReport(*d, ReportFormat::kText).find("no GPU activity recorded: no GPU found"),
             std::string::npos);
-  nlohmann::json j = nlohmann::json::parse(RenderReport(*d, ReportFormat::kJson));
+  Json j = Json::parse(RenderReport(*d, ReportFormat::kJson));
   EXPECT_EQ(j["gpu"]["status"], "no_gpu");
   EXPECT_EQ(j["gpu"]["verdict"], "no_activity");
 }

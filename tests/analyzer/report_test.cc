@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 #include <tuple>
 
 #include "synthetic_trace.h"
@@ -46,7 +46,7 @@ TEST(Report, NamesThatAreNotUtf8AreWrittenInEveryFormat) {
     EXPECT_FALSE(RenderReport(*d, format).empty());
   }
   const std::string text = RenderReport(*d, ReportFormat::kJson);
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(j.is_discarded()) << text.substr(0, 400);
   EXPECT_NE(text.find("d\xef\xbf\xbd" "code \xef\xbf\xbd"), std::string::npos);  // U+FFFD for each bad byte
 }
@@ -93,7 +93,7 @@ TEST(Report, TextMarksTheBottleneckAndSaysTheSentence) {
 
 TEST(Report, JsonHasTheDocumentedFields) {
   Diagnosis d = SampleDiagnosis(5);
-  nlohmann::json j = nlohmann::json::parse(RenderReport(d, ReportFormat::kJson));
+  Json j = Json::parse(RenderReport(d, ReportFormat::kJson));
   EXPECT_EQ(j["schema_version"], kReportSchemaVersion);
   for (const char* key : {"throughput", "predicted_throughput", "bottleneck", "stall_fraction", "stages",
                           "window", "bound", "assumptions", "drops", "summary", "what_if"}) {

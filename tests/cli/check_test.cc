@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 
 #include "cli_test_util.h"
 
@@ -35,7 +35,7 @@ TEST(CheckCommandTest, LoweredParallelismFailsFromTheConfigAloneInUnderASecond) 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(checked.exit_code, 1) << checked.out << checked.err;
   EXPECT_LT(seconds, 1.0);
-  nlohmann::json report = nlohmann::json::parse(checked.out);
+  Json report = Json::parse(checked.out);
   EXPECT_EQ(report["verdict"], "regression");
   ASSERT_EQ(report["knobs"].size(), 1u);
   EXPECT_EQ(report["knobs"][0]["stage"], "decode");
@@ -54,7 +54,7 @@ TEST(CheckCommandTest, LoweredParallelismFailsFromTheConfigAloneInUnderASecond) 
   CommandResult traces = RunPipetune("check --baseline " + (dir / "base.json") + " " + (dir / "tr/run-0.trace") +
                                      " " + (dir / "tr/run-1.trace") + " --format json");
   EXPECT_EQ(traces.exit_code, 0) << traces.out << traces.err;
-  nlohmann::json same_runs = nlohmann::json::parse(traces.out);
+  Json same_runs = Json::parse(traces.out);
   EXPECT_EQ(same_runs["verdict"], "pass");
   EXPECT_DOUBLE_EQ(same_runs["stages"][1]["cpu_per_element"]["change"].get<double>(), 0.0);
 }

@@ -7,7 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 #include <thread>
 #include <vector>
 
@@ -126,7 +126,7 @@ TEST(CliRun, SmallPipelineWritesASummaryWithTheCounts) {
   EXPECT_THAT(result.out, HasSubstr("small: 100 outputs (1000 examples)"));
   EXPECT_THAT(result.out, HasSubstr("work"));
   EXPECT_EQ(result.err, "") << "no progress output when stderr is not a terminal";
-  auto summary = nlohmann::json::parse(ReadFile(dir / "summary.json"));
+  auto summary = Json::parse(ReadFile(dir / "summary.json"));
   EXPECT_EQ(summary["elements"], 100);
   EXPECT_GT(summary["throughput"].get<double>(), 0);
   EXPECT_GT(summary["examples_per_second"].get<double>(), summary["throughput"].get<double>());
@@ -146,7 +146,7 @@ TEST(CliRun, SecondsStopsAnEndlessPipeline) {
       {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 20}}]})");
   CommandResult result = RunPipetune("run " + (dir / "endless.json") + " --seconds 0.5 --summary " + (dir / "s.json"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  auto summary = nlohmann::json::parse(ReadFile(dir / "s.json"));
+  auto summary = Json::parse(ReadFile(dir / "s.json"));
   EXPECT_LT(summary["seconds"].get<double>(), 5.0);
   EXPECT_GT(summary["elements"].get<uint64_t>(), 0u);
 }
@@ -178,7 +178,7 @@ TEST(CliRun, InterruptWritesTheSummaryAndTheTrace) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
-  auto written = nlohmann::json::parse(ReadFile(summary));
+  auto written = Json::parse(ReadFile(summary));
   EXPECT_EQ(written["interrupted"], true);
   EXPECT_EQ(written["stopped_early"], true);
   EXPECT_GT(written["elements"].get<uint64_t>(), 0u);
@@ -264,7 +264,7 @@ TEST(CliRun, FailingElementsStopOrAreCountedAsTheConfigSays) {
   CommandResult skipped = RunPipetune("run " + (dir / "skip.json") + " --summary " + (dir / "s.json"));
   ASSERT_EQ(skipped.exit_code, 0) << skipped.err;
   EXPECT_THAT(skipped.out, HasSubstr("50 elements failed"));
-  auto summary = nlohmann::json::parse(ReadFile(dir / "s.json"));
+  auto summary = Json::parse(ReadFile(dir / "s.json"));
   EXPECT_EQ(summary["failed_elements"], 50);
   EXPECT_EQ(summary["elements"], 0);
 }

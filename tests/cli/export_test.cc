@@ -7,7 +7,7 @@
 
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 #include <set>
 #include <sstream>
 #include <string>
@@ -20,19 +20,18 @@
 namespace pipetune::testing {
 namespace {
 
-using nlohmann::json;
 namespace fs = std::filesystem;
 
 std::string ExportGolden(const std::string& name) {
   return SourcePath("tests/analyzer/dataloader_golden/" + name + "/trace");
 }
 
-json ExportDataLoaderOrFail(const std::string& trace, workflow::ExportResult* result) {
+Json ExportDataLoaderOrFail(const std::string& trace, workflow::ExportResult* result) {
   std::ostringstream out;
   StatusOr<workflow::ExportResult> r = workflow::ExportTimeline({trace}, out);
   EXPECT_TRUE(r.ok()) << r.status().message();
   if (r.ok() && result != nullptr) *result = *r;
-  json doc = json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
+  Json doc = Json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(doc.is_discarded()) << out.str().substr(0, 2000);
   return doc;
 }
@@ -40,10 +39,10 @@ json ExportDataLoaderOrFail(const std::string& trace, workflow::ExportResult* re
 // Every event as the Chrome trace event format has it, in the subset
 // Perfetto imports: a known phase, numeric pid and ts, "X" with dur >= 0,
 // names on metadata.
-void ExpectWellFormed(const json& doc) {
+void ExpectWellFormed(const Json& doc) {
   ASSERT_TRUE(doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array());
   const std::set<std::string> phases{"X", "M", "C", "i"};
-  for (const json& e : doc["traceEvents"]) {
+  for (const Json& e : doc["traceEvents"]) {
     ASSERT_TRUE(e.is_object()) << e.dump();
     ASSERT_TRUE(e.contains("ph") && e["ph"].is_string()) << e.dump();
     const std::string ph = e["ph"];
@@ -78,9 +77,9 @@ struct ExportedTimeline {
   int64_t in_flight_pid = -1;
 };
 
-ExportedTimeline ReadExportedTimeline(const json& doc) {
+ExportedTimeline ReadExportedTimeline(const Json& doc) {
   ExportedTimeline t;
-  for (const json& e : doc["traceEvents"]) {
+  for (const Json& e : doc["traceEvents"]) {
     const int64_t pid = e["pid"];
     ++t.events[pid];
     if (e["ph"] == "M" && e["name"] == "process_name") t.process_names[pid] = e["args"]["name"];
@@ -102,7 +101,7 @@ TEST(ExportDataLoader, TheMainTraceAndEachWorkerAreOneTimeline) {
   for (const std::string name : {"map_workers2_fork", "iterable_workers2"}) {
     SCOPED_TRACE(name);
     workflow::ExportResult result;
-    json doc = ExportDataLoaderOrFail(ExportGolden(name), &result);
+    Json doc = ExportDataLoaderOrFail(ExportGolden(name), &result);
     ExpectWellFormed(doc);
     EXPECT_TRUE(result.warnings.empty());
     ASSERT_EQ(result.traces.size(), 3u);  // the main trace and two workers'
@@ -168,7 +167,7 @@ TEST(ExportDataLoader, AnUnreadableWorkerTraceIsLeftOutAndATruncatedOneReadToIts
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("warning: left out " + (dir / "trace.1")), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("warning: " + (dir / "trace.21239") + ": trace truncated"), std::string::npos) << r.err;
-  ExportedTimeline t = ReadExportedTimeline(json::parse(ReadFile(dir / "t.json")));
+  ExportedTimeline t = ReadExportedTimeline(Json::parse(ReadFile(dir / "t.json")));
   EXPECT_EQ(t.process_names.size(), 3u);
 }
 
@@ -194,7 +193,7 @@ TEST(ExportDataLoader, TheTracesOfAJobsNodesAreOneTimeline) {
   ASSERT_TRUE(result.ok()) << result.status().message();
   EXPECT_EQ(result->traces.size(), 4u);  // two mains, two workers
   EXPECT_EQ(result->traces[0], node1);
-  json doc = json::parse(out.str());
+  Json doc = Json::parse(out.str());
   ExpectWellFormed(doc);
   std::set<std::string> labels;
   for (const auto& [pid, process] : ReadExportedTimeline(doc).process_names) {
@@ -230,7 +229,7 @@ TEST(ExportDataLoader, TheBinaryExportsEveryProcess) {
                                       (dir / "timeline.json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("from 3 traces"), std::string::npos) << r.out;
-  json doc = json::parse(ReadFile(dir / "timeline.json"), nullptr, /*allow_exceptions=*/false);
+  Json doc = Json::parse(ReadFile(dir / "timeline.json"), nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(doc.is_discarded());
   EXPECT_GT(ReadExportedTimeline(doc).events.size(), 1u);
   EXPECT_FALSE(fs::exists(dir / "timeline.json.tmp"));

@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 #include <sstream>
 #include <string>
 #include <vector>
@@ -104,7 +104,7 @@ TEST_F(ReportGolden, JsonGoldensFollowTheDocumentedSchema) {
   for (const GoldenCase& c : Cases()) {
     CommandResult result = RunInSourceDir("report tests/cli/golden/" + c.trace + " --format json " + c.args);
     ASSERT_EQ(result.exit_code, 0) << result.err;
-    auto j = nlohmann::json::parse(result.out);
+    auto j = Json::parse(result.out);
     EXPECT_EQ(j["schema_version"], 1);
     for (const char* key : {"throughput", "predicted_throughput", "bottleneck", "stall_fraction", "stages",
                             "bound", "window", "assumptions", "drops", "summary"}) {

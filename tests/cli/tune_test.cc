@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 #include <string>
 
 #include "cli_test_util.h"
@@ -52,7 +52,7 @@ TEST_F(CliTune, WritesAValidTunedConfigAndPrintsThePlan) {
   EXPECT_THAT(result.out, HasSubstr("work.parallelism"));
   EXPECT_THAT(result.out, HasSubstr("tuned config: " + Path("tuned.json")));
   EXPECT_THAT(result.out, HasSubstr("+++ b/"));  // the diff
-  nlohmann::ordered_json tuned = nlohmann::ordered_json::parse(ReadFile(Path("tuned.json")));
+  Json tuned = Json::parse(ReadFile(Path("tuned.json")));
   EXPECT_EQ(tuned["owner"], "data-team");
   EXPECT_EQ(tuned.begin().key(), "name");
   ASSERT_EQ(tuned["stages"].size(), 4u);
@@ -68,7 +68,7 @@ TEST_F(CliTune, JsonPlanHasThePredictedThroughput) {
   CommandResult result = RunPipetune("tune " + Path("run.ptrace") + " --format json -o " +
                                      Path("tuned2.json") + " --cores 1 --memory 64MiB");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  nlohmann::json plan = nlohmann::json::parse(result.out);
+  Json plan = Json::parse(result.out);
   EXPECT_GT(plan["predicted_throughput"].get<double>(), 0);
   EXPECT_GT(plan["measured_throughput"].get<double>(), 0);
   EXPECT_EQ(plan["budgets"]["cores"], 1.0);
@@ -137,23 +137,23 @@ TEST_F(CliTune, TunedConfigElsewhereKeepsReadingTheSameFiles) {
   CommandResult beside = RunPipetune("tune " + Path("files.ptrace") + " --cores 2");
   ASSERT_EQ(beside.exit_code, 0) << beside.err;
   EXPECT_THAT(beside.out, HasSubstr("tuned config: " + Path("pipe/files.tuned.json")));
-  nlohmann::json same_dir = nlohmann::json::parse(ReadFile(Path("pipe/files.tuned.json")));
+  Json same_dir = Json::parse(ReadFile(Path("pipe/files.tuned.json")));
   EXPECT_EQ(same_dir["stages"][0]["args"]["pattern"], "data/*.txt");
 
   CommandResult moved =
       RunPipetune("tune " + Path("files.ptrace") + " --cores 2 -o " + Path("elsewhere/t.json"));
   ASSERT_EQ(moved.exit_code, 0) << moved.err;
-  nlohmann::json tuned = nlohmann::json::parse(ReadFile(Path("elsewhere/t.json")));
+  Json tuned = Json::parse(ReadFile(Path("elsewhere/t.json")));
   EXPECT_EQ(tuned["stages"][0]["args"]["pattern"], "../pipe/data/*.txt");
-  nlohmann::json once = nlohmann::json::array();  // without the repeat: one pass of the 3 files
-  for (const nlohmann::json& stage : tuned["stages"])
+  Json once = Json::array();  // without the repeat: one pass of the 3 files
+  for (const Json& stage : tuned["stages"])
     if (stage["op"] != "repeat") once.push_back(stage);
   tuned["stages"] = once;
   WriteFile(Path("elsewhere/once.json"), tuned.dump());
   std::string summary = Path("elsewhere/summary.json");
   CommandResult rerun = RunPipetune("run " + Path("elsewhere/once.json") + " --summary " + summary);
   ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
-  EXPECT_EQ(nlohmann::json::parse(ReadFile(summary))["elements"], 3);
+  EXPECT_EQ(Json::parse(ReadFile(summary))["elements"], 3);
 }
 
 // Files listed under a repeat right after the source (the image example's
@@ -179,9 +179,9 @@ TEST_F(CliTune, FindsTheCacheUnderARepeatRightAfterAFileSource) {
   EXPECT_THAT(tune.out, HasSubstr("\"again\" moved after \"work\""));
   EXPECT_THAT(tune.out, HasSubstr("* \"again\" after \"work\": memory cache after \"work\""));
   EXPECT_THAT(tune.out, ::testing::Not(HasSubstr("the epoch's size is unknown")));
-  nlohmann::json tuned = nlohmann::json::parse(ReadFile(Path("epochs/tuned.json")));
+  Json tuned = Json::parse(ReadFile(Path("epochs/tuned.json")));
   std::vector<std::string> ops;
-  for (const nlohmann::json& stage : tuned["stages"]) ops.push_back(stage["op"]);
+  for (const Json& stage : tuned["stages"]) ops.push_back(stage["op"]);
   EXPECT_THAT(ops, ::testing::ElementsAre("list_files", "read_file", "map", "cache", "shuffle", "repeat",
                                           "batch", "prefetch"));
   EXPECT_EQ(tuned["stages"][4]["args"]["buffer"], 20);
@@ -198,7 +198,7 @@ TEST_F(CliTune, FindsTheCacheUnderARepeatRightAfterAFileSource) {
   std::string summary = Path("epochs/summary.json");
   CommandResult rerun = RunPipetune("run " + Path("epochs/tuned.json") + " --seconds 1 --summary " + summary);
   ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
-  nlohmann::json stages = nlohmann::json::parse(ReadFile(summary))["stages"];
+  Json stages = Json::parse(ReadFile(summary))["stages"];
   EXPECT_EQ(stages[2]["elements"], 20) << "the work ran once, for the first epoch";
   EXPECT_GT(stages[3]["elements"].get<int>(), 40) << "the cache replayed later epochs";
 }
@@ -209,7 +209,7 @@ TEST_F(CliTune, VerifyRunsThePlanAndKeepsTheBestMeasured) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("meas/pred"));
   EXPECT_THAT(result.out, HasSubstr("best: round"));
-  nlohmann::json tuned = nlohmann::json::parse(ReadFile(Path("verified.json")));
+  Json tuned = Json::parse(ReadFile(Path("verified.json")));
   EXPECT_EQ(tuned["name"], "tune_me");
   EXPECT_EQ(result.err, "") << "no progress output when stderr is not a terminal";
 }

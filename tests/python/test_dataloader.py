@@ -527,6 +527,31 @@ def main():
                 check_counts(rep, planned["num_workers"])
             if not os.path.exists(out):
                 fail("the best round's kwargs are written")
+        elif case == "verify_json":
+            # --format json prints what a config's verify prints: the rounds,
+            # the best, and (a DataLoader's) the keyword arguments written.
+            script = os.path.join(tmp, "train.py")
+            with open(script, "w") as f:
+                f.write(SCRIPT.format(args=repr(dict(workers=0)), samples=SAMPLES, batch=BATCH))
+            trace = os.path.join(tmp, "verify.trace")
+            r = run([pipetune, "tune", trace, "--verify", "--format", "json", "--cores", "2", "--memory", "64GiB",
+                     "--", sys.executable, script])
+            if r.returncode != 0:
+                fail("tune --verify --format json", r)
+            try:
+                doc = json.loads(r.stdout)
+            except ValueError:
+                fail("tune --verify --format json printed no JSON", r)
+            rounds = doc["rounds"]
+            expect(rounds[0]["round"] == 0 and rounds[0]["settings"] is None and rounds[0]["measured_throughput"] > 0,
+                   "round 0 ran the script's own settings and measured them", doc)
+            expect(doc["best_round"] in [x["round"] for x in rounds] and doc["stop_reason"], "a best round", doc)
+            with open(doc["output"]) as f:
+                written = json.load(f)
+            expect(written == doc["dataloader_kwargs"], "the JSON names the keyword arguments written", doc)
+            expect(list(written) == ["num_workers", "prefetch_factor", "persistent_workers", "pin_memory"],
+                   "the keyword arguments keep the order they were written in", doc)
+            expect(doc["code_change"].startswith("DataLoader("), "the code change", doc)
         elif case == "two_loaders":
             script = os.path.join(tmp, "two.py")
             with open(script, "w") as f:

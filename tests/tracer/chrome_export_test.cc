@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 #include <set>
 #include <sstream>
 #include <thread>
@@ -14,7 +14,6 @@
 namespace pipetune::tracer {
 namespace {
 
-using nlohmann::json;
 
 class ChromeExport : public ::testing::Test {
  protected:
@@ -30,26 +29,26 @@ class ChromeExport : public ::testing::Test {
 };
 std::string* ChromeExport::path_ = nullptr;
 
-json ExportOrFail(const std::string& path, const ChromeExportOptions& options, ChromeExportStats* stats) {
+Json ExportOrFail(const std::string& path, const ChromeExportOptions& options, ChromeExportStats* stats) {
   std::ostringstream out;
   Status s = ExportChrome(path, out, options, stats);
   EXPECT_TRUE(s.ok()) << s.message();
-  json doc = json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
+  Json doc = Json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(doc.is_discarded()) << out.str().substr(0, 2000);
   return doc;
 }
 
 TEST_F(ChromeExport, WritesTracksSlicesAndCounters) {
   ChromeExportStats stats;
-  json doc = ExportOrFail(path(), {}, &stats);
+  Json doc = ExportOrFail(path(), {}, &stats);
   ASSERT_TRUE(doc.contains("traceEvents"));
-  const json& events = doc["traceEvents"];
+  const Json& events = doc["traceEvents"];
   ASSERT_TRUE(events.is_array());
   EXPECT_EQ(events.size(), stats.events_written);
   EXPECT_EQ(stats.events_dropped, 0u);
 
   std::set<std::string> thread_names, counters, slice_names, gpu_cats;
-  for (const json& e : events) {
+  for (const Json& e : events) {
     ASSERT_TRUE(e.contains("ph")) << e.dump();
     std::string ph = e["ph"];
     if (ph == "M" && e["name"] == "thread_name") thread_names.insert(e["args"]["name"].get<std::string>());
@@ -60,7 +59,7 @@ TEST_F(ChromeExport, WritesTracksSlicesAndCounters) {
       if (e["pid"] == 2) gpu_cats.insert(e["cat"].get<std::string>());
     }
   }
-  EXPECT_TRUE(thread_names.count("map #0")) << json(thread_names).dump();
+  EXPECT_TRUE(thread_names.count("map #0")) << Json(thread_names).dump();
   EXPECT_TRUE(thread_names.count("map #1"));
   EXPECT_TRUE(thread_names.count("source #0"));
   EXPECT_TRUE(thread_names.count("consumer"));
@@ -79,7 +78,7 @@ TEST_F(ChromeExport, MaxEventsBoundsTheOutputAndSaysSo) {
   ChromeExportOptions options;
   options.max_events = 10;
   ChromeExportStats stats;
-  json doc = ExportOrFail(path(), options, &stats);
+  Json doc = ExportOrFail(path(), options, &stats);
   EXPECT_EQ(stats.events_written, 11u);  // 10, and the note saying what was left out
   EXPECT_GT(stats.events_dropped, 0u);
   EXPECT_EQ(doc["traceEvents"].size(), 11u);
@@ -101,9 +100,9 @@ TEST_F(ChromeExport, OddNamesStayValidJson) {
   }).join();
   ASSERT_TRUE(Stop().ok());
   RetireStage(stage);
-  json doc = ExportOrFail(odd, {}, nullptr);
+  Json doc = ExportOrFail(odd, {}, nullptr);
   bool found = false;
-  for (const json& e : doc["traceEvents"]) {
+  for (const Json& e : doc["traceEvents"]) {
     if (e["ph"] == "X" && e["name"].get<std::string>().find("quote\" back\\slash") == 0) found = true;
   }
   EXPECT_TRUE(found);

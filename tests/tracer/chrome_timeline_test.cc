@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 #include <sstream>
 #include <string>
 #include <utility>
@@ -18,7 +18,6 @@
 namespace pipetune::tracer {
 namespace {
 
-using nlohmann::json;
 
 constexpr uint64_t kTlMs = 1'000'000;
 
@@ -73,28 +72,28 @@ std::pair<TimelineHandMadeTrace, TimelineHandMadeTrace> TimelineMainAndWorker() 
   return {main, worker};
 }
 
-json ExportTimelineOrFail(const std::vector<ChromeTimelineTrace>& traces, const std::vector<ChromeTimelineQueue>& queues,
+Json ExportTimelineOrFail(const std::vector<ChromeTimelineTrace>& traces, const std::vector<ChromeTimelineQueue>& queues,
             ChromeTimelineStats* stats) {
   std::ostringstream out;
   Status s = ExportChromeTimeline(traces, queues, out, {}, stats);
   EXPECT_TRUE(s.ok()) << s.message();
-  json doc = json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
+  Json doc = Json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(doc.is_discarded()) << out.str().substr(0, 2000);
   return doc;
 }
 
 // The "X" slices' start times by pid.
-std::map<int64_t, std::vector<double>> TimelineSliceStarts(const json& doc) {
+std::map<int64_t, std::vector<double>> TimelineSliceStarts(const Json& doc) {
   std::map<int64_t, std::vector<double>> starts;
-  for (const json& e : doc["traceEvents"]) {
+  for (const Json& e : doc["traceEvents"]) {
     if (e["ph"] == "X") starts[e["pid"].get<int64_t>()].push_back(e["ts"].get<double>());
   }
   return starts;
 }
 
-std::map<int64_t, std::string> TimelineProcessNames(const json& doc) {
+std::map<int64_t, std::string> TimelineProcessNames(const Json& doc) {
   std::map<int64_t, std::string> names;
-  for (const json& e : doc["traceEvents"]) {
+  for (const Json& e : doc["traceEvents"]) {
     if (e["ph"] == "M" && e["name"] == "process_name") names[e["pid"]] = e["args"]["name"];
   }
   return names;
@@ -105,7 +104,7 @@ TEST(ChromeTimeline, OneHostSharesTheMonotonicClockAndTheQueueIsProducedMinusTak
   std::vector<ChromeTimelineTrace> traces{{WriteTimelineTrace("tl_main", main), "main"}, {WriteTimelineTrace("tl_worker", worker), "worker"}};
   ChromeTimelineQueue queue{"batches in flight", "batches", {{1, "collate"}}, {0, "next"}};
   ChromeTimelineStats stats;
-  json doc = ExportTimelineOrFail(traces, {queue}, &stats);
+  Json doc = ExportTimelineOrFail(traces, {queue}, &stats);
 
   EXPECT_EQ(doc["otherData"]["clock"], "CLOCK_MONOTONIC");
   EXPECT_TRUE(stats.warnings.empty());
@@ -118,7 +117,7 @@ TEST(ChromeTimeline, OneHostSharesTheMonotonicClockAndTheQueueIsProducedMinusTak
   EXPECT_EQ(starts[200], std::vector<double>{100'000.0});
 
   std::vector<std::pair<double, int>> depth;
-  for (const json& e : doc["traceEvents"]) {
+  for (const Json& e : doc["traceEvents"]) {
     if (e["ph"] == "C" && e["name"] == "batches in flight") {
       EXPECT_EQ(e["pid"], 100);
       depth.emplace_back(e["ts"].get<double>(), e["args"]["batches"].get<int>());
@@ -135,7 +134,7 @@ TEST(ChromeTimeline, SeveralHostsMeetOnTheRealtimeClock) {
   worker.pid = 100;  // the same pid on another host: still two processes
   main.start_unix_ns = 1'700'000'000'000 * kTlMs;
   worker.start_unix_ns = main.start_unix_ns + 20 * kTlMs;  // worker's span: 50 ms after its start
-  json doc = ExportTimelineOrFail({{WriteTimelineTrace("rt_main", main), "rank 0"}, {WriteTimelineTrace("rt_worker", worker), "rank 1"}}, {}, nullptr);
+  Json doc = ExportTimelineOrFail({{WriteTimelineTrace("rt_main", main), "rank 0"}, {WriteTimelineTrace("rt_worker", worker), "rank 1"}}, {}, nullptr);
   EXPECT_EQ(doc["otherData"]["clock"], "CLOCK_REALTIME");
   auto names = TimelineProcessNames(doc);
   ASSERT_EQ(names.size(), 2u);
@@ -159,7 +158,7 @@ TEST(ChromeTimeline, AnUnreadableOrTruncatedLaterTraceIsAWarning) {
   std::string bytes = TimelineTraceBytes(worker);
   testing::WriteFileBytes(truncated, bytes.substr(0, bytes.size() - 5));
   ChromeTimelineStats stats;
-  json doc = ExportTimelineOrFail({{main_path, "main"}, {missing, "gone"}, {truncated, "cut"}}, {}, &stats);
+  Json doc = ExportTimelineOrFail({{main_path, "main"}, {missing, "gone"}, {truncated, "cut"}}, {}, &stats);
   ASSERT_EQ(stats.warnings.size(), 2u);
   EXPECT_NE(stats.warnings[0].find(missing), std::string::npos) << stats.warnings[0];
   EXPECT_NE(stats.warnings[1].find("truncated"), std::string::npos) << stats.warnings[1];

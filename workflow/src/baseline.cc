@@ -15,6 +15,7 @@
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/text.h"
+#include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
 #include "run_directory.h"
@@ -90,8 +91,16 @@ std::string IdentityHash(const models::PipelineConfig& config) {
     identity.push_back(
         Json{{"name", stage.name}, {"op", models::OpName(stage.op)}, {"fn", stage.fn}, {"args", stage.args}});
   }
+  return internal::HashIdentity(identity);
+}
+
+namespace internal {
+
+std::string HashIdentity(const Json& identity) {
   return fmt::format("{:016x}", Fnv1a64(DumpJson(identity), kBaselineHashBasis));
 }
+
+}  // namespace internal
 
 std::vector<StageKnobs> KnobsOf(const models::PipelineConfig& config) {
   std::vector<StageKnobs> knobs;
@@ -119,8 +128,7 @@ RunRecord RecordOf(const models::Profile& profile) {
 }
 
 StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
-  if (!request.command.empty() ||
-      (!request.traces.empty() && analyzer::IsDataLoaderTraceFile(request.traces.front())))
+  if (!request.command.empty() || OpenRecording(request.traces).is_dataloader())
     return internal::MeasureDataLoaderRuns(request, diagnose);
   std::vector<std::string> traces = request.traces;
   std::optional<internal::RunDirectory> dir;  // lives until the traces are read
@@ -400,11 +408,8 @@ StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& sourc
 }
 
 StatusOr<Baseline> LoadBaseline(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidInput(fmt::format("{}: cannot read the baseline: {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseBaseline(text.str(), path);
+  PIPETUNE_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "the baseline"));
+  return ParseBaseline(text, path);
 }
 
 Status SaveBaseline(const Baseline& baseline, const std::string& path) {

@@ -8,8 +8,9 @@
 #include <map>
 
 #include "gate_judge.h"
-#include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/base/numbers.h"
 #include "pipetune/models/rate_model.h"
+#include "pipetune/workflow/recording.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -35,13 +36,6 @@ std::vector<Identity> IdentitiesOf(const std::vector<StageKnobs>& stages) {
 }
 
 std::string Spell(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "none"; }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t mid = v.size() / 2;
-  return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
-}
 
 // The stage's CPU seconds per element in each run (0 when the run lacks it).
 std::vector<double> CpuSamples(const std::vector<RunRecord>& runs, const std::string& stage) {
@@ -347,7 +341,7 @@ StatusOr<CheckReport> Check(const CheckRequest& request) {
         fmt::format("--tolerance: expected a percentage in [0, 100), got {}", request.judge.tolerance * 100));
   PIPETUNE_ASSIGN_OR_RETURN(Baseline baseline, LoadBaseline(request.baseline_path));
   if (baseline.kind == kDataLoaderBaseline || !request.command.empty() ||
-      (!request.traces.empty() && analyzer::IsDataLoaderTraceFile(request.traces.front())))
+      OpenRecording(request.traces).is_dataloader())
     return internal::CheckDataLoader(request, baseline);
   std::optional<MeasuredRuns> measured;
   models::PipelineConfig config;

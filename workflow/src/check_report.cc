@@ -21,7 +21,7 @@ Json ShiftJson(const Shift& s) {
   return j;
 }
 
-std::string Percent(double change) { return fmt::format("{:+.1f}%", change * 100); }
+std::string PercentChange(double change) { return fmt::format("{:+.1f}%", change * 100); }
 
 std::string Headline(const CheckReport& r) {
   switch (r.verdict) {
@@ -32,11 +32,11 @@ std::string Headline(const CheckReport& r) {
         return fmt::format(
             "MACHINE: throughput {} with every stage's CPU per element steady, and the CPU-bound "
             "stages waited {} longer for a core: this machine is busier than the baseline's",
-            Percent(r.throughput.change), Percent(r.contention.change));
+            PercentChange(r.throughput.change), PercentChange(r.contention.change));
       return fmt::format(
           "MACHINE: every stage's CPU per element moved by about {} : this machine is slower or "
           "busier than the baseline's; no stage is blamed",
-          Percent(r.machine_factor - 1));
+          PercentChange(r.machine_factor - 1));
     case Verdict::kRegression:
       break;
   }
@@ -44,11 +44,12 @@ std::string Headline(const CheckReport& r) {
   for (const StageCheck& s : r.stages) {
     if (s.regressed)
       what.push_back(
-          fmt::format("stage {} costs {} CPU per element", s.name, Percent(s.cpu_per_element.change)));
+          fmt::format("stage {} costs {} CPU per element", s.name, PercentChange(s.cpu_per_element.change)));
   }
-  if (r.throughput_regressed) what.push_back(fmt::format("throughput {}", Percent(r.throughput.change)));
+  if (r.throughput_regressed)
+    what.push_back(fmt::format("throughput {}", PercentChange(r.throughput.change)));
   if (r.config_regressed)
-    what.push_back(fmt::format("config change predicts {} throughput", Percent(r.predicted_change)));
+    what.push_back(fmt::format("config change predicts {} throughput", PercentChange(r.predicted_change)));
   std::string joined;
   for (const std::string& w : what) joined += (joined.empty() ? "" : "; ") + w;
   return "REGRESSION: " + joined;
@@ -59,8 +60,8 @@ std::string ThroughputLine(const CheckReport& r) {
   // The medians of each side, and the shift estimated over every pair of runs
   // (gate_stats.h), which the verdict uses; with few noisy runs they differ.
   std::string line = fmt::format("throughput median {:.1f} -> {:.1f} outputs/s, shift {}", t.baseline_median,
-                                 t.new_median, Percent(t.change));
-  if (t.has_interval) line += fmt::format(", interval {}..{}", Percent(t.low), Percent(t.high));
+                                 t.new_median, PercentChange(t.change));
+  if (t.has_interval) line += fmt::format(", interval {}..{}", PercentChange(t.low), PercentChange(t.high));
   return line;
 }
 
@@ -72,8 +73,9 @@ std::string BindsLine(const CheckReport& r) {
 
 std::string KnobLine(const KnobChange& k) {
   return fmt::format("{}.{}: {} -> {}{}", k.stage, k.knob, k.baseline, k.now,
-                     k.predicted_change ? fmt::format(" (model: {} throughput)", Percent(*k.predicted_change))
-                                        : " (not priced by the model)");
+                     k.predicted_change
+                         ? fmt::format(" (model: {} throughput)", PercentChange(*k.predicted_change))
+                         : " (not priced by the model)");
 }
 
 }  // namespace
@@ -130,9 +132,9 @@ std::string FormatCheckText(const CheckReport& r) {
     }
   }
   if (!r.knobs.empty()) {
-    out +=
-        fmt::format("  config: model {:.1f} -> {:.1f} outputs/s ({}){}\n", r.predicted_before,
-                    r.predicted_after, Percent(r.predicted_change), r.config_regressed ? "  REGRESSED" : "");
+    out += fmt::format("  config: model {:.1f} -> {:.1f} outputs/s ({}){}\n", r.predicted_before,
+                       r.predicted_after, PercentChange(r.predicted_change),
+                       r.config_regressed ? "  REGRESSED" : "");
     for (const KnobChange& k : r.knobs) out += "    " + KnobLine(k) + "\n";
   } else {
     out += "  config: knobs as in the baseline\n";
@@ -150,18 +152,19 @@ std::string FormatCheckMarkdown(const CheckReport& r) {
     for (const StageCheck& s : r.stages) {
       const Shift& c = s.cpu_per_element;
       out += fmt::format("| `{}` | {:.1f} | {:.1f} | {} | {}{} |\n", s.name, c.baseline_median * 1e6,
-                         c.new_median * 1e6, Percent(c.change), s.regressed ? "**regressed** " : "", s.why);
+                         c.new_median * 1e6, PercentChange(c.change), s.regressed ? "**regressed** " : "",
+                         s.why);
     }
     out += "\n";
   }
   if (!r.knobs.empty()) {
     out += fmt::format("Config: the model predicts {:.1f} → {:.1f} outputs/s ({}){}\n\n", r.predicted_before,
-                       r.predicted_after, Percent(r.predicted_change),
+                       r.predicted_after, PercentChange(r.predicted_change),
                        r.config_regressed ? " — **regressed**" : "");
     out += "| stage | knob | baseline | now | predicted change |\n|---|---|---|---|---:|\n";
     for (const KnobChange& k : r.knobs) {
       out += fmt::format("| `{}` | {} | {} | {} | {} |\n", k.stage, k.knob, k.baseline, k.now,
-                         k.predicted_change ? Percent(*k.predicted_change) : "not priced");
+                         k.predicted_change ? PercentChange(*k.predicted_change) : "not priced");
     }
     out += "\n";
   }

@@ -54,7 +54,7 @@ namespace {
 
 // The keyword arguments of one object of a kwargs file; `where` names it in
 // errors ("" at the top, "ranks"."1". for a rank's own).
-Status CheckKwargs(const nlohmann::json& kwargs, const std::string& path, const std::string& where) {
+Status CheckKwargs(const Json& kwargs, const std::string& path, const std::string& where) {
   for (const auto& [key, value] : kwargs.items()) {
     if (key == "num_workers" || key == "prefetch_factor") {
       if (value.is_null() && key == "prefetch_factor") continue;
@@ -93,16 +93,13 @@ Status CheckKwargs(const nlohmann::json& kwargs, const std::string& path, const 
 
 }  // namespace
 
-StatusOr<nlohmann::json> ReadDataLoaderKwargs(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return InvalidInput(fmt::format("{}: cannot read the DataLoader settings", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+StatusOr<Json> ReadDataLoaderKwargs(const std::string& path) {
+  PIPETUNE_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "the DataLoader settings"));
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return InvalidInput(fmt::format("{}: expected a JSON object of DataLoader keyword arguments", path));
   }
-  const nlohmann::json& kwargs = j.contains("dataloader_kwargs") ? j["dataloader_kwargs"] : j;
+  const Json& kwargs = j.contains("dataloader_kwargs") ? j["dataloader_kwargs"] : j;
   PIPETUNE_RETURN_IF_ERROR(CheckKwargs(kwargs, path, ""));
   return kwargs;
 }
@@ -127,18 +124,16 @@ StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_
   return env;
 }
 
-bool IsDataLoaderTrace(const std::string& trace_path) { return analyzer::IsDataLoaderTraceFile(trace_path); }
-
 std::string DataLoaderKwargsPath(const std::string& requested, const std::string& trace) {
   if (!requested.empty()) return requested;
   fs::path p(trace);
   return (p.parent_path() / (p.stem().string() + ".dataloader.json")).string();
 }
 
-nlohmann::json DataLoaderKwargs(const analyzer::DataLoaderKnobs& k) {
-  nlohmann::json j;
+Json DataLoaderKwargs(const analyzer::DataLoaderKnobs& k) {
+  Json j;
   j["num_workers"] = k.num_workers;
-  j["prefetch_factor"] = k.num_workers > 0 ? nlohmann::json(k.prefetch_factor) : nlohmann::json();
+  j["prefetch_factor"] = k.num_workers > 0 ? Json(k.prefetch_factor) : Json();
   j["persistent_workers"] = k.num_workers > 0 && k.persistent_workers;
   j["pin_memory"] = k.pin_memory;
   return j;
@@ -276,7 +271,7 @@ StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& 
   if (tuning.processes > 1) plan.notes.push_back(JobNote(tuning, resources));
   DataLoaderTuneResult result;
   result.knobs = analyzer::KnobsOf(input.profile, *plan.configuration);
-  nlohmann::json kwargs = DataLoaderKwargs(result.knobs);
+  Json kwargs = DataLoaderKwargs(result.knobs);
   if (std::optional<analyzer::DataLoaderKnobs> own =
           PerRankSetting(tuning, input, resources, request.objective, plan, result.knobs)) {
     kwargs["ranks"][std::to_string(*tuning.rank)] = DataLoaderKwargs(*own);
@@ -308,12 +303,13 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     return InvalidInput("--verify: no program: pipetune tune --verify -- COMMAND ...");
   DataLoaderVerifyResult result;
   std::string kwargs_path;
-  nlohmann::json applied;  // null: the script's own settings
+  std::optional<analyzer::DataLoaderKnobs> applied_knobs;  // none: the script's own settings
   double predicted = 0;
   auto step = [&](int round, bool plan_next) -> StatusOr<LoopStep> {
     DataLoaderRound r;
     r.index = round;
-    r.applied = applied;
+    r.knobs = applied_knobs;
+    r.applied = r.knobs ? DataLoaderKwargs(*r.knobs) : Json();
     r.predicted_batches_per_second = predicted;
     r.trace = DataLoaderRoundTrace(options.trace, round);
     PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env,
@@ -324,6 +320,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     profile_options.interval_ms = options.interval_ms;
     profile_options.command = options.command;
     profile_options.environment = env.variables;
+    profile_options.stdout_to_stderr = options.program_stdout_to_stderr;
     PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileProgram(profile_options));
     r.exit_code = ran.exit_code;
     if (ran.exit_code != 0) {
@@ -346,7 +343,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     if (plan_next) {
       step_result.plan_changes_something = !(tuned->knobs == analyzer::CurrentKnobs(tuned->run.settings));
       kwargs_path = tuned->output;
-      applied = DataLoaderKwargs(tuned->knobs);
+      applied_knobs = tuned->knobs;
       predicted = tuned->plan.predicted_throughput;
     }
     return step_result;
@@ -355,23 +352,19 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
   result.best = outcome.best;
   result.stop_reason = outcome.stop_reason;
   const DataLoaderRound& best = result.rounds[result.best];
-  nlohmann::json best_kwargs = best.applied;
-  if (best_kwargs.is_null()) {
+  if (best.knobs) {
+    result.knobs = *best.knobs;
+  } else {
     // The script's own settings measured best: write them, so that applying
     // the file changes nothing.
     StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(best.trace);
     if (!profile.ok()) return profile.status();
-    best_kwargs = DataLoaderKwargs(analyzer::CurrentKnobs(profile->settings));
+    result.knobs = analyzer::CurrentKnobs(profile->settings);
   }
   result.output = DataLoaderKwargsPath(options.output, options.trace);
-  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, DumpJson(best_kwargs, 2) + "\n"));
-  analyzer::DataLoaderKnobs knobs;
-  knobs.num_workers = best_kwargs.value("num_workers", 0);
-  knobs.prefetch_factor =
-      best_kwargs["prefetch_factor"].is_number() ? best_kwargs["prefetch_factor"].get<int>() : 2;
-  knobs.persistent_workers = best_kwargs.value("persistent_workers", false);
-  knobs.pin_memory = best_kwargs.value("pin_memory", false);
-  result.code_change = DataLoaderCodeChange(knobs);
+  PIPETUNE_RETURN_IF_ERROR(
+      WriteFileAtomically(result.output, DumpJson(DataLoaderKwargs(result.knobs), 2) + "\n"));
+  result.code_change = DataLoaderCodeChange(result.knobs);
   return result;
 }
 
@@ -386,6 +379,28 @@ std::string FormatDataLoaderRounds(const DataLoaderVerifyResult& result) {
                     &r == &result.rounds[result.best] ? "  <- best" : "");
   }
   return out + fmt::format("stopped: {}\n", result.stop_reason);
+}
+
+std::string FormatDataLoaderVerify(const DataLoaderVerifyResult& result) {
+  return FormatDataLoaderRounds(result) +
+         fmt::format("DataLoader keyword arguments (round {}): {}\ncode change: {}\n",
+                     result.rounds[result.best].index, result.output, result.code_change);
+}
+
+Json DataLoaderVerifyToJson(const DataLoaderVerifyResult& result) {
+  Json rounds = Json::array();
+  for (const DataLoaderRound& r : result.rounds) {
+    rounds.push_back({{"round", r.index},
+                      {"settings", r.applied},
+                      {"predicted_throughput", r.predicted_batches_per_second},
+                      {"measured_throughput", r.measured_batches_per_second},
+                      {"workers", r.workers}});
+  }
+  Json document = VerifyLoopToJson(std::move(rounds), result.best, result.stop_reason);
+  document["output"] = result.output;
+  document["dataloader_kwargs"] = DataLoaderKwargs(result.knobs);
+  document["code_change"] = result.code_change;
+  return document;
 }
 
 }  // namespace pipetune::workflow

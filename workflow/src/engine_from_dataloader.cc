@@ -11,6 +11,7 @@
 
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/plan_report.h"
+#include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/run.h"
 
 namespace pipetune::workflow {
@@ -356,9 +357,15 @@ std::string EngineConfigPath(const std::string& requested, const std::string& tr
 }
 
 StatusOr<EngineTuneResult> TuneEngineFromDataLoader(const EngineTuneRequest& request) {
+  if (request.traces.size() != 1 || !OpenRecording(request.traces).is_dataloader()) {
+    return InvalidInput(fmt::format(
+        "{}: --engine takes one DataLoader's trace (pipetune profile --trace TRACE -- python3 train.py)",
+        request.traces.empty() ? std::string("no trace") : request.traces[0]));
+  }
+  const std::string& trace = request.traces[0];
   EngineTuneResult result;
   // The DataLoader as it ran, and the best its own keyword arguments reach.
-  DataLoaderTuneRequest dataloader{request.trace, request.budgets, request.objective, ""};
+  DataLoaderTuneRequest dataloader{trace, request.budgets, request.objective, ""};
   PIPETUNE_ASSIGN_OR_RETURN(result.dataloader, PlanDataLoaderTrace(dataloader));
 
   // Its equivalent on the engine: refused here, before anything runs, when
@@ -366,10 +373,10 @@ StatusOr<EngineTuneResult> TuneEngineFromDataLoader(const EngineTuneRequest& req
   PIPETUNE_ASSIGN_OR_RETURN(result.equivalent, EngineConfigFromDataLoader(result.dataloader.run));
   PIPETUNE_ASSIGN_OR_RETURN(
       models::PipelineConfig config,
-      models::ParseConfig(DumpJson(result.equivalent, 2), "the engine config for " + request.trace));
+      models::ParseConfig(DumpJson(result.equivalent, 2), "the engine config for " + trace));
 
   // PIL's costs say nothing of the engine's: measure them on the same files.
-  result.output = EngineConfigPath(request.output, request.trace);
+  result.output = EngineConfigPath(request.output, trace);
   fs::path output(result.output);
   result.calibration_trace =
       (output.parent_path() / (output.stem().string() + ".calibration.ptrace")).string();
@@ -377,7 +384,7 @@ StatusOr<EngineTuneResult> TuneEngineFromDataLoader(const EngineTuneRequest& req
   run.seconds = request.calibration_seconds;
   run.trace_path = result.calibration_trace;
   StatusOr<runtime::RunSummary> calibration = RunConfig(config, run);
-  if (!calibration.ok()) return calibration.status().WithContext("the calibration run of " + request.trace);
+  if (!calibration.ok()) return calibration.status().WithContext("the calibration run of " + trace);
   result.calibration = *calibration;
 
   // Tuned under the same budgets, and written.

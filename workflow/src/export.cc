@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
-#include <type_traits>
 
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/dataloader_trace.h"
@@ -16,30 +14,6 @@
 
 namespace pipetune::workflow {
 namespace {
-
-using nlohmann::json;
-
-// The bootstrap's record in a trace's header (what the session started
-// with: a process's role, a worker's id and DataLoader); null when none.
-json RecordInHeader(const std::string& path) {
-  StatusOr<tracer::TraceHeader> header = tracer::ReadTraceHeader(path);
-  if (!header.ok()) return nullptr;
-  json parsed = json::parse(header->pipeline.config_json, nullptr, /*allow_exceptions=*/false);
-  if (!parsed.is_object() || !parsed.contains("pipetune_dataloader")) return nullptr;
-  const json& record = parsed["pipetune_dataloader"];
-  return record.is_object() ? record : json(nullptr);
-}
-
-template <typename T>
-T Get(const json& object, const char* key, T fallback) {
-  auto it = object.find(key);
-  if (it == object.end()) return fallback;
-  if constexpr (std::is_same_v<T, std::string>) {
-    return it->is_string() ? it->get<std::string>() : fallback;
-  } else {
-    return it->is_number_integer() ? it->get<T>() : fallback;
-  }
-}
 
 StatusOr<ExportResult> ExportOne(const std::string& trace_path, std::ostream& out,
                                  const tracer::ChromeExportOptions& options) {
@@ -73,8 +47,7 @@ StatusOr<ExportResult> ExportTimeline(const std::vector<std::string>& trace_path
                                       const tracer::ChromeExportOptions& options) {
   if (trace_paths.empty()) return InvalidInput("no trace to export");
   for (const std::string& path : trace_paths) {
-    json record = RecordInHeader(path);
-    if (!record.is_null() && Get<std::string>(record, "role", "") == "main") continue;
+    if (analyzer::ReadDataLoaderRole(path).role == "main") continue;
     if (trace_paths.size() == 1) return ExportOne(path, out, options);
     PIPETUNE_RETURN_IF_ERROR(tracer::ReadTraceHeader(path).status());  // missing, not a trace: say so
     return InvalidInput(fmt::format(
@@ -102,12 +75,12 @@ StatusOr<ExportResult> ExportTimeline(const std::vector<std::string>& trace_path
     main_of.push_back(main_index);
     loader_of.push_back(0);
     for (size_t i = 1; i < process.size(); ++i) {
-      json record = RecordInHeader(process[i]);
+      const analyzer::DataLoaderProcessRole role = analyzer::ReadDataLoaderRole(process[i]);
       std::string label;
       int loader = 0;
-      if (record.is_object() && Get<std::string>(record, "role", "") == "worker") {
-        label = fmt::format("{}DataLoader worker {}", rank, Get<int>(record, "worker_id", 0));
-        loader = Get<int>(record, "loader", 0);
+      if (role.role == "worker") {
+        label = fmt::format("{}DataLoader worker {}", rank, role.worker_id);
+        loader = role.loader;
         if (loader > 0) loaders.insert({main_index, loader});
       }
       traces.push_back({process[i], label});

@@ -15,7 +15,6 @@
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/base/json.h"
-#include "pipetune/base/text.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/profile_program.h"
@@ -113,7 +112,7 @@ std::string DataLoaderIdentityHash(const DataLoaderGateSettings& settings,
                                    const std::vector<StageKnobs>& stages) {
   Json identity{{"batch_size", settings.batch_size}, {"dataset", settings.dataset}};
   for (const StageKnobs& s : stages) identity["stages"].push_back(s.name);
-  return fmt::format("{:016x}", Fnv1a64(DumpJson(identity), kBaselineHashBasis));  // as IdentityHash
+  return internal::HashIdentity(identity);
 }
 
 Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run) {
@@ -264,28 +263,21 @@ CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettin
     report.predicted_change =
         report.predicted_before > 0 ? report.predicted_after / report.predicted_before - 1 : 0;
   }
-  auto add = [&](const char* knob, const std::string& was, const std::string& is,
-                 analyzer::DataLoaderKnobs one_change) {
-    if (was == is) return;
+  // Each knob that changed, with what changing it alone (the others as in
+  // the baseline) does to the prediction.
+  auto add = [&](const char* knob, auto analyzer::DataLoaderKnobs::*member, auto spell) {
+    if (before.*member == now.knobs.*member) return;
+    analyzer::DataLoaderKnobs one_change = before;
+    one_change.*member = now.knobs.*member;
     std::optional<double> change;
     if (priced && report.predicted_before > 0) change = predict(one_change) / report.predicted_before - 1;
-    report.knobs.push_back({"workers", knob, was, is, change});
+    report.knobs.push_back({"workers", knob, spell(before.*member), spell(now.knobs.*member), change});
   };
-  analyzer::DataLoaderKnobs k = before;
-  k.num_workers = now.knobs.num_workers;
-  add(analyzer::kNumWorkersKnob, std::to_string(before.num_workers), std::to_string(now.knobs.num_workers),
-      k);
-  k = before;
-  k.prefetch_factor = now.knobs.prefetch_factor;
-  add(analyzer::kPrefetchFactorKnob, std::to_string(before.prefetch_factor),
-      std::to_string(now.knobs.prefetch_factor), k);
-  k = before;
-  k.persistent_workers = now.knobs.persistent_workers;
-  add(analyzer::kPersistentWorkersKnob, Bool(before.persistent_workers), Bool(now.knobs.persistent_workers),
-      k);
-  k = before;
-  k.pin_memory = now.knobs.pin_memory;
-  add(analyzer::kPinMemoryKnob, Bool(before.pin_memory), Bool(now.knobs.pin_memory), k);
+  auto number = [](int value) { return std::to_string(value); };
+  add(analyzer::kNumWorkersKnob, &analyzer::DataLoaderKnobs::num_workers, number);
+  add(analyzer::kPrefetchFactorKnob, &analyzer::DataLoaderKnobs::prefetch_factor, number);
+  add(analyzer::kPersistentWorkersKnob, &analyzer::DataLoaderKnobs::persistent_workers, Bool);
+  add(analyzer::kPinMemoryKnob, &analyzer::DataLoaderKnobs::pin_memory, Bool);
   report.config_regressed = priced && !report.knobs.empty() && report.predicted_change < -options.tolerance;
   if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
     internal::JudgeRuns(baseline, *runs, options, report);

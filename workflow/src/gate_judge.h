@@ -3,8 +3,10 @@
 // both are judged by the same statistics and rules. Private to the workflow.
 #pragma once
 
+#include <string>
 #include <vector>
 
+#include "pipetune/base/json.h"
 #include "pipetune/workflow/baseline.h"
 #include "pipetune/workflow/check.h"
 
@@ -14,6 +16,11 @@ namespace pipetune::workflow::internal {
 // the baseline's; fills report.stages, throughput and the machine fields.
 void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, const JudgeOptions& options,
                CheckReport& report);
+
+// The identity every baseline records (IdentityHash, DataLoaderIdentityHash):
+// `identity` serialised on one line, FNV-1a with the baselines' basis, as
+// 16 hex digits. One function, so that the two kinds cannot drift apart.
+std::string HashIdentity(const Json& identity);
 
 // The verdict from what was judged: a regression when a stage, the
 // throughput or the knobs regressed; else machine when the machine drifted.

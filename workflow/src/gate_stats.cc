@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipetune/base/numbers.h"
+
 namespace pipetune::workflow {
 namespace {
 
@@ -12,13 +14,6 @@ std::vector<double> PositiveLogs(const std::vector<double>& values) {
     if (v > 0 && std::isfinite(v)) logs.push_back(std::log(v));
   }
   return logs;
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
 // Above this many runs on a side the exact count is replaced by the normal

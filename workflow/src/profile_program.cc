@@ -13,6 +13,7 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/tracer/gpu_profile.h"
 #include "pipetune/tracer/reader.h"
+#include "pipetune/workflow/recording.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -27,6 +28,7 @@ using Environment = std::vector<std::pair<std::string, std::string>>;
   ::setenv("PIPETUNE_TRACE_INTERVAL_MS", std::to_string(options.interval_ms).c_str(), 1);
   for (const auto& [name, value] : gpu_environment) ::setenv(name.c_str(), value.c_str(), 1);
   for (const auto& [name, value] : options.environment) ::setenv(name.c_str(), value.c_str(), 1);
+  if (options.stdout_to_stderr) ::dup2(STDERR_FILENO, STDOUT_FILENO);
   std::vector<char*> argv;
   for (const std::string& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -41,7 +43,7 @@ using Environment = std::vector<std::pair<std::string, std::string>>;
 std::vector<ProfiledProcess> RecordedProcesses(const std::string& trace) {
   std::vector<ProfiledProcess> processes;
   for (const std::string& path : analyzer::JobTracePaths(trace)) {
-    if (!analyzer::IsDataLoaderTraceFile(path)) continue;
+    if (!OpenRecording({path}).is_dataloader()) continue;
     StatusOr<tracer::Trace> main = tracer::LoadTrace(path);
     if (!main.ok()) continue;
     analyzer::DataLoaderProfile p = analyzer::DescribeDataLoaderProcess(*main);

@@ -10,6 +10,7 @@
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/files.h"
 #include "pipetune/models/config.h"
+#include "pipetune/workflow/recording.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 StatusOr<analyzer::Diagnosis> DiagnoseAny(const ReportRequest& request) {
   analyzer::DiagnoseOptions options;
   options.what_ifs = request.what_ifs;
-  if (!analyzer::IsDataLoaderTraceFile(request.traces[0])) {
+  if (!OpenRecording(request.traces).is_dataloader()) {
     options.measure_jpeg = MeasureDecodeCropHost;
     return analyzer::DiagnoseTraces(request.traces, options);
   }

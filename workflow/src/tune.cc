@@ -14,6 +14,7 @@
 #include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/rewrite.h"
+#include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/run.h"
 
 namespace pipetune::workflow {
@@ -104,6 +105,11 @@ std::string TunedConfigPath(const std::string& requested, const std::string& con
   return (path.parent_path() / (path.stem().string() + ".tuned.json")).string();
 }
 
+std::string FormatDiff(const TunedConfig& written) {
+  if (!written.diff) return "";
+  return written.diff->empty() ? "(no change)\n" : *written.diff;
+}
+
 StatusOr<TunedConfig> WriteTunedConfig(const models::PipelineConfig& original, models::PipelineConfig tuned,
                                        const std::string& original_dir, const std::string& original_label,
                                        const std::string& path, bool with_diff) {
@@ -117,7 +123,26 @@ StatusOr<TunedConfig> WriteTunedConfig(const models::PipelineConfig& original, m
   return written;
 }
 
-StatusOr<TuneResult> Tune(const TuneRequest& request) {
+namespace {
+
+// A DataLoader's run: one plan for its job, the keyword arguments written.
+StatusOr<TuneResult> TuneDataLoader(const TuneRequest& request) {
+  if (request.traces.size() > 1) {
+    return InvalidInput(request.traces[0] + ": a DataLoader's trace is tuned alone");
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(
+      DataLoaderTuneResult tuned,
+      TuneDataLoaderTrace({request.traces[0], request.budgets, request.objective, request.output}));
+  TuneResult result;
+  result.plan = tuned.plan;
+  result.warnings = tuned.warnings;
+  result.dataloader = std::move(tuned);
+  return result;
+}
+
+// A config's run (or a program's, with no config): the plan, the tuned
+// config written.
+StatusOr<TuneResult> TunePipeline(const TuneRequest& request) {
   PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(request.traces));
   // Only a plan with graph rewrites prices a map fusion: the probe's 1.5 s is
   // spent here, not in every profile (the CI gate reads many).
@@ -153,11 +178,50 @@ StatusOr<TuneResult> Tune(const TuneRequest& request) {
   return result;
 }
 
+}  // namespace
+
+StatusOr<TuneResult> Tune(const TuneRequest& request) {
+  const Recording recording = OpenRecording(request.traces);
+  PIPETUNE_ASSIGN_OR_RETURN(TuneResult result,
+                            recording.is_dataloader() ? TuneDataLoader(request) : TunePipeline(request));
+  if (!request.source.empty() && !result.dataloader) {
+    PIPETUNE_ASSIGN_OR_RETURN(SourceRewriteResult rewritten,
+                              RewriteSource({.source = request.source,
+                                             .plan = TuneResultToJson(result),
+                                             .build_dir = request.source_build_dir}));
+    result.source = std::move(rewritten);
+  }
+  return result;
+}
+
 Json TuneResultToJson(const TuneResult& result) {
   Json document = tuner::PlanToJson(result.plan);
+  if (result.dataloader) {
+    document["output"] = result.dataloader->output;
+    document["dataloader_kwargs"] = DataLoaderKwargs(result.dataloader->knobs);
+    document["code_change"] = result.dataloader->code_change;
+    return document;
+  }
   document["config_path"] = result.config ? Json(result.config->path) : Json(nullptr);
   if (result.config && result.config->diff) document["diff"] = *result.config->diff;
   return document;
+}
+
+std::string FormatTuneResult(const TuneResult& result, const std::string& source) {
+  std::string text = tuner::FormatPlanText(result.plan);
+  if (result.dataloader) {
+    return text + fmt::format("DataLoader keyword arguments: {}\ncode change: {}\n",
+                              result.dataloader->output, result.dataloader->code_change);
+  }
+  if (!result.config) {
+    if (!result.source) text += "\nthe trace holds no pipeline config: nothing to rewrite\n";
+  } else {
+    text += "\n";
+    text += FormatDiff(*result.config);
+    text += fmt::format("tuned config: {}\n", result.config->path);
+  }
+  if (result.source) text += fmt::format("source {}:\n{}", source, result.source->output);
+  return text;
 }
 
 }  // namespace pipetune::workflow

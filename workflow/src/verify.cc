@@ -199,9 +199,19 @@ StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOp
   return VerifiedTune{std::move(result), std::move(written)};
 }
 
+Json VerifyLoopToJson(Json rounds, size_t best, const std::string& stop_reason) {
+  Json document = Json::object();
+  document["rounds"] = std::move(rounds);
+  const Json chosen = document["rounds"][best];  // a copy: inserting below moves the keys
+  document["best_round"] = chosen["round"];
+  document["measured_throughput"] = chosen["measured_throughput"];
+  document["predicted_throughput"] = chosen["predicted_throughput"];
+  document["stop_reason"] = stop_reason;
+  return document;
+}
+
 Json VerifiedTuneToJson(const VerifiedTune& verified) {
   const VerifyResult& result = verified.result;
-  const Round& best = result.rounds[result.best];
   Json rounds = Json::array();
   for (const Round& round : result.rounds) {
     rounds.push_back({{"round", round.index},
@@ -210,12 +220,7 @@ Json VerifiedTuneToJson(const VerifiedTune& verified) {
                       {"measured_throughput", round.measured_throughput},
                       {"threads", round.threads}});
   }
-  Json document = Json::object();
-  document["rounds"] = std::move(rounds);
-  document["best_round"] = best.index;
-  document["measured_throughput"] = best.measured_throughput;
-  document["predicted_throughput"] = best.predicted_throughput;
-  document["stop_reason"] = result.stop_reason;
+  Json document = VerifyLoopToJson(std::move(rounds), result.best, result.stop_reason);
   document["config_path"] = verified.written.path;
   if (verified.written.diff) document["diff"] = *verified.written.diff;
   return document;

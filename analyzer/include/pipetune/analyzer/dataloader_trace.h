@@ -205,6 +205,17 @@ bool IsDataLoaderMainTrace(const tracer::Trace& trace);
 // Reads only the header and the latest pipeline info; false on any error.
 bool IsDataLoaderTraceFile(const std::string& path);
 
+// What a trace's header says its process was: "main", "worker" (with the
+// worker's id and the DataLoader it served, 0 when the record does not say),
+// or "" for a trace that is not a DataLoader's or cannot be read. Reads only
+// the header, as IsDataLoaderTraceFile does.
+struct DataLoaderProcessRole {
+  std::string role;
+  int worker_id = 0;
+  int loader = 0;
+};
+DataLoaderProcessRole ReadDataLoaderRole(const std::string& path);
+
 // TRACE and the TRACE.<pid> files beside it, the main trace first.
 std::vector<std::string> DataLoaderTracePaths(const std::string& main_trace);
 // The main traces of a run of several processes (docs/distributed.md): TRACE

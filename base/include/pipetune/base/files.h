@@ -48,6 +48,13 @@ class PendingFile {
   std::string temporary_;  // empty once committed or moved from
 };
 
+// The whole of the file at `path`, read as bytes. Every whole-file read
+// goes through here, so that a file that does not exist is kNotFound and
+// any other failure kIoError wherever it is read, with one message:
+// "PATH: cannot read WHAT: REASON" (`what` names the file's role for the
+// user, "the baseline"; empty: "PATH: cannot read: REASON").
+StatusOr<std::string> ReadFile(const std::string& path, std::string_view what = {});
+
 // Write() then Commit().
 Status WriteFileAtomically(const std::string& path, std::string_view contents);
 Status WriteFileAtomically(const std::string& path, const std::function<Status(std::ostream&)>& fill);

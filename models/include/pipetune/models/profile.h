@@ -255,6 +255,19 @@ struct Profile {
 // that do not match the config's (a trace of another pipeline).
 StatusOr<Profile> MakeProfile(const WindowMeasurement& window, const PipelineConfig* config);
 
+// A process of `cores` that ran `cpu_cores_used` of them on average counts
+// as CPU-saturated at 90% of them and more: its threads' time off the CPU
+// was then spent waiting for a core. One threshold for every pipeline (a
+// config's process and a DataLoader's loading processes alike).
+bool CpuSaturated(double cpu_cores_used, double cores);
+
+// A stage's time per element from what was measured: wall = CPU x
+// `contention` (the wait for a core, 1 when there was none) + real off-CPU
+// time, so latency_seconds is the CPU plus that off-CPU time (never 0), and
+// latency_bound says the off-CPU part outweighs the CPU. Every profile
+// builder sets its stages' latency here.
+void SetStageLatency(StageProfile& stage, double cpu_seconds, double wall_seconds, double contention);
+
 // The number of elements stage `index` produces per epoch, from the source's
 // epoch size and the local ratios up to it; nullopt when the epoch size is
 // unknown or endless, or a repeat or take lies before the stage.

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "pipetune/base/json.h"
 
 #include "pipetune/base/status.h"
 #include "pipetune/rewrite/finder.h"
@@ -35,7 +35,7 @@ struct EditPlan {
 // rewrite (naming where its value comes from); two knobs share a constant but
 // the plan wants different values (a conflict); the plan inserts or removes a
 // stage.
-StatusOr<EditPlan> PlanEdits(const FindResult& found, const nlohmann::ordered_json& plan);
+StatusOr<EditPlan> PlanEdits(const FindResult& found, const Json& plan);
 
 // The new contents of every edited file: file -> (old, new). Errors: a file
 // cannot be read, an edit no longer matches the file, edits overlap.

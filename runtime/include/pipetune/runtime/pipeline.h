@@ -23,11 +23,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/element.h"
@@ -137,7 +137,7 @@ struct RunSummary {
 // failed_elements, peak_buffer_bytes, cache_bytes, disk_cache_bytes, stopped_early, errors, and stages[]
 // {name, op, elements, consumed, parallelism, failed, bytes, busy_seconds, wait_input_seconds,
 // wait_output_seconds, peak_buffer_bytes, cache_bytes}.
-nlohmann::ordered_json SummaryToJson(const RunSummary& summary);
+Json SummaryToJson(const RunSummary& summary);
 
 // Builds the pipeline (bad fn or args: kInvalidInput naming stage and key),
 // runs it with the config's consumer and returns the summary. An element

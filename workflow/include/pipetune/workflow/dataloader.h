@@ -1,17 +1,17 @@
 // PyTorch DataLoaders, as users run them (docs/pytorch.md):
 //   pipetune profile [--apply TUNED.json] -- python3 train.py   (the bootstrap's environment)
-//   pipetune report TRACE / pipetune tune TRACE                   (a DataLoader trace is detected)
+//   pipetune report TRACE / pipetune tune TRACE                   (OpenRecording tells a DataLoader's)
 //   pipetune tune TRACE --verify -- python3 train.py                  (run, tune, re-run applied, refit)
 // The CLI parses flags and prints; everything else is here.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/tuner/plan.h"
 #include "pipetune/tuner/tune_input.h"
@@ -36,16 +36,13 @@ struct PythonEnvironment {
 StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_path);
 
 // Reads and checks a JSON file of DataLoader keyword arguments.
-StatusOr<nlohmann::json> ReadDataLoaderKwargs(const std::string& path);
-
-// Whether a trace is a DataLoader's (the bootstrap's main-process trace).
-bool IsDataLoaderTrace(const std::string& trace_path);
+StatusOr<Json> ReadDataLoaderKwargs(const std::string& path);
 
 // What is specific to a DataLoader once the one model has planned: the
 // keyword arguments the bootstrap applies, {"num_workers": N,
 // "prefetch_factor": P or null, "persistent_workers": B, "pin_memory": B},
 // and the one-line code change.
-nlohmann::json DataLoaderKwargs(const analyzer::DataLoaderKnobs& knobs);
+Json DataLoaderKwargs(const analyzer::DataLoaderKnobs& knobs);
 std::string DataLoaderCodeChange(const analyzer::DataLoaderKnobs& knobs);
 
 struct DataLoaderTuneRequest {
@@ -59,8 +56,8 @@ struct DataLoaderTuneResult {
   analyzer::DataLoaderProfile run;
   tuner::Plan plan;  // the one solver's, over analyzer::DataLoaderModelProfile
   analyzer::DataLoaderKnobs knobs;
-  std::string output;     // the JSON of keyword arguments written
-  nlohmann::json kwargs;  // what it holds (DataLoaderKwargs, and "ranks" when a rank has its own)
+  std::string output;  // the JSON of keyword arguments written
+  Json kwargs;         // what it holds (DataLoaderKwargs, and "ranks" when a rank has its own)
   std::string code_change;
   // Said loudly (stderr) as well as in the plan's notes: an IterableDataset
   // the plan gives workers while its traced workers did not shard it.
@@ -89,10 +86,14 @@ struct DataLoaderVerifyOptions {
   int rounds = 1;                        // applied runs after the first
   tuner::Objective objective = tuner::Objective::kMax;
   int interval_ms = 100;
+  bool program_stdout_to_stderr = false;  // ProfileOptions::stdout_to_stderr, for JSON on stdout
 };
 struct DataLoaderRound {
   int index = 0;
-  nlohmann::json applied;  // null in round 0 (the script's own settings)
+  // The settings the round ran with: none in round 0 (the script's own),
+  // else the plan's, as knobs and as the keyword arguments written.
+  std::optional<analyzer::DataLoaderKnobs> knobs;
+  Json applied;  // null in round 0
   std::string trace;
   double measured_batches_per_second = 0;
   double predicted_batches_per_second = 0;  // by the plan that chose these settings; 0 in round 0
@@ -104,10 +105,20 @@ struct DataLoaderVerifyResult {
   size_t best = 0;          // RunTuningLoop's (verify.h): the one loop for configs and DataLoaders
   std::string stop_reason;  // "1 round of tuning", "the plan changed nothing"
   std::string output;
+  analyzer::DataLoaderKnobs knobs;  // the best round's, as written to `output`
   std::string code_change;
 };
 std::string DataLoaderRoundTrace(const std::string& trace, int round);
 StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions& options);
+// The rounds as a table, then where the best round's keyword arguments went
+// and the code change (what `tune --verify -- PROGRAM` prints).
 std::string FormatDataLoaderRounds(const DataLoaderVerifyResult& result);
+std::string FormatDataLoaderVerify(const DataLoaderVerifyResult& result);
+// The same as JSON, in the shape of a config's verify (VerifiedTuneToJson):
+// "rounds" [{"round", "settings" (null: the script's own), "predicted_throughput"
+// (0 in round 0), "measured_throughput" (batches/s), "workers"}], "best_round",
+// "measured_throughput", "predicted_throughput", "stop_reason", then
+// "output" (the keyword arguments written), "dataloader_kwargs" and "code_change".
+Json DataLoaderVerifyToJson(const DataLoaderVerifyResult& result);
 
 }  // namespace pipetune::workflow

@@ -47,7 +47,9 @@ namespace pipetune::workflow {
 StatusOr<Json> EngineConfigFromDataLoader(const analyzer::DataLoaderProfile& run);
 
 struct EngineTuneRequest {
-  std::string trace;  // the DataLoader's main trace
+  // The DataLoader's main trace: exactly one, of a DataLoader (OpenRecording
+  // decides; anything else is kInvalidInput naming the first path).
+  std::vector<std::string> traces;
   tuner::BudgetFlags budgets;
   tuner::Objective objective = tuner::Objective::kMax;
   std::string output;              // the tuned engine config; empty: EngineConfigPath's default

@@ -24,6 +24,9 @@ struct ProfileOptions {
   // Set in the program's environment besides PIPETUNE_TRACE and
   // PIPETUNE_TRACE_INTERVAL_MS.
   std::vector<std::pair<std::string, std::string>> environment;
+  // The program's stdout goes to stderr: pipetune's own stdout is then only
+  // what pipetune prints (`tune --verify --format json` keeps it JSON).
+  bool stdout_to_stderr = false;
 };
 
 // A process of the program that recorded a DataLoader (a rank of a job), and

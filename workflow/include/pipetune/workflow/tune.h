@@ -1,5 +1,7 @@
 // Tuning as users run it: traces -> one profile -> plan -> tuned config,
-// where that config goes, and what changed. `pipetune tune`, the tuning loop
+// where that config goes, and what changed. A DataLoader's trace takes the
+// same call (its kind is decided by OpenRecording, recording.h) and writes
+// keyword arguments where a config's run writes a tuned config. `pipetune tune`, the tuning loop
 // (verify.h), the CI gate and the benchmarks call these; the CLI only parses
 // flags into a TuneRequest and prints the result.
 #pragma once
@@ -14,6 +16,8 @@
 #include "pipetune/tuner/plan.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/tuner/tune_input.h"
+#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/source_rewrite.h"
 
 namespace pipetune::workflow {
 
@@ -56,6 +60,9 @@ struct TunedConfig {
 // Writes `tuned` to `path` atomically (validated first). `original_dir` is
 // where relative paths in it resolve today (empty: they are not rebased);
 // `original_label` names the original in the diff.
+// The diff when one was asked for ("(no change)" for none), else "".
+std::string FormatDiff(const TunedConfig& written);
+
 StatusOr<TunedConfig> WriteTunedConfig(const models::PipelineConfig& original, models::PipelineConfig tuned,
                                        const std::string& original_dir, const std::string& original_label,
                                        const std::string& path, bool with_diff);
@@ -70,23 +77,41 @@ struct TuneRequest {
   // Graph rewrites (tuner/fusion.h) may be proposed. Off for `--source`: the
   // C++ source rewrite changes knobs only.
   bool graph_rewrites = true;
+  // The C++ file building the pipeline: the plan's knobs are set in it too
+  // (pipetune-rewrite apply -i), with its compile_commands.json's directory.
+  // Empty: no source rewrite. Not for a DataLoader's trace (its knobs are
+  // keyword arguments).
+  std::string source;
+  std::string source_build_dir;
 };
 
 struct TuneResult {
   tuner::Plan plan;
   // The written config; none when the trace holds no config (a program traced
-  // with `pipetune profile`): the plan is all there is.
+  // with `pipetune profile`) or it was a DataLoader's: the plan is all there is.
   std::optional<TunedConfig> config;
+  // A DataLoader's trace: the keyword arguments written (`output`) and the
+  // one-line code change, in place of a config.
+  std::optional<DataLoaderTuneResult> dataloader;
+  std::optional<SourceRewriteResult> source;  // when the request named a source
+  // Said loudly (stderr) as well as in the plan's notes.
+  std::vector<std::string> warnings;
 };
 
-// Collects the traces, resolves the budgets, solves and writes the tuned
-// config. Errors: the traces', the budgets' (kInvalidInput naming the flag),
-// no plan within the budgets, `output` given for a trace with no config, the
-// tuned config cannot be written.
+// Decides the traces' kind once (OpenRecording), collects them, resolves the
+// budgets, solves and writes the tuned config (a DataLoader's: its keyword
+// arguments, beside the trace by default). Errors: the traces', the
+// budgets' (kInvalidInput naming the flag), no plan within the budgets,
+// `output` given for a trace with no config, more than one DataLoader
+// trace, the tuned config or the source cannot be written.
 StatusOr<TuneResult> Tune(const TuneRequest& request);
 
 // The plan JSON of `pipetune tune --format json` (tuner::PlanToJson) with
-// `config_path` (null without a config) and `diff` when asked for.
+// `config_path` (null without a config) and `diff` when asked for; a
+// DataLoader's with `output`, `dataloader_kwargs` and `code_change` instead.
 Json TuneResultToJson(const TuneResult& result);
+// The same as text: the plan, then what was written (the diff when asked
+// for) and the source's rewrite.
+std::string FormatTuneResult(const TuneResult& result, const std::string& source);
 
 }  // namespace pipetune::workflow

@@ -122,6 +122,14 @@ StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOp
 // predicted throughput, stop_reason, config_path, diff when asked for.
 Json VerifiedTuneToJson(const VerifiedTune& verified);
 
+// The part of `tune --verify --format json` every kind shares: "rounds"
+// (one object per round, each with "round", "predicted_throughput" and
+// "measured_throughput"), "best_round", the best round's "measured_throughput"
+// and "predicted_throughput", and "stop_reason". A config's adds where its
+// config went, a DataLoader's its keyword arguments (DataLoaderVerifyToJson).
+// `best` indexes `rounds`.
+Json VerifyLoopToJson(Json rounds, size_t best, const std::string& stop_reason);
+
 // The rounds as a table: round, changes, predicted, measured, measured /
 // predicted; a line naming the best.
 std::string FormatRoundTable(const VerifyResult& result);
