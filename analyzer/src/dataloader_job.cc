@@ -332,6 +332,33 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
   return d;
 }
 
+namespace {
+
+// On-CPU seconds per batch of the rank's main thread in its loop and of its
+// workers (the model profile's process CPU); 0 when not measured.
+double CpuSecondsPerBatch(const DataLoaderProfile& run) {
+  if (run.batches <= 0) return 0;
+  models::Profile profile = DataLoaderModelProfile(run);
+  return std::max(0.0, profile.process_cpu_cores * profile.window_seconds / profile.outputs);
+}
+
+}  // namespace
+
+double NodeCoreShare(const DataLoaderProfile& rank, const std::vector<DataLoaderProfile>& peers,
+                     int ranks_on_node) {
+  const int ranks = std::max({1, ranks_on_node, static_cast<int>(peers.size()) + 1});
+  if (ranks == 1) return 1.0;
+  const double own = CpuSecondsPerBatch(rank);
+  double total = own * (ranks - static_cast<int>(peers.size()));
+  for (const DataLoaderProfile& peer : peers) {
+    const double cpu = CpuSecondsPerBatch(peer);
+    if (cpu <= 0) return 1.0 / ranks;
+    total += cpu;
+  }
+  if (own <= 0 || total <= 0) return 1.0 / ranks;
+  return own / total;
+}
+
 StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job) {
   PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, DiagnoseDataLoaderJob(job));
   JobTuning tuning;
@@ -356,6 +383,7 @@ StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job) {
     tuning.node_peers.push_back(peer.profile);
     AtJobStep(tuning.node_peers.back(), d.job->step_seconds);
   }
+  tuning.node_core_share = NodeCoreShare(tuning.run, tuning.node_peers, tuning.ranks_per_node);
   return tuning;
 }
 

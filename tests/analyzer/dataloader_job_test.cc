@@ -137,6 +137,35 @@ TEST(DataLoaderJob, AJobOfOneProcessIsThatProcesssReport) {
   EXPECT_EQ(d.bottleneck, std::optional<std::string>("load"));
 }
 
+// The node's cores go to what runs: rank 1's samples cost twice rank 0's,
+// and rank 0's step, three times as long, is mostly its wait for rank 1 at
+// the all-reduce, off the CPU. The plan's budget for rank 1 (tune's
+// "budgets" line) is more than half the node, and the wait buys rank 0 none.
+TEST(DataLoaderJob, ARankWaitingAtTheAllReduceHoldsNoCoreOfTheNode) {
+  const DataLoaderProfile waits = GoldenRank(0, 1.0, 3.0).profile;
+  const DataLoaderProfile straggler = GoldenRank(1, 2.0, 1.0).profile;
+  const double share = NodeCoreShare(straggler, {waits}, 2);
+  EXPECT_GT(share, 0.6);
+  EXPECT_LT(share, 1.0);
+  EXPECT_NEAR(NodeCoreShare(waits, {straggler}, 2), 1.0 - share, 1e-9);
+  EXPECT_NEAR(NodeCoreShare(straggler, {GoldenRank(0, 1.0, 1.0).profile}, 2), share, 1e-9);
+  // Equal ranks split the node evenly; a rank the node ran whose trace is
+  // not among those read counts as the planned rank does.
+  EXPECT_NEAR(NodeCoreShare(straggler, {GoldenRank(0, 2.0, 3.0).profile}, 2), 0.5, 1e-9);
+  EXPECT_NEAR(NodeCoreShare(straggler, {}, 4), 0.25, 1e-9);
+  EXPECT_NEAR(NodeCoreShare(straggler, {waits}, 3), share / (1 + share), 1e-9);
+  EXPECT_EQ(NodeCoreShare(straggler, {}, 1), 1.0);
+  // A peer whose CPU was not measured (it took no batch): the even split.
+  EXPECT_NEAR(NodeCoreShare(straggler, {DataLoaderProfile{}}, 2), 0.5, 1e-9);
+
+  DataLoaderJob job;
+  job.processes = {GoldenRank(0, 1.0, 3.0), GoldenRank(1, 2.0, 1.0)};
+  StatusOr<JobTuning> tuning = JobTuningRun(job);
+  ASSERT_TRUE(tuning.ok()) << tuning.status().message();
+  EXPECT_EQ(tuning->rank, 1);
+  EXPECT_NEAR(tuning->node_core_share, share, 1e-9);
+}
+
 class DataLoaderJobFiles : public ::testing::Test {
  protected:
   void SetUp() override {
