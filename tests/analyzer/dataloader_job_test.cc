@@ -79,6 +79,11 @@ TEST(DataLoaderJob, TheStragglerIsTheRankWhoseInputBindsNotTheOneThatWaits) {
   // The job's step is the fastest rank's, not the waiting rank's.
   EXPECT_NEAR(d.job->step_seconds, job.processes[1].profile.step.seconds_each, 1e-12);
   EXPECT_GT(d.job->ranks[0].step_ms, 2.9 * d.job->ranks[1].step_ms);
+  // Rank 0 steps at the job's rate, the straggler's, however fast its own
+  // input: its predicted rate is the job's, as its measured rate is.
+  EXPECT_GT(slow.predicted_throughput, 0);
+  EXPECT_DOUBLE_EQ(d.job->ranks[0].predicted_throughput, slow.predicted_throughput);
+  EXPECT_DOUBLE_EQ(d.predicted_throughput, slow.predicted_throughput);
 }
 
 TEST(DataLoaderJob, NoRankIsTheStragglerWhenEveryInputKeepsUp) {
