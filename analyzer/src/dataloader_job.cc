@@ -213,6 +213,23 @@ void FillRow(const Diagnosis& d, const DataLoaderProfile& measured, RankRow& row
   row.peak_rss_bytes = d.peak_rss_bytes;
 }
 
+// DDP holds every rank to the slowest rank's rate: a rank whose own model
+// predicts more (its input is cheaper) takes its steps at the job's rate,
+// the least any diagnosed rank's model predicts, and waits the rest at the
+// all-reduce. Measured, every rank's rate is the job's; predicted alone, the
+// faster ranks read 1.2-1.3x their measured rate
+// (bench/pytorch/ddp_straggler.py).
+void AtJobRate(std::vector<RankRow>& ranks) {
+  double job_rate = 0;
+  for (const RankRow& row : ranks) {
+    if (row.error.empty() && (job_rate == 0 || row.predicted_throughput < job_rate))
+      job_rate = row.predicted_throughput;
+  }
+  for (RankRow& row : ranks) {
+    if (row.error.empty()) row.predicted_throughput = std::min(row.predicted_throughput, job_rate);
+  }
+}
+
 // The rank's input side binds the job: it delivers less than the job's
 // step takes.
 bool InputBinds(const RankRow& row, double step_seconds) {
@@ -316,6 +333,7 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
       headline_row = section.ranks.size() - 1;
     }
   }
+  AtJobRate(section.ranks);
   Diagnosis d = std::move(*headline);
   // A straggler is one rank against the others: with one rank diagnosed
   // (the rest missing or without a batch) there is none to name.
@@ -330,6 +348,33 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
   d.summary = section.summary + d.summary;
   d.job = std::move(section);
   return d;
+}
+
+namespace {
+
+// On-CPU seconds per batch of the rank's main thread in its loop and of its
+// workers (the model profile's process CPU); 0 when not measured.
+double CpuSecondsPerBatch(const DataLoaderProfile& run) {
+  if (run.batches <= 0) return 0;
+  models::Profile profile = DataLoaderModelProfile(run);
+  return std::max(0.0, profile.process_cpu_cores * profile.window_seconds / profile.outputs);
+}
+
+}  // namespace
+
+double NodeCoreShare(const DataLoaderProfile& rank, const std::vector<DataLoaderProfile>& peers,
+                     int ranks_on_node) {
+  const int ranks = std::max({1, ranks_on_node, static_cast<int>(peers.size()) + 1});
+  if (ranks == 1) return 1.0;
+  const double own = CpuSecondsPerBatch(rank);
+  double total = own * (ranks - static_cast<int>(peers.size()));
+  for (const DataLoaderProfile& peer : peers) {
+    const double cpu = CpuSecondsPerBatch(peer);
+    if (cpu <= 0) return 1.0 / ranks;
+    total += cpu;
+  }
+  if (own <= 0 || total <= 0) return 1.0 / ranks;
+  return own / total;
 }
 
 StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job) {
@@ -356,6 +401,7 @@ StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job) {
     tuning.node_peers.push_back(peer.profile);
     AtJobStep(tuning.node_peers.back(), d.job->step_seconds);
   }
+  tuning.node_core_share = NodeCoreShare(tuning.run, tuning.node_peers, tuning.ranks_per_node);
   return tuning;
 }
 

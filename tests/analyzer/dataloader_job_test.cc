@@ -79,6 +79,11 @@ TEST(DataLoaderJob, TheStragglerIsTheRankWhoseInputBindsNotTheOneThatWaits) {
   // The job's step is the fastest rank's, not the waiting rank's.
   EXPECT_NEAR(d.job->step_seconds, job.processes[1].profile.step.seconds_each, 1e-12);
   EXPECT_GT(d.job->ranks[0].step_ms, 2.9 * d.job->ranks[1].step_ms);
+  // Rank 0 steps at the job's rate, the straggler's, however fast its own
+  // input: its predicted rate is the job's, as its measured rate is.
+  EXPECT_GT(slow.predicted_throughput, 0);
+  EXPECT_DOUBLE_EQ(d.job->ranks[0].predicted_throughput, slow.predicted_throughput);
+  EXPECT_DOUBLE_EQ(d.predicted_throughput, slow.predicted_throughput);
 }
 
 TEST(DataLoaderJob, NoRankIsTheStragglerWhenEveryInputKeepsUp) {
@@ -135,6 +140,35 @@ TEST(DataLoaderJob, AJobOfOneProcessIsThatProcesssReport) {
   Diagnosis d = DiagnoseJob(job);
   EXPECT_FALSE(d.job.has_value());
   EXPECT_EQ(d.bottleneck, std::optional<std::string>("load"));
+}
+
+// The node's cores go to what runs: rank 1's samples cost twice rank 0's,
+// and rank 0's step, three times as long, is mostly its wait for rank 1 at
+// the all-reduce, off the CPU. The plan's budget for rank 1 (tune's
+// "budgets" line) is more than half the node, and the wait buys rank 0 none.
+TEST(DataLoaderJob, ARankWaitingAtTheAllReduceHoldsNoCoreOfTheNode) {
+  const DataLoaderProfile waits = GoldenRank(0, 1.0, 3.0).profile;
+  const DataLoaderProfile straggler = GoldenRank(1, 2.0, 1.0).profile;
+  const double share = NodeCoreShare(straggler, {waits}, 2);
+  EXPECT_GT(share, 0.6);
+  EXPECT_LT(share, 1.0);
+  EXPECT_NEAR(NodeCoreShare(waits, {straggler}, 2), 1.0 - share, 1e-9);
+  EXPECT_NEAR(NodeCoreShare(straggler, {GoldenRank(0, 1.0, 1.0).profile}, 2), share, 1e-9);
+  // Equal ranks split the node evenly; a rank the node ran whose trace is
+  // not among those read counts as the planned rank does.
+  EXPECT_NEAR(NodeCoreShare(straggler, {GoldenRank(0, 2.0, 3.0).profile}, 2), 0.5, 1e-9);
+  EXPECT_NEAR(NodeCoreShare(straggler, {}, 4), 0.25, 1e-9);
+  EXPECT_NEAR(NodeCoreShare(straggler, {waits}, 3), share / (1 + share), 1e-9);
+  EXPECT_EQ(NodeCoreShare(straggler, {}, 1), 1.0);
+  // A peer whose CPU was not measured (it took no batch): the even split.
+  EXPECT_NEAR(NodeCoreShare(straggler, {DataLoaderProfile{}}, 2), 0.5, 1e-9);
+
+  DataLoaderJob job;
+  job.processes = {GoldenRank(0, 1.0, 3.0), GoldenRank(1, 2.0, 1.0)};
+  StatusOr<JobTuning> tuning = JobTuningRun(job);
+  ASSERT_TRUE(tuning.ok()) << tuning.status().message();
+  EXPECT_EQ(tuning->rank, 1);
+  EXPECT_NEAR(tuning->node_core_share, share, 1e-9);
 }
 
 class DataLoaderJobFiles : public ::testing::Test {

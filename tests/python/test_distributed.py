@@ -198,15 +198,19 @@ def case_spawn_killed(pipetune, tmp):
     for rank in (0, 1):
         if not any(n.startswith("rank %d main" % rank) for n in names):
             fail("the job's timeline lacks rank %d's processes: %s" % (rank, names))
-    # One plan for every rank: the straggler's, within its share of the node.
+    # One plan for every rank: the straggler's, within its share of the node
+    # by the ranks' CPU per batch (both nap off the CPU, rank 0 waits at the
+    # all-reduce: neither holds a core then), its memory half the node's.
     kwargs = os.path.join(tmp, "job.json")
     r = run([pipetune, "tune", trace, "--cores", "2", "--memory", "8GiB", "-o", kwargs, "--format", "json"])
     if r.returncode != 0:
         fail("tune of the job", r)
     plan = json.loads(r.stdout)
     notes = " ".join(plan["notes"])
-    if "rank 1's (the straggler" not in notes or plan["budgets"]["cores"] != 1:
-        fail("the job's plan: rank 1's, on half the node's 2 cores", r)
+    budgets = plan["budgets"]
+    if ("rank 1's (the straggler" not in notes or "in proportion to its CPU per batch" not in notes
+            or not 0 < budgets["cores"] < 2 or budgets["memory_bytes"] != 4 << 30):
+        fail("the job's plan: rank 1's, on its share of the node's 2 cores and half its memory", r)
     expect(rep["job"]["missing"] == 0 and "missing" not in text, "every rank recorded: none missing", rep)
     # One rank's trace (T.main.<pid>) deleted: the report of T still says the
     # job had 2 ranks, which was recorded and which is missing, and judges

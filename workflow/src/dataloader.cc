@@ -179,13 +179,15 @@ void AddStreamNotes(DataLoaderTuneResult& result) {
 namespace {
 
 // Ranks on one node share its cores and memory, each with its own workers:
-// the node's budget (the flags', else the traced host's) is split evenly.
+// the node's cores (the flags', else the traced host's) by what each rank
+// really uses (analyzer::NodeCoreShare: a rank waiting at the all-reduce
+// holds no core), its memory and threads evenly.
 void ShareNode(const analyzer::JobTuning& tuning, tuner::Resources& resources) {
   const int k = tuning.ranks_per_node;
-  resources.cores /= k;
+  resources.cores *= tuning.node_core_share;
   resources.memory_bytes /= static_cast<uint64_t>(k);
   resources.max_threads = std::max(1, resources.max_threads / k);
-  resources.cores_source += fmt::format(", shared by {} ranks", k);
+  resources.cores_source += fmt::format(", shared by {} ranks by their CPU per batch", k);
   resources.memory_source += fmt::format(", shared by {} ranks", k);
 }
 
@@ -193,8 +195,8 @@ std::string JobNote(const analyzer::JobTuning& tuning, const tuner::Resources& r
   std::string who = tuning.rank ? fmt::format("rank {}", *tuning.rank) : std::string("the slowest rank");
   return fmt::format(
       "a job of {} processes, at most {} on one node: each rank's budget is its share of the node ({:.2f} "
-      "cores, {}); the plan is {}'s ({}), at the job's step, and applies to every rank (--apply in each "
-      "rank's process)",
+      "cores, in proportion to its CPU per batch, which a wait at the all-reduce does not hold; {}); the "
+      "plan is {}'s ({}), at the job's step, and applies to every rank (--apply in each rank's process)",
       tuning.processes, tuning.ranks_per_node, resources.cores,
       FormatBytes(static_cast<double>(resources.memory_bytes)), who,
       tuning.straggler ? "the straggler: its input binds the job" : "its input delivers least");
@@ -214,20 +216,20 @@ double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers,
   return cores;
 }
 
-// One setting for every rank splits the node evenly; the other ranks need
-// less than their share when their input is cheaper. What the planned rank
+// One setting for every rank holds the planned rank to its share of the
+// node at the traced CPU per batch; the other ranks may need less at the
+// plan's setting and the job's rate. What the planned rank
 // would reach with the rest of the node (a setting of its own), and, when
 // that pays (5% or more), its knobs, written under "ranks" in the kwargs.
 std::optional<analyzer::DataLoaderKnobs> PerRankSetting(const analyzer::JobTuning& tuning,
                                                         const tuner::TuneInput& input,
-                                                        const tuner::Resources& even,
+                                                        const tuner::Resources& even, double node_cores,
                                                         tuner::Objective objective, tuner::Plan& plan,
                                                         const analyzer::DataLoaderKnobs& knobs) {
   if (tuning.ranks_per_node < 2 || tuning.node_peers.empty() || !tuning.rank) return std::nullopt;
-  const double node_cores = even.cores * tuning.ranks_per_node;
   const int others = static_cast<int>(tuning.node_peers.size());
   const double peers = PeersCores(tuning.node_peers, knobs, plan.predicted_throughput) +
-                       even.cores * std::max(0, tuning.ranks_per_node - 1 - others);
+                       node_cores / tuning.ranks_per_node * std::max(0, tuning.ranks_per_node - 1 - others);
   tuner::Resources more = even;
   more.cores = node_cores - peers;
   if (more.cores <= even.cores * 1.01) return std::nullopt;
@@ -266,6 +268,7 @@ StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& 
       tuner::Resources resources,
       tuner::ResolveResources(input, {run.host.UsableCores(), run.host.UsableMemoryBytes()},
                               request.budgets));
+  const double node_cores = resources.cores;
   if (tuning.ranks_per_node > 1) ShareNode(tuning, resources);
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(input, resources, request.objective));
   if (tuning.processes > 1) plan.notes.push_back(JobNote(tuning, resources));
@@ -273,7 +276,7 @@ StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& 
   result.knobs = analyzer::KnobsOf(input.profile, *plan.configuration);
   Json kwargs = DataLoaderKwargs(result.knobs);
   if (std::optional<analyzer::DataLoaderKnobs> own =
-          PerRankSetting(tuning, input, resources, request.objective, plan, result.knobs)) {
+          PerRankSetting(tuning, input, resources, node_cores, request.objective, plan, result.knobs)) {
     kwargs["ranks"][std::to_string(*tuning.rank)] = DataLoaderKwargs(*own);
   }
   result.plan = std::move(plan);

@@ -77,9 +77,24 @@ struct JobTuning {
   // The other processes on that rank's host, each at the job's step: what
   // a per-rank setting would leave the rank of the node's budget.
   std::vector<DataLoaderProfile> node_peers;
+  // The rank's share of its node's cores (NodeCoreShare).
+  double node_core_share = 1;
 };
 // Errors: DiagnoseDataLoaderJob's.
 StatusOr<JobTuning> JobTuningRun(const DataLoaderJob& job);
+
+// The share of its node's cores that `rank` holds when the node is split by
+// what its ranks really use, not evenly by their count. DDP holds every rank
+// to the job's rate, so at any rate each rank needs cores in proportion to
+// its CPU seconds per batch: its main thread's on-CPU time (a step's wait at
+// the all-reduce, or at any blocking collective, is off the CPU and holds no
+// core) and its workers'. `peers`: the other ranks recorded on its node; each
+// rank the node ran that is not among them (`ranks_on_node` - 1 - peers)
+// counts as `rank` does. Returns a fraction in (0, 1]: 1 with no other rank;
+// 1 / ranks_on_node (the even split) when some rank's CPU per batch was not
+// measured (no batch, no CPU recorded).
+double NodeCoreShare(const DataLoaderProfile& rank, const std::vector<DataLoaderProfile>& peers,
+                     int ranks_on_node);
 
 // The run of `trace` as one process: for a job (TRACE.main.<pid> beside it),
 // JobTuningRun's rank, its step the job's; for a single process, its

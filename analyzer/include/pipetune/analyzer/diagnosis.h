@@ -130,7 +130,7 @@ struct RankRow {
   std::string trace;
   uint64_t batches = 0;
   double throughput = 0;            // batches/s measured (every rank's is the job's: DDP syncs)
-  double predicted_throughput = 0;  // the rank alone, at the job's step time
+  double predicted_throughput = 0;  // its model at the job's step time, at most the job's (the least)
   double input_throughput = 0;      // what its input side alone delivers (no step, no start-up)
   double stall_fraction = 0;        // its loop's wait in next()
   double step_ms = 0;               // its loop's step, wall (waits at the all-reduce included)
