@@ -22,7 +22,8 @@ Normalizer::Normalizer(const NormalizeParams& params) : channels_first_(params.c
   }
 }
 
-void Normalizer::Pixels(const uint8_t* in, size_t first, size_t count, size_t image_pixels, float* out) const {
+void Normalizer::Pixels(const uint8_t* in, size_t first, size_t count, size_t image_pixels,
+                        float* out) const {
   if (channels_first_) {
     float* __restrict r = out + first;
     float* __restrict g = out + image_pixels + first;

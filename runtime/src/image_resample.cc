@@ -1,11 +1,12 @@
 // ResampleCrop's driver and its axis plans (image_kernels.h); the inner
 // loops are image_resample_kernels.cc's.
+#include "image_resample.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <vector>
 
-#include "image_resample.h"
 #include "pipetune/base/check.h"
 
 namespace pipetune::runtime::image {
@@ -13,10 +14,10 @@ namespace {
 
 using resample::AxisPlan;
 using resample::Isa;
-using resample::kHorizontalOne;
-using resample::kRowPadding;
 using resample::Kernels;
 using resample::KernelsFor;
+using resample::kHorizontalOne;
+using resample::kRowPadding;
 using resample::kVerticalOne;
 
 Isa BestIsa() {
@@ -278,8 +279,8 @@ void ResampleCropNormalized(const ImageView& src, const CropRect& crop, int out_
   ResampleRows(src, crop, out_height, out_width, flip, antialias,
                [&](int y, const Kernels& kernels, const AxisPlan& x_plan, const int16_t* row) {
                  kernels.horizontal(x_plan, row, out_width, pixels.data());
-                 normalizer.Pixels(pixels.data(), static_cast<size_t>(y) * out_width, out_width,
-                                   image_pixels, out);
+                 normalizer.Pixels(pixels.data(), static_cast<size_t>(y) * out_width, out_width, image_pixels,
+                                   out);
                });
 }
 
