@@ -230,9 +230,9 @@ void SetResampleKernels(ResampleKernels kernels) {
 
 namespace {
 
-// Plans both axes and produces the output rows top to bottom: row y's
-// pixels go to `sink(y, kernels, row)`, which runs the horizontal pass
-// wherever it wants them.
+// Plans both axes and produces the output rows top to bottom: after row y's
+// vertical pass, `sink(y, kernels, x_plan, row)` runs the horizontal pass
+// into wherever that row's pixels go.
 template <typename Sink>
 void ResampleRows(const ImageView& src, const CropRect& crop, int out_height, int out_width, bool flip,
                   bool antialias, Sink&& sink) {
