@@ -24,7 +24,7 @@ struct Crop {
 };
 
 // torchvision's RandomResizedCrop.get_params, as the runtime draws it
-// (runtime/src/image_kernels.cc, SampleResizedCrop).
+// (runtime/src/image_crop_sampling.cc, SampleResizedCrop).
 Crop Draw(int width, int height, const CropSampling& sampling, Rng& rng) {
   const double area = static_cast<double>(width) * height;
   for (int attempt = 0; attempt < 10; ++attempt) {

@@ -35,22 +35,27 @@ std::string JoinNames(const std::vector<std::string>& names) {
 // stage: what the tuner writes when it fuses adjacent maps (docs/tuner.md),
 // saving each element a hand-off between stages. Step 0 sees the stage's
 // seed, so a chain whose first step is the only random one draws what that
-// stage drew alone; later steps get seeds of their own from it.
+// stage drew alone; later steps get seeds of their own from it, by their
+// position as written (a folded step keeps the first one's).
 class ChainFunction : public MapFunction {
  public:
-  explicit ChainFunction(std::vector<std::unique_ptr<MapFunction>> steps) : steps_(std::move(steps)) {}
+  struct Step {
+    std::unique_ptr<MapFunction> fn;
+    size_t position = 0;  // in the chain as written
+  };
+  explicit ChainFunction(std::vector<Step> steps) : steps_(std::move(steps)) {}
 
   Status Apply(Element& element, const FnContext& context) const override {
-    for (size_t k = 0; k < steps_.size(); ++k) {
-      FnContext step = context;
-      if (k > 0) step.seed = Mix64(context.seed + k);
-      PIPETUNE_RETURN_IF_ERROR(steps_[k]->Apply(element, step));
+    for (const Step& step : steps_) {
+      FnContext one = context;
+      if (step.position > 0) one.seed = Mix64(context.seed + step.position);
+      PIPETUNE_RETURN_IF_ERROR(step.fn->Apply(element, one));
     }
     return Status::Ok();
   }
 
  private:
-  const std::vector<std::unique_ptr<MapFunction>> steps_;
+  const std::vector<Step> steps_;
 };
 
 }  // namespace
@@ -62,7 +67,8 @@ StatusOr<std::unique_ptr<MapFunction>> FunctionRegistry::MakeChain(const models:
         stage, "args.steps",
         "expected an array of at least two steps, each {\"fn\": NAME, \"args\": {...}}"));
   }
-  std::vector<std::unique_ptr<MapFunction>> made;
+  std::vector<models::StageConfig> configs;
+  std::vector<ChainFunction::Step> made;
   for (size_t k = 0; k < steps->size(); ++k) {
     const Json& step = (*steps)[k];
     const std::string key = fmt::format("args.steps[{}]", k);
@@ -77,9 +83,32 @@ StatusOr<std::unique_ptr<MapFunction>> FunctionRegistry::MakeChain(const models:
     if (one.fn == "chain")
       return InvalidInput(models::StageKeyError(stage, key + ".fn", "a chain cannot hold a chain"));
     PIPETUNE_ASSIGN_OR_RETURN(std::unique_ptr<MapFunction> fn, MakeMap(one));
-    made.push_back(std::move(fn));
+    made.push_back({std::move(fn), k});
+    configs.push_back(std::move(one));
+  }
+  // Every step is valid as written; now fold what folds, left to right (a
+  // folded step may fold the next one in too).
+  for (size_t k = 0; k + 1 < made.size();) {
+    auto fold = chain_folds_.find({configs[k].fn, configs[k + 1].fn});
+    std::optional<Json> args;
+    if (fold != chain_folds_.end()) args = fold->second(configs[k].args, configs[k + 1].args);
+    if (!args) {
+      ++k;
+      continue;
+    }
+    models::StageConfig folded = configs[k];
+    folded.args = std::move(*args);
+    PIPETUNE_ASSIGN_OR_RETURN(made[k].fn, MakeMap(folded));
+    configs[k] = std::move(folded);
+    made.erase(made.begin() + static_cast<std::ptrdiff_t>(k + 1));
+    configs.erase(configs.begin() + static_cast<std::ptrdiff_t>(k + 1));
   }
   return std::unique_ptr<MapFunction>(new ChainFunction(std::move(made)));
+}
+
+void FunctionRegistry::RegisterChainFold(const std::string& first, const std::string& second,
+                                         ChainFold fold) {
+  chain_folds_[{first, second}] = std::move(fold);
 }
 
 const FunctionRegistry& FunctionRegistry::Builtins() {

@@ -95,13 +95,16 @@ std::string Describe(const Json& value) {
   return text.size() > 40 ? text.substr(0, 37) + "..." : text;
 }
 
-// An array of kCount numbers, checked together by `valid`; absent: `fallback`.
+// An array of kCount numbers at `key` of `args` (the stage's args, or an
+// object inside them that `prefix` names for errors), checked together by
+// `valid`; absent: `fallback`.
 template <size_t kCount>
-StatusOr<std::array<double, kCount>> ArgNumbers(const StageConfig& stage, const std::string& key,
+StatusOr<std::array<double, kCount>> ArgNumbers(const StageConfig& stage, const Json& args,
+                                                const std::string& prefix, const std::string& key,
                                                 std::array<double, kCount> fallback, const char* expected,
                                                 bool (*valid)(const std::array<double, kCount>&)) {
-  if (!stage.args.is_object() || !stage.args.contains(key)) return fallback;
-  const Json& value = stage.args.at(key);
+  if (!args.is_object() || !args.contains(key)) return fallback;
+  const Json& value = args.at(key);
   std::array<double, kCount> numbers{};
   bool ok = value.is_array() && value.size() == kCount;
   for (size_t i = 0; ok && i < kCount; ++i) {
@@ -109,8 +112,81 @@ StatusOr<std::array<double, kCount>> ArgNumbers(const StageConfig& stage, const 
     if (ok) numbers[i] = value[i].get<double>();
   }
   if (!ok || !valid(numbers))
-    return KeyError(stage, key, std::string("expected ") + expected + ", got " + Describe(value));
+    return KeyError(stage, prefix + key, std::string("expected ") + expected + ", got " + Describe(value));
   return numbers;
+}
+
+// normalize's args (`mean`, `std`, `layout`), read from `args`: the stage's
+// own, or the object of a resampling function's `normalize` arg (`prefix`
+// "normalize.", which errors name).
+StatusOr<image::NormalizeParams> ParseNormalize(const StageConfig& stage, const Json& args,
+                                                const std::string& prefix) {
+  image::NormalizeParams params;
+  PIPETUNE_ASSIGN_OR_RETURN(
+      auto mean, ArgNumbers<3>(stage, args, prefix, "mean", {0.485, 0.456, 0.406},
+                               "an array of 3 numbers (one per channel)", [](const std::array<double, 3>& v) {
+                                 return std::isfinite(v[0] + v[1] + v[2]);
+                               }));
+  PIPETUNE_ASSIGN_OR_RETURN(auto std, ArgNumbers<3>(stage, args, prefix, "std", {0.229, 0.224, 0.225},
+                                                    "an array of 3 numbers > 0 (one per channel)",
+                                                    [](const std::array<double, 3>& v) {
+                                                      return v[0] > 0 && v[1] > 0 && v[2] > 0;
+                                                    }));
+  for (int c = 0; c < kChannels; ++c) {
+    params.mean[c] = static_cast<float>(mean[c]);
+    params.std[c] = static_cast<float>(std[c]);
+  }
+  if (args.is_object() && args.contains("layout")) {
+    const Json& layout = args.at("layout");
+    if (!layout.is_string() || (layout != "hwc" && layout != "chw"))
+      return KeyError(stage, prefix + "layout", "expected \"hwc\" or \"chw\", got " + Describe(layout));
+    params.channels_first = layout == "chw";
+  }
+  return params;
+}
+
+// The `normalize` arg of the resampling functions (jpeg_decode with
+// crop_size, random_crop_flip, resize): normalize's work folded into their
+// output loop, so that they output what a normalize stage after them would
+// (floats). `true` or an object of normalize's args; absent or false: 8-bit
+// output. A chain folds a normalize step into the step before it this way
+// (RegisterImageFunctions).
+StatusOr<std::optional<image::NormalizeParams>> ParseFoldedNormalize(const StageConfig& stage) {
+  using Folded = std::optional<image::NormalizeParams>;
+  if (!stage.args.is_object() || !stage.args.contains("normalize")) return Folded();
+  const Json& value = stage.args.at("normalize");
+  if (value.is_boolean()) {
+    return value.get<bool>() ? Folded(image::NormalizeParams{}) : Folded();
+  }
+  if (!value.is_object()) {
+    return KeyError(
+        stage, "normalize",
+        "expected true or an object of normalize's args (mean, std, layout), got " + Describe(value));
+  }
+  for (const auto& [key, unused] : value.items()) {
+    if (key != "mean" && key != "std" && key != "layout")
+      return KeyError(stage, "normalize." + key, "unknown key: normalize takes mean, std and layout");
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(image::NormalizeParams params, ParseNormalize(stage, value, "normalize."));
+  return Folded(params);
+}
+
+// The output of a resampling function: `crop` of `view` resampled to
+// height x width, 8-bit, or normalised floats where `normalize` is set.
+void ResampleInto(Element& element, const ImageView& view, const CropRect& crop, int height, int width,
+                  bool flip, bool antialias, const std::optional<image::NormalizeParams>& normalize) {
+  const size_t values = static_cast<size_t>(height) * width * kChannels;
+  if (!normalize) {
+    auto out = image::AcquireBuffer(values);
+    image::ResampleCrop(view, crop, height, width, flip, antialias, out->data());
+    SetImage(element, DType::kU8, height, width, std::move(out));
+    return;
+  }
+  auto out = image::AcquireBuffer(values * sizeof(float));
+  // operator new aligns the buffer for any scalar type, float included.
+  image::ResampleCropNormalized(view, crop, height, width, flip, antialias, *normalize,
+                                reinterpret_cast<float*>(out->data()));
+  SetImage(element, DType::kF32, height, width, std::move(out));
 }
 
 // `size`, `scale`, `ratio`, `flip_probability`, `antialias`: the crop spec
@@ -121,6 +197,7 @@ struct CropSpec {
   image::ResizedCropSampling sampling;
   double flip_probability = 0.5;
   bool antialias = true;
+  std::optional<image::NormalizeParams> normalize;  // floats out (ParseFoldedNormalize)
 };
 
 StatusOr<CropSpec> ParseCropSpec(const StageConfig& stage, const char* size_key) {
@@ -132,11 +209,12 @@ StatusOr<CropSpec> ParseCropSpec(const StageConfig& stage, const char* size_key)
   spec.size = static_cast<int>(*size);
   PIPETUNE_ASSIGN_OR_RETURN(
       auto scale,
-      ArgNumbers<2>(stage, "scale", {0.08, 1.0}, "[min, max] with 0 < min <= max <= 1",
+      ArgNumbers<2>(stage, stage.args, "", "scale", {0.08, 1.0}, "[min, max] with 0 < min <= max <= 1",
                     [](const std::array<double, 2>& v) { return v[0] > 0 && v[0] <= v[1] && v[1] <= 1; }));
   PIPETUNE_ASSIGN_OR_RETURN(
-      auto ratio, ArgNumbers<2>(stage, "ratio", {3.0 / 4.0, 4.0 / 3.0}, "[min, max] with 0 < min <= max",
-                                [](const std::array<double, 2>& v) { return v[0] > 0 && v[0] <= v[1]; }));
+      auto ratio,
+      ArgNumbers<2>(stage, stage.args, "", "ratio", {3.0 / 4.0, 4.0 / 3.0}, "[min, max] with 0 < min <= max",
+                    [](const std::array<double, 2>& v) { return v[0] > 0 && v[0] <= v[1]; }));
   spec.sampling = {scale[0], scale[1], ratio[0], ratio[1]};
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<double> flip, models::ArgNumber(stage, "flip_probability", 0.0));
   if (flip && *flip > 1.0)
@@ -144,6 +222,7 @@ StatusOr<CropSpec> ParseCropSpec(const StageConfig& stage, const char* size_key)
   spec.flip_probability = flip.value_or(0.5);
   PIPETUNE_ASSIGN_OR_RETURN(std::optional<bool> antialias, models::ArgBool(stage, "antialias"));
   spec.antialias = antialias.value_or(true);
+  PIPETUNE_ASSIGN_OR_RETURN(spec.normalize, ParseFoldedNormalize(stage));
   if (!stage.random) {
     return InvalidInput(models::StageKeyError(
         stage, "random",
@@ -187,21 +266,22 @@ class JpegDecode final : public MapFunction {
       return ElementError("jpeg_decode", element,
                           std::string("expects encoded bytes (read_file), got ") + DTypeName(element.dtype));
     }
-    const Bytes& jpeg = *element.data;
-    StatusOr<image::JpegInfo> info = image::ReadJpegInfo(jpeg.data(), jpeg.size());
-    if (!info.ok()) return ElementError("jpeg_decode", element, info.status().message());
-    if (int64_t{info->width} * info->height > kMaxPixels) {
-      return ElementError("jpeg_decode", element,
-                          "the JPEG is " + std::to_string(info->width) + "x" + std::to_string(info->height) +
-                              ", more than the 268-megapixel limit");
-    }
-    Status status = crop_ ? DecodeCropped(element, *info, context.seed) : DecodeWhole(element, *info);
+    Status status = crop_ ? DecodeCropped(element, context.seed) : DecodeWhole(element);
     if (!status.ok()) return ElementError("jpeg_decode", element, status.message());
     return Status::Ok();
   }
 
  private:
-  Status DecodeWhole(Element& element, const image::JpegInfo& info) const {
+  static Status CheckSize(const image::JpegInfo& info) {
+    if (int64_t{info.width} * info.height <= kMaxPixels) return Status::Ok();
+    return Failed("the JPEG is " + std::to_string(info.width) + "x" + std::to_string(info.height) +
+                  ", more than the 268-megapixel limit");
+  }
+
+  Status DecodeWhole(Element& element) const {
+    PIPETUNE_ASSIGN_OR_RETURN(image::JpegInfo info,
+                              image::ReadJpegInfo(element.data->data(), element.data->size()));
+    PIPETUNE_RETURN_IF_ERROR(CheckSize(info));
     image::JpegDecodeOptions options = options_;
     if (target_size_) {
       const int short_side = std::min(info.width, info.height);
@@ -222,22 +302,27 @@ class JpegDecode final : public MapFunction {
   // decoded image), and only the window the crop covers is decoded, at the
   // smallest allowed DCT scale whose pixels still cover the crop at >= the
   // output resolution. The window lives in per-thread scratch; the output is
-  // the only per-element buffer.
-  Status DecodeCropped(Element& element, const image::JpegInfo& info, uint64_t seed) const {
-    const CropDraw draw = DrawCrop(*crop_, info.height, info.width, seed);
-    image::JpegDecodeOptions options = options_;
-    options.scale_down =
-        ChooseScaleDown(draw.crop.width, draw.crop.height, crop_->size, crop_->size, max_scale_down_);
-    const double s = 1.0 / options.scale_down;
-    const CropRect rect{draw.crop.x * s, draw.crop.y * s, draw.crop.width * s, draw.crop.height * s};
+  // the only per-element buffer. The header is read once, by the decode,
+  // which asks for the window once it knows the image's size.
+  Status DecodeCropped(Element& element, uint64_t seed) const {
+    CropDraw draw;
+    CropRect rect;
+    auto choose = [&](const image::JpegInfo& info) -> StatusOr<image::RegionRequest> {
+      PIPETUNE_RETURN_IF_ERROR(CheckSize(info));
+      draw = DrawCrop(*crop_, info.height, info.width, seed);
+      const int scale_down =
+          ChooseScaleDown(draw.crop.width, draw.crop.height, crop_->size, crop_->size, max_scale_down_);
+      const double s = 1.0 / scale_down;
+      rect = {draw.crop.x * s, draw.crop.y * s, draw.crop.width * s, draw.crop.height * s};
+      return image::RegionRequest{scale_down, CoveringPixels(rect)};
+    };
     thread_local Bytes window;
-    PIPETUNE_ASSIGN_OR_RETURN(image::ImageView view,
-                              image::DecodeJpegRegion(element.data->data(), element.data->size(), options,
-                                                      CoveringPixels(rect), window));
-    auto out = image::AcquireBuffer(static_cast<size_t>(crop_->size) * crop_->size * kChannels);
-    image::ResampleCrop(view, rect, crop_->size, crop_->size, draw.flip, crop_->antialias, out->data());
+    PIPETUNE_ASSIGN_OR_RETURN(
+        image::ImageView view,
+        image::DecodeJpegRegion(element.data->data(), element.data->size(), options_, choose, window));
+    ResampleInto(element, view, rect, crop_->size, crop_->size, draw.flip, crop_->antialias,
+                 crop_->normalize);
     if (window.capacity() > (64u << 20)) Bytes().swap(window);  // do not pin a huge image per thread
-    SetImage(element, DType::kU8, crop_->size, crop_->size, std::move(out));
     return Status::Ok();
   }
 
@@ -270,6 +355,10 @@ StatusOr<std::unique_ptr<MapFunction>> MakeJpegDecode(const StageConfig& stage) 
     crop = spec;
     if (target_size)
       return KeyError(stage, "target_size", "not allowed with crop_size (the crop sets the scale)");
+  } else if (stage.args.is_object() && stage.args.contains("normalize")) {
+    return KeyError(stage, "normalize",
+                    "folds normalize into the crop's resampling: give crop_size too, or normalize in a stage "
+                    "of its own");
   }
   // Scaled decode is opt-in: target_size enables it (max_scale_down, default
   // 8, bounds it); with crop_size only an explicit max_scale_down does,
@@ -293,8 +382,13 @@ StatusOr<std::unique_ptr<MapFunction>> MakeJpegDecode(const StageConfig& stage) 
 class Resize final : public MapFunction {
  public:
   // Either `shorter_side` (aspect kept) or both `height` and `width`.
-  Resize(std::optional<int> shorter_side, int height, int width, bool antialias)
-      : shorter_side_(shorter_side), height_(height), width_(width), antialias_(antialias) {}
+  Resize(std::optional<int> shorter_side, int height, int width, bool antialias,
+         std::optional<image::NormalizeParams> normalize)
+      : shorter_side_(shorter_side),
+        height_(height),
+        width_(width),
+        antialias_(antialias),
+        normalize_(normalize) {}
 
   Status Apply(Element& element, const FnContext&) const override {
     PIPETUNE_RETURN_IF_ERROR(CheckU8Image("resize", element));
@@ -317,10 +411,8 @@ class Resize final : public MapFunction {
                           "the output would be " + std::to_string(width) + "x" + std::to_string(height) +
                               ", more than the 268-megapixel limit");
     }
-    auto out = image::AcquireBuffer(static_cast<size_t>(height) * width * kChannels);
-    image::ResampleCrop(ViewOf(element), CropRect{0, 0, double(in_width), double(in_height)}, height, width,
-                        /*flip=*/false, antialias_, out->data());
-    SetImage(element, DType::kU8, height, width, std::move(out));
+    ResampleInto(element, ViewOf(element), CropRect{0, 0, double(in_width), double(in_height)}, height, width,
+                 /*flip=*/false, antialias_, normalize_);
     return Status::Ok();
   }
 
@@ -328,6 +420,7 @@ class Resize final : public MapFunction {
   std::optional<int> shorter_side_;
   int height_, width_;
   bool antialias_;
+  std::optional<image::NormalizeParams> normalize_;
 };
 
 StatusOr<std::unique_ptr<MapFunction>> MakeResize(const StageConfig& stage) {
@@ -348,9 +441,10 @@ StatusOr<std::unique_ptr<MapFunction>> MakeResize(const StageConfig& stage) {
   }
   std::optional<int> shorter;
   if (size) shorter = static_cast<int>(*size);
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<image::NormalizeParams> normalize, ParseFoldedNormalize(stage));
   return std::unique_ptr<MapFunction>(std::make_unique<Resize>(shorter, static_cast<int>(height.value_or(0)),
                                                                static_cast<int>(width.value_or(0)),
-                                                               antialias.value_or(true)));
+                                                               antialias.value_or(true), normalize));
 }
 
 // torchvision.transforms.CenterCrop: the window's offset on each axis is
@@ -421,12 +515,10 @@ class RandomCropFlip final : public MapFunction {
   Status Apply(Element& element, const FnContext& context) const override {
     PIPETUNE_RETURN_IF_ERROR(CheckU8Image("random_crop_flip", element));
     const CropDraw draw = DrawCrop(spec_, element.shape[0], element.shape[1], context.seed);
-    auto out = image::AcquireBuffer(static_cast<size_t>(spec_.size) * spec_.size * kChannels);
     const CropRect rect{double(draw.crop.x), double(draw.crop.y), double(draw.crop.width),
                         double(draw.crop.height)};
-    image::ResampleCrop(ViewOf(element), rect, spec_.size, spec_.size, draw.flip, spec_.antialias,
-                        out->data());
-    SetImage(element, DType::kU8, spec_.size, spec_.size, std::move(out));
+    ResampleInto(element, ViewOf(element), rect, spec_.size, spec_.size, draw.flip, spec_.antialias,
+                 spec_.normalize);
     return Status::Ok();
   }
 
@@ -459,24 +551,7 @@ class Normalize final : public MapFunction {
 };
 
 StatusOr<std::unique_ptr<MapFunction>> MakeNormalize(const StageConfig& stage) {
-  image::NormalizeParams params;
-  PIPETUNE_ASSIGN_OR_RETURN(
-      auto mean,
-      ArgNumbers<3>(stage, "mean", {0.485, 0.456, 0.406}, "an array of 3 numbers (one per channel)",
-                    [](const std::array<double, 3>& v) { return std::isfinite(v[0] + v[1] + v[2]); }));
-  PIPETUNE_ASSIGN_OR_RETURN(
-      auto std,
-      ArgNumbers<3>(stage, "std", {0.229, 0.224, 0.225}, "an array of 3 numbers > 0 (one per channel)",
-                    [](const std::array<double, 3>& v) { return v[0] > 0 && v[1] > 0 && v[2] > 0; }));
-  for (int c = 0; c < kChannels; ++c) {
-    params.mean[c] = static_cast<float>(mean[c]);
-    params.std[c] = static_cast<float>(std[c]);
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(std::optional<std::string> layout, models::ArgString(stage, "layout"));
-  if (layout && *layout != "hwc" && *layout != "chw") {
-    return KeyError(stage, "layout", "expected \"hwc\" or \"chw\", got \"" + *layout + "\"");
-  }
-  params.channels_first = layout && *layout == "chw";
+  PIPETUNE_ASSIGN_OR_RETURN(image::NormalizeParams params, ParseNormalize(stage, stage.args, ""));
   return std::unique_ptr<MapFunction>(std::make_unique<Normalize>(params));
 }
 
@@ -488,6 +563,26 @@ void RegisterImageFunctions(FunctionRegistry& registry) {
   registry.RegisterMap("center_crop", MakeCenterCrop);
   registry.RegisterMap("random_crop_flip", MakeRandomCropFlip);
   registry.RegisterMap("normalize", MakeNormalize);
+  // normalize after a resampling function: folded into its output loop
+  // (ParseFoldedNormalize), unless the function already normalizes, the
+  // decode is not the cropped one, or normalize has args the fold does not
+  // take (then it stays a step of its own and says what is wrong).
+  auto fold_normalize = [](bool needs_crop) {
+    return [needs_crop](const Json& first, const Json& second) -> std::optional<Json> {
+      if (!first.is_object() || first.contains("normalize")) return std::nullopt;
+      if (needs_crop && !first.contains("crop_size")) return std::nullopt;
+      if (!second.is_object()) return std::nullopt;
+      for (const auto& [key, unused] : second.items()) {
+        if (key != "mean" && key != "std" && key != "layout") return std::nullopt;
+      }
+      Json folded = first;
+      folded["normalize"] = second;
+      return folded;
+    };
+  };
+  registry.RegisterChainFold("jpeg_decode", "normalize", fold_normalize(/*needs_crop=*/true));
+  registry.RegisterChainFold("random_crop_flip", "normalize", fold_normalize(false));
+  registry.RegisterChainFold("resize", "normalize", fold_normalize(false));
 }
 
 }  // namespace pipetune::runtime

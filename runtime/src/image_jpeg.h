@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,5 +67,18 @@ Status DecodeJpeg(const uint8_t* data, size_t size, const JpegInfo& info, const 
 // Preconditions: `region` non-empty and inside the scaled image.
 StatusOr<ImageView> DecodeJpegRegion(const uint8_t* data, size_t size, const JpegDecodeOptions& options,
                                      const PixelCrop& region, std::vector<uint8_t>& scratch);
+
+// The same with the region chosen from the header, which is read once: the
+// fused decode-and-crop draws its crop from the image's size. `choose` gets
+// the unscaled size and returns the DCT scale (options.scale_down is
+// ignored) and the region in that scale's pixels, or an error, which the
+// decode returns.
+struct RegionRequest {
+  int scale_down = 1;
+  PixelCrop region;
+};
+using RegionChooser = std::function<StatusOr<RegionRequest>(const JpegInfo& header)>;
+StatusOr<ImageView> DecodeJpegRegion(const uint8_t* data, size_t size, const JpegDecodeOptions& options,
+                                     const RegionChooser& choose, std::vector<uint8_t>& scratch);
 
 }  // namespace pipetune::runtime::image

@@ -79,21 +79,31 @@ struct Window {
   int image_width = 0, image_height = 0;
 };
 
-// Decodes rows [region.y, region.y + region.height) of the columns around
-// the region into `scratch`. Returns false with the error manager's message
-// set when libjpeg fails. `scratch` is resized before the first row is read
-// and not touched by libjpeg's error path.
-bool DecodeWindow(jpeg_decompress_struct* info, ErrorManager* error, const uint8_t* data, size_t size,
-                  const JpegDecodeOptions& options, const PixelCrop& region, std::vector<uint8_t>* scratch,
-                  Window* window) {
+// Reads the header (the first step of every decode). Returns false with the
+// error manager's message set when libjpeg fails.
+bool ReadHeader(jpeg_decompress_struct* info, ErrorManager* error, const uint8_t* data, size_t size,
+                bool strict) {
   if (setjmp(error->jump) != 0) {
     jpeg_abort_decompress(info);
     return false;
   }
-  error->strict = options.strict;
+  error->strict = strict;
   error->pub.num_warnings = 0;
   jpeg_mem_src(info, data, static_cast<unsigned long>(size));
   jpeg_read_header(info, TRUE);
+  return true;
+}
+
+// After ReadHeader: decodes rows [region.y, region.y + region.height) of
+// the columns around the region into `scratch`. Returns false with the error
+// manager's message set when libjpeg fails. `scratch` is resized before the
+// first row is read and not touched by libjpeg's error path.
+bool DecodeWindow(jpeg_decompress_struct* info, ErrorManager* error, const JpegDecodeOptions& options,
+                  const PixelCrop& region, std::vector<uint8_t>* scratch, Window* window) {
+  if (setjmp(error->jump) != 0) {
+    jpeg_abort_decompress(info);
+    return false;
+  }
   // What tjDecompress2 sets, and nothing else: the same pixels.
   info->out_color_space = JCS_EXT_RGB;
   info->scale_num = 1;
@@ -163,18 +173,37 @@ bool HasEndMarker(const uint8_t* data, size_t size) {
 }  // namespace
 
 StatusOr<ImageView> DecodeJpegRegion(const uint8_t* data, size_t size, const JpegDecodeOptions& options,
-                                     const PixelCrop& region, std::vector<uint8_t>& scratch) {
+                                     const RegionChooser& choose, std::vector<uint8_t>& scratch) {
   if (size == 0) return Failed("not a JPEG: the data is empty");
   LibjpegDecompressor decompressor;
+  jpeg_decompress_struct* info = decompressor.info();
+  ErrorManager* error = decompressor.error();
+  if (!ReadHeader(info, error, data, size, options.strict)) {
+    return Failed(std::string("not a JPEG (libjpeg: ") + error->message + ")");
+  }
+  const JpegInfo header{static_cast<int>(info->image_width), static_cast<int>(info->image_height)};
+  if (header.width <= 0 || header.height <= 0) return Failed("JPEG header gives an empty image");
+  PIPETUNE_ASSIGN_OR_RETURN(RegionRequest request, choose(header));
+  JpegDecodeOptions scaled = options;
+  scaled.scale_down = request.scale_down;
   Window window;
-  if (!DecodeWindow(decompressor.info(), decompressor.error(), data, size, options, region, &scratch,
-                    &window)) {
-    return Failed(std::string("corrupt JPEG (libjpeg: ") + decompressor.error()->message + ")");
+  if (!DecodeWindow(info, error, scaled, request.region, &scratch, &window)) {
+    return Failed(std::string("corrupt JPEG (libjpeg: ") + error->message + ")");
   }
   if (!HasEndMarker(data, size)) return Failed("corrupt JPEG (libjpeg: Premature end of JPEG file)");
   return ImageView{scratch.data(),     window.image_height,
                    window.image_width, static_cast<ptrdiff_t>(window.width) * kChannels,
                    window.left,        window.top};
+}
+
+StatusOr<ImageView> DecodeJpegRegion(const uint8_t* data, size_t size, const JpegDecodeOptions& options,
+                                     const PixelCrop& region, std::vector<uint8_t>& scratch) {
+  return DecodeJpegRegion(
+      data, size, options,
+      [&](const JpegInfo&) -> StatusOr<RegionRequest> {
+        return RegionRequest{options.scale_down, region};
+      },
+      scratch);
 }
 
 }  // namespace pipetune::runtime::image

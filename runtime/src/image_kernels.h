@@ -1,7 +1,8 @@
 // Pixel kernels behind the image element functions: crop + resample + mirror
-// in one pass, normalisation to float, and torchvision's RandomResizedCrop
-// sampling. Pure functions over caller-owned buffers: no allocation on the hot
-// path beyond per-thread scratch that is reused from image to image.
+// in one pass (image_resample.cc, its inner loops image_resample_kernels.cc),
+// normalisation to float (image_normalize.cc), both folded into one pass,
+// and torchvision's RandomResizedCrop sampling (image_crop_sampling.cc). Pure functions over caller-owned
+// buffers: no allocation on the hot path beyond per-thread scratch that is reused from image to image.
 //
 // Images are 8-bit, 3 channels, interleaved (HxWx3), rows `stride` bytes
 // apart.
@@ -91,6 +92,33 @@ struct NormalizeParams {
   bool channels_first = false;  // out is CHW planes instead of interleaved HWC
 };
 void NormalizeToFloat(const uint8_t* in, int height, int width, const NormalizeParams& params, float* out);
+
+// NormalizeToFloat's work on a run of an image's pixels, for callers that
+// produce the image piece by piece (ResampleCropNormalized). Building one
+// costs a 3 x 256 table where channels_first; apply it to many pixels.
+class Normalizer {
+ public:
+  explicit Normalizer(const NormalizeParams& params);
+  // `in` holds `count` pixels (interleaved), pixels [first, first + count)
+  // of an image of `image_pixels` pixels whose floats go to `out` (HWC, or
+  // three planes of image_pixels each): the floats NormalizeToFloat writes
+  // for those pixels of the whole image.
+  void Pixels(const uint8_t* in, size_t first, size_t count, size_t image_pixels, float* out) const;
+
+ private:
+  std::array<float, kChannels> scale_{}, bias_{};
+  bool channels_first_;
+  std::array<float, kChannels * 256> table_;  // channels_first: 256 floats per channel
+};
+
+// ResampleCrop then NormalizeToFloat in one pass (normalize folded into the
+// resample's output loop): each output row is resampled into per-thread
+// scratch and normalised from there into `out`, out_height x out_width x 3
+// floats (or 3 planes where params.channels_first). The same floats as the
+// two calls one after the other, bit for bit; the 8-bit image is never
+// written out. Preconditions as ResampleCrop's.
+void ResampleCropNormalized(const ImageView& src, const CropRect& crop, int out_height, int out_width,
+                            bool flip, bool antialias, const NormalizeParams& params, float* out);
 
 // Seeded from FnContext::seed: the same crops on every thread and machine.
 using ::pipetune::Rng;

@@ -53,6 +53,7 @@ bool Queue::Push(std::vector<Item>& chunk, uint64_t& now_ns, uint64_t* blocked_n
     while (next < chunk.size() && !FullLocked()) {
       if (count_ == ring_.size()) Grow();
       Item& item = chunk[next++];
+      if (item.end_of_pass) ++markers_;
       bytes_ += item.bytes;
       added += static_cast<int64_t>(item.bytes);
       ring_[(head_ + count_) & (ring_.size() - 1)] = std::move(item);
@@ -62,7 +63,7 @@ bool Queue::Push(std::vector<Item>& chunk, uint64_t& now_ns, uint64_t* blocked_n
     if (bytes_ > peak_bytes_.load(std::memory_order_relaxed)) {
       peak_bytes_.store(bytes_, std::memory_order_relaxed);
     }
-    if (pop_waiters_ > 0) {
+    if (pop_waiters_ > 0 && (multi_consumer_ || ReadyLocked(pop_wake_at_))) {
       if (moved > 1 && pop_waiters_ > 1) {
         not_empty_.notify_all();
       } else {
@@ -85,23 +86,26 @@ bool Queue::Push(std::vector<Item>& chunk, uint64_t& now_ns, uint64_t* blocked_n
 }
 
 Queue::PopResult Queue::Pop(std::vector<Item>& out, size_t max_items, bool block, uint64_t& now_ns,
-                            uint64_t* blocked_ns, int64_t timeout_ms) {
+                            uint64_t* blocked_ns, int64_t timeout_ms, size_t wake_at) {
   PopResult result{PopStatus::kItems, 0};
   bool waited = false;
   int64_t removed = 0;
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+  // A timed pop returns what there is when its time is up: no wake_at.
+  const size_t wanted = block && timeout_ms < 0 && !multi_consumer_ ? std::max<size_t>(wake_at, 1) : 1;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     if (closed()) {
       result.status = PopStatus::kClosed;
       break;
     }
-    if (count_ > 0 && !paused_) break;
+    if (count_ > 0 && !paused_ && ReadyLocked(wanted)) break;
     if (!block || (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline)) {
       result.status = PopStatus::kEmpty;
       break;
     }
+    pop_wake_at_ = wanted;
     ++pop_waiters_;
     if (timeout_ms >= 0) {
       not_empty_.wait_until(lock, deadline);
@@ -120,6 +124,7 @@ Queue::PopResult Queue::Pop(std::vector<Item>& out, size_t max_items, bool block
       out.push_back(std::move(ring_[head_]));
       head_ = (head_ + 1) & mask;
       --count_;
+      --markers_;
       ++next_seq_;
       popped = 1;
       if (multi_consumer_) paused_ = true;

@@ -94,8 +94,15 @@ class Queue {
   // `block`, waits while empty (or paused); the wait is timed like Push's.
   // Popped elements count as outstanding until Done(). With `timeout_ms` >= 0
   // a blocking pop gives up after that long and returns kEmpty.
+  //
+  // `wake_at` (single-consumer queues, blocking pops without a timeout): the
+  // pop sleeps until that many items are ready, or a marker is, or the queue
+  // is half full, or it closes; producers wake it only then. For a consumer
+  // that can do nothing with fewer (a batch waiting for its last members):
+  // one wake-up per several elements instead of one per element. Half full
+  // always wakes it, so a producer never blocks on a consumer that sleeps.
   PopResult Pop(std::vector<Item>& out, size_t max_items, bool block, uint64_t& now_ns, uint64_t* blocked_ns,
-                int64_t timeout_ms = -1);
+                int64_t timeout_ms = -1, size_t wake_at = 1);
 
   // `n` popped elements have been passed on or dropped.
   void Done(size_t n);
@@ -113,6 +120,11 @@ class Queue {
  private:
   bool FullLocked() const {
     return count_ >= limits_.max_elements || (bytes_ >= limits_.max_bytes && count_ >= limits_.min_elements);
+  }
+  // Whether a consumer sleeping for `wake_at` items has reason to wake.
+  bool ReadyLocked(size_t wake_at) const {
+    return count_ >= wake_at || markers_ > 0 || count_ >= limits_.max_elements / 2 ||
+           (bytes_ >= limits_.max_bytes / 2 && count_ >= limits_.min_elements);
   }
   bool RoomToRefillLocked() const {
     if (!limits_.refill_at_half) return !FullLocked();
@@ -139,6 +151,8 @@ class Queue {
   uint64_t bytes_ = 0;
   uint64_t next_seq_ = 0;
   size_t outstanding_ = 0;
+  size_t markers_ = 0;      // end-of-pass markers in the ring
+  size_t pop_wake_at_ = 1;  // what the sleeping consumer waits for (single consumer)
   bool paused_ = false;
   int pop_waiters_ = 0;
   int push_waiters_ = 0;

@@ -199,10 +199,14 @@ class BatchStage : public SequentialStage {
     AccountState(bytes);
     if (pending_.size() < size_) {
       worker.WorkDone(begin, id);
+      // Nothing to do before the batch's last member: sleep until then (or
+      // the input is half full), not one wake-up per member.
+      worker.set_wake_at(size_ - pending_.size());
       return true;
     }
     Element batch = TakeBatch();
     worker.WorkDone(begin, batch.id);
+    worker.set_wake_at(size_);
     return EmitBatch(worker, std::move(batch));
   }
 
@@ -217,6 +221,7 @@ class BatchStage : public SequentialStage {
       }
     }
     next_batch_id_ = 0;
+    worker.set_wake_at(size_);
     return worker.EmitEndOfPass();
   }
 

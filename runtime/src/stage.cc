@@ -194,7 +194,7 @@ StageWorker::Input StageWorker::Next(Item* item) {
     if (popped.status == Queue::PopStatus::kEmpty) {
       // Nothing ready: hand on what we have before we sleep.
       if (!Flush()) return Input::kClosed;
-      popped = input->Pop(in_, PopSize(), /*block=*/true, now_ns, &waited);
+      popped = input->Pop(in_, PopSize(), /*block=*/true, now_ns, &waited, /*timeout_ms=*/-1, wake_at_);
     }
     if (waited > 0) {
       trace_->WaitInput(waited);

@@ -227,6 +227,9 @@ class StageWorker {
   // At most this many items per input pop and per output chunk (prefetch
   // keeps it within its buffer; the reorder path pops one at a time).
   void set_max_chunk(size_t items);
+  // A single-worker stage that can do nothing until `items` more inputs are
+  // there (a batch) sleeps until then (Queue::Pop's wake_at).
+  void set_wake_at(size_t items) { wake_at_ = items; }
 
   uint64_t now_ns = 0;
 
@@ -240,6 +243,7 @@ class StageWorker {
   const bool parallel_;
   bool report_done_ = true;
   size_t max_chunk_ = kChunkItems;
+  size_t wake_at_ = 1;
 
   std::vector<Item> in_;
   size_t in_pos_ = 0;

@@ -221,6 +221,43 @@ TEST(JpegDecodeTest, FusedCropWithScaledDecodeStaysClose) {
   }
 }
 
+// normalize folded into the crop's resampling (the `normalize` arg, and a
+// chain of the two, which folds them): the same floats as the two functions
+// one after the other, in both layouts, with default and given mean/std.
+TEST(JpegDecodeTest, FoldedNormalizeEqualsCropThenNormalize) {
+  auto jpeg = EncodeJpeg(Render(160, 120, Smooth), 160, 120);
+  auto fused = Make("jpeg_decode", {{"crop_size", 48}}, /*random=*/true);
+  for (const Json& args : {Json::object(), Json{{"mean", {0.5, 0.4, 0.3}}, {"std", {0.2, 0.3, 0.4}}},
+                           Json{{"layout", "chw"}}}) {
+    auto normalize = Make("normalize", args);
+    auto folded = Make("jpeg_decode", {{"crop_size", 48}, {"normalize", args}}, /*random=*/true);
+    Json chain = {{"steps", {{{"fn", "jpeg_decode"}, {"args", {{"crop_size", 48}}}},
+                             {{"fn", "normalize"}, {"args", args}}}}};
+    auto chained = Make("chain", chain, /*random=*/true);
+    for (uint64_t seed : {1, 2, 3, 99}) {
+      const Element two = Apply(*normalize, Apply(*fused, BytesElement(jpeg), seed));
+      for (const MapFunction* one : {folded.get(), chained.get()}) {
+        const Element out = Apply(*one, BytesElement(jpeg), seed);
+        EXPECT_EQ(out.dtype, DType::kF32);
+        EXPECT_EQ(out.shape, two.shape);
+        EXPECT_EQ(*out.data, *two.data) << args.dump() << " seed " << seed;
+      }
+    }
+  }
+  // random_crop_flip and resize take the same arg.
+  const auto rgb = Render(90, 70, Smooth);
+  const Element crop_then = Apply(*Make("normalize", Json::object()),
+                                  Apply(*Make("random_crop_flip", {{"size", 32}}, true), ImageElement(rgb, 90, 70)));
+  const Element crop_folded =
+      Apply(*Make("random_crop_flip", {{"size", 32}, {"normalize", true}}, true), ImageElement(rgb, 90, 70));
+  EXPECT_EQ(*crop_folded.data, *crop_then.data);
+  const Element resize_then =
+      Apply(*Make("normalize", Json::object()), Apply(*Make("resize", {{"size", 40}}), ImageElement(rgb, 90, 70)));
+  const Element resize_folded =
+      Apply(*Make("resize", {{"size", 40}, {"normalize", true}}), ImageElement(rgb, 90, 70));
+  EXPECT_EQ(*resize_folded.data, *resize_then.data);
+}
+
 TEST(RandomCropFlipTest, ShapeAndDeterminismBySeed) {
   const int width = 300, height = 200;
   auto rgb = Render(width, height, Smooth);
@@ -382,6 +419,12 @@ TEST(ImageFunctionArgsTest, BadArgsNameStageAndKey) {
       {"random_crop_flip", {{"size", 100000}}, "args.size"},
       {"jpeg_decode", {{"crop_size", 0}}, "args.crop_size"},
       {"jpeg_decode", {{"fast_dct", "yes"}}, "args.fast_dct"},
+      {"jpeg_decode", {{"normalize", true}}, "args.normalize"},  // folds into the crop: needs crop_size
+      {"jpeg_decode", {{"crop_size", 224}, {"normalize", {{"std", {1, 0, 1}}}}}, "args.normalize.std"},
+      {"random_crop_flip", {{"size", 224}, {"normalize", {{"mean", 1}}}}, "args.normalize.mean"},
+      {"random_crop_flip", {{"size", 224}, {"normalize", {{"scale", 1}}}}, "args.normalize.scale"},
+      {"resize", {{"size", 10}, {"normalize", "yes"}}, "args.normalize"},
+      {"resize", {{"size", 10}, {"normalize", {{"layout", "nchw"}}}}, "args.normalize.layout"},
   };
   for (const Case& c : cases) {
     Status status = MakeError(c.fn, c.args);

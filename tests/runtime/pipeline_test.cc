@@ -166,6 +166,22 @@ TEST(OrderTest, SequentialPipelineKeepsOrderWithoutBeingAsked) {
   EXPECT_EQ(Ids(out.elements), Iota(500));
 }
 
+// A batch sleeps until its last members are there (one wake-up per several
+// elements), but the buffer before it holds only 8 of these elements (4 MiB):
+// it must wake when that buffer is half full, or the map would block on it
+// forever and the run would never end.
+TEST(BatchTest, BatchesLargerThanTheirInputBufferComplete) {
+  auto config = RangeThen(200, R"(
+      {"name": "a", "op": "map", "fn": "cpu_work", "args": {"us": 0, "bytes": 524288}, "parallelism": 2},
+      {"name": "batch", "op": "batch", "args": {"size": 64}})");
+  Outputs out = Drain(config);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  ASSERT_EQ(out.elements.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(out.elements[i].items.size(), 64u);
+  EXPECT_EQ(out.elements.back().items.size(), 8u);
+  EXPECT_EQ(Histogram(out.elements).size(), 200u);
+}
+
 TEST(ShuffleTest, SameSeedSameOrderNewOrderEachEpoch) {
   auto config = RangeThen(200, R"(
       {"name": "shuffle", "op": "shuffle", "args": {"buffer": 50, "seed": 7}},

@@ -176,6 +176,39 @@ TEST(ResampleKernelsTest, EverySetGivesTheSameBytesOnRandomCrops) {
   }
 }
 
+// ResampleCropNormalized (normalize folded into the resample's output loop)
+// against ResampleCrop then NormalizeToFloat: the same floats, bit for bit,
+// with every kernel set, in both layouts, on random crops and parameters; and
+// nothing written past the output.
+TEST(ResampleKernelsTest, FoldedNormalizeEqualsResampleThenNormalize) {
+  Draws d(27);
+  for (ResampleKernels k : SupportedKernels()) {
+    for (int i = 0; i < 300; ++i) {
+      const Source s = RandomSource(d, static_cast<uint32_t>(i + 5000));
+      const Case c = RandomCase(d, s);
+      NormalizeParams params;
+      for (int ch = 0; ch < kChannels; ++ch) {
+        params.mean[ch] = static_cast<float>(d.Unit());
+        params.std[ch] = static_cast<float>(0.05 + d.Unit());
+      }
+      params.channels_first = d.Coin();
+      const std::vector<uint8_t> bytes = Resample(s, c, k);
+      const size_t values = bytes.size();
+      std::vector<float> want(values);
+      NormalizeToFloat(bytes.data(), c.out_height, c.out_width, params, want.data());
+      std::vector<float> got(values + 8, -1234.5f);
+      std::vector<uint8_t> storage;
+      SetResampleKernels(k);
+      ResampleCropNormalized(c.window ? s.Window(c.crop, storage) : s.View(), c.crop, c.out_height, c.out_width,
+                             c.flip, c.antialias, params, got.data());
+      SetResampleKernels(ResampleKernels::kBest);
+      for (size_t v = values; v < got.size(); ++v) ASSERT_EQ(got[v], -1234.5f) << "wrote past the end";
+      got.resize(values);
+      ASSERT_EQ(got, want) << Name(k) << (params.channels_first ? " chw " : " hwc ") << Describe(s, c);
+    }
+  }
+}
+
 // Output the crop's size with integer edges: every output pixel's centre is
 // a source pixel's centre, with weight 1, so the output is the crop itself
 // (mirrored with flip). A kernel off by a row, a column or a channel fails.

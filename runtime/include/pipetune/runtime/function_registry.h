@@ -11,7 +11,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipetune/base/status.h"
@@ -63,12 +65,25 @@ class FunctionRegistry {
   // `"fn": "chain"` with `"args": {"steps": [{"fn": NAME, "args": {...}}, ...]}`:
   // the steps' functions, from this registry, applied in order by one worker
   // (adjacent maps fused into one stage). MakeMap builds it for that name.
+  // Every step is checked as written (errors name it); then adjacent steps
+  // with a chain fold become one step doing both, with the same output and
+  // the same seeds.
   StatusOr<std::unique_ptr<MapFunction>> MakeChain(const models::StageConfig& stage) const;
+
+  // A chain fold: where a chain runs `first` then `second`, fold(first's
+  // args, second's args) may give the args of one `first` step that does
+  // the work of both in one pass, with the same output (nullopt: not for
+  // these args). `second` must not draw from its seed: the folded step has
+  // the first one's. Example: normalize folded into the output loop of a
+  // resampling function.
+  using ChainFold = std::function<std::optional<Json>(const Json& first_args, const Json& second_args)>;
+  void RegisterChainFold(const std::string& first, const std::string& second, ChainFold fold);
   std::vector<std::string> FilterNames() const;
 
  private:
   std::map<std::string, MapFactory> maps_;
   std::map<std::string, FilterFactory> filters_;
+  std::map<std::pair<std::string, std::string>, ChainFold> chain_folds_;
 };
 
 // Built-in families, each in its own source file.
