@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -72,18 +74,31 @@ class ReadFileFunction : public MapFunction {
 class ParallelStage : public Stage {
  public:
   ParallelStage(const models::StageConfig& config, RunState* run, std::unique_ptr<MapFunction> fn,
-                bool deterministic)
+                bool deterministic, int max_workers)
       : Stage(config, run),
         fn_(std::move(fn)),
-        workers_(std::max(config.parallelism, 1)),
-        deterministic_(deterministic && workers_ > 1),
-        window_(static_cast<size_t>(4 * workers_ + 16)) {}
+        max_workers_(std::max({config.parallelism, max_workers, 1})),
+        active_(std::max(config.parallelism, 1)),
+        deterministic_(deterministic && max_workers_ > 1) {}
 
-  int workers() const override { return workers_; }
+  int workers() const override { return active_.load(std::memory_order_relaxed); }
+  int max_workers() const override { return max_workers_; }
+
+  void SetActiveWorkers(int workers) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      active_.store(std::clamp(workers, 1, max_workers_), std::memory_order_relaxed);
+      // A larger reorder window, and parked workers, may go on.
+      window_cv_.notify_all();
+    }
+    park_cv_.notify_all();
+    input_->SetConsumers(this->workers());
+  }
 
   void Shutdown() override {
     std::lock_guard<std::mutex> lock(mu_);
     window_cv_.notify_all();
+    park_cv_.notify_all();
   }
 
   void RunWorker(int index) override {
@@ -94,6 +109,7 @@ class ParallelStage : public Stage {
     }
     Item item;
     while (true) {
+      if (index >= workers() && !worker.HoldsInput() && !Park(worker, index)) break;
       if (deterministic_ && !WaitForWindow()) break;
       StageWorker::Input input = worker.Next(&item);
       if (input == StageWorker::Input::kClosed) break;
@@ -137,12 +153,23 @@ class ParallelStage : public Stage {
     return ok;
   }
 
+  // A worker above the active count waits, holding nothing (its output
+  // flushed, its inputs reported done), until the stage grows back to it;
+  // false when the pipeline stops.
+  bool Park(StageWorker& worker, int index) {
+    if (!worker.Flush()) return false;
+    std::unique_lock<std::mutex> lock(mu_);
+    park_cv_.wait(lock, [&] { return index < workers() || run_->stopping(); });
+    return !run_->stopping();
+  }
+
   // Deterministic mode: a worker pops (one element at a time, so it never
   // holds the element everyone waits for while it waits here) only while the
   // reorder buffer has room.
   bool WaitForWindow() {
     std::unique_lock<std::mutex> lock(mu_);
-    window_cv_.wait(lock, [this] { return reorder_.size() < window_ || run_->stopping(); });
+    // The window follows the workers running now.
+    window_cv_.wait(lock, [this] { return reorder_.size() < Window() || run_->stopping(); });
     return !run_->stopping();
   }
 
@@ -193,13 +220,16 @@ class ParallelStage : public Stage {
     }
   }
 
-  const std::unique_ptr<MapFunction> fn_;
-  const int workers_;
-  const bool deterministic_;
-  const size_t window_;
+  size_t Window() const { return static_cast<size_t>(4 * workers() + 16); }
 
-  std::mutex mu_;  // reorder state
+  const std::unique_ptr<MapFunction> fn_;
+  const int max_workers_;
+  std::atomic<int> active_;  // workers taking input; changed under mu_
+  const bool deterministic_;
+
+  std::mutex mu_;  // reorder state, and parking
   std::condition_variable window_cv_;
+  std::condition_variable park_cv_;
   std::map<uint64_t, std::optional<Element>> reorder_;
   uint64_t next_emit_ = 0;
   std::mutex send_mu_;
@@ -222,7 +252,12 @@ StatusOr<std::unique_ptr<Stage>> MakeParallelStage(const models::StageConfig& co
   } else {
     PIPETUNE_ASSIGN_OR_RETURN(fn, registry.MakeMap(config));
   }
-  return std::unique_ptr<Stage>(new ParallelStage(config, run, std::move(fn), deterministic));
+  int resizable = run->options().resizable_workers;
+  if (resizable > kMaxWorkers) {
+    return InvalidInput(fmt::format("at most {} worker threads per stage may be resized to, got {}",
+                                    kMaxWorkers, resizable));
+  }
+  return std::unique_ptr<Stage>(new ParallelStage(config, run, std::move(fn), deterministic, resizable));
 }
 
 }  // namespace pipetune::runtime

@@ -124,6 +124,15 @@ class Stage {
 
   // Worker threads this stage runs; RunWorker(i) is the body of thread i.
   virtual int workers() const { return 1; }
+  // The most worker threads it may ever run: workers() except for a
+  // parallel stage built resizable (BuildOptions::resizable_workers), which
+  // has counters for this many and a shared input queue from the start.
+  virtual int max_workers() const { return workers(); }
+  // Resizable stages only: `workers` (1..max_workers()) take input from now
+  // on; those above it park once they have passed on what they hold, and
+  // parked ones wake when it grows. The pipeline starts threads never
+  // started yet. Other stages ignore it.
+  virtual void SetActiveWorkers(int /*workers*/) {}
   virtual void RunWorker(int index) = 0;
   // Limits of this stage's output buffer (prefetch: its `buffer` knob).
   virtual Queue::Limits OutputLimits() const { return {}; }
@@ -207,6 +216,9 @@ class StageWorker {
   // output (and, on a multi-consumer input, reports finished elements).
   Input Next(Item* item);
   uint64_t seq() const { return seq_; }  // input sequence number of the last item
+  // Items popped and not yet handed out by Next(): a worker about to park
+  // runs these first, so nothing it took is stranded.
+  bool HoldsInput() const { return in_pos_ < in_.size(); }
 
   // The stage's own work on one element ran from `begin_ns` to now: reads the
   // clock once, which becomes now_ns.
