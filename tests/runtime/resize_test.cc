@@ -16,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr uint64_t kCount = 3000;
+constexpr uint64_t kResizeCount = 3000;
 
 // Pulls every output while a second thread resizes `stage` through `sizes`
 // again and again (and the prefetch buffer with it) until the data ends.
@@ -53,7 +53,7 @@ std::vector<Element> DrainWhileResizing(const models::PipelineConfig& config, co
 }
 
 models::PipelineConfig WorkThenPrefetch(bool ordered) {
-  return RangeThen(kCount, fmt::format(R"({{"name": "work", "op": "map", "fn": "cpu_work",
+  return RangeThen(kResizeCount, fmt::format(R"({{"name": "work", "op": "map", "fn": "cpu_work",
       "args": {{"us": 20, "jitter": 1, "deterministic": {}}}, "parallelism": 1}},
       {{"name": "prefetch", "op": "prefetch", "buffer": 2}})",
                                        ordered ? "true" : "false"));
@@ -64,7 +64,7 @@ TEST(Resize, EveryElementExactlyOnceWhileWorkersComeAndGo) {
   options.resizable_workers = 6;
   std::vector<Element> out = DrainWhileResizing(WorkThenPrefetch(false), options, {1, 4, 2, 6, 1, 3});
   auto histogram = Histogram(out);
-  ASSERT_EQ(histogram.size(), kCount);
+  ASSERT_EQ(histogram.size(), kResizeCount);
   for (const auto& [leaf, n] : histogram) EXPECT_EQ(n, 1) << "id " << leaf.second;
 }
 
@@ -73,9 +73,9 @@ TEST(Resize, AnOrderedStageKeepsItsOrderAcrossEpochs) {
   options.resizable_workers = 5;
   std::vector<Element> out = DrainWhileResizing(WorkThenPrefetch(true), options, {5, 1, 3, 2}, /*epochs=*/2);
   auto leaves = Leaves(out);
-  ASSERT_EQ(leaves.size(), 2 * kCount);
+  ASSERT_EQ(leaves.size(), 2 * kResizeCount);
   for (size_t i = 0; i < leaves.size(); ++i) {
-    ASSERT_EQ(leaves[i], std::make_pair(static_cast<uint32_t>(i / kCount), i % kCount)) << "output " << i;
+    ASSERT_EQ(leaves[i], std::make_pair(static_cast<uint32_t>(i / kResizeCount), i % kResizeCount)) << "output " << i;
   }
 }
 

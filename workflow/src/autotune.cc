@@ -32,10 +32,6 @@ bool SameMoves(const std::vector<KnobMove>& a, const std::vector<KnobMove>& b) {
   });
 }
 
-int64_t KnobValue(const models::StageConfig& stage, tuner::Knob knob) {
-  return knob == tuner::Knob::kBuffer ? stage.buffer.value_or(1) : stage.parallelism;
-}
-
 // Drives one run: called on the run's monitor thread every tick, it refits
 // when one is due and applies or judges the plan. The run's consumer never
 // waits for it.

@@ -71,6 +71,8 @@ struct BuildOptions {
   int resizable_workers = 0;
 };
 
+class Pipeline;
+
 // What RunPipeline reports while it runs.
 struct Progress {
   double seconds = 0;            // since the consumer started
