@@ -63,7 +63,7 @@ void RegisterAutotuneCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<AutotuneFlags>();
   CLI::App* sub = app.add_subcommand(
       "autotune", "Run a config and retune its workers and prefetch buffers while it runs; write the settled config");
-  sub->add_option("config", flags->config_path, "Pipeline config (JSON)")->expected(0, 1);
+  sub->add_option("config", flags->config_path, "Pipeline config (JSON)");
   sub->add_option("--seconds", flags->seconds, "How long the pipeline runs (default 20)")
       ->check(Positive("seconds"));
   sub->add_option("--refit-every", flags->refit_every, "Seconds between refits of the model (default 2)")
