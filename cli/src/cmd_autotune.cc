@@ -45,8 +45,9 @@ int RunAutotune(const AutotuneFlags& flags) {
   StatusOr<workflow::AutotuneResult> result = workflow::Autotune(request);
   if (!result.ok()) return ReportError(result.status());
   const workflow::AutotuneResult& r = *result;
-  fmt::print("ran {:.1f} s: {:.4g} outputs/s over the run; {} refits, {:.1f} ms each on average ({:.1f} max)\n",
-             r.summary.seconds, r.summary.throughput, r.refits, r.refit_ms_mean, r.refit_ms_max);
+  fmt::print(
+      "ran {:.1f} s: {:.4g} outputs/s over the run; {} refits, {:.1f} ms each on average ({:.1f} max)\n",
+      r.summary.seconds, r.summary.throughput, r.refits, r.refit_ms_mean, r.refit_ms_max);
   if (r.settled_at_seconds) {
     fmt::print("settled at {:.1f} s\n", *r.settled_at_seconds);
   } else {
@@ -62,7 +63,8 @@ int RunAutotune(const AutotuneFlags& flags) {
 void RegisterAutotuneCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<AutotuneFlags>();
   CLI::App* sub = app.add_subcommand(
-      "autotune", "Run a config and retune its workers and prefetch buffers while it runs; write the settled config");
+      "autotune",
+      "Run a config and retune its workers and prefetch buffers while it runs; write the settled config");
   sub->add_option("config", flags->config_path, "Pipeline config (JSON)");
   sub->add_option("--seconds", flags->seconds, "How long the pipeline runs (default 20)")
       ->check(Positive("seconds"));

@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -254,8 +254,8 @@ StatusOr<std::unique_ptr<Stage>> MakeParallelStage(const models::StageConfig& co
   }
   int resizable = run->options().resizable_workers;
   if (resizable > kMaxWorkers) {
-    return InvalidInput(fmt::format("at most {} worker threads per stage may be resized to, got {}",
-                                    kMaxWorkers, resizable));
+    return InvalidInput(
+        fmt::format("at most {} worker threads per stage may be resized to, got {}", kMaxWorkers, resizable));
   }
   return std::unique_ptr<Stage>(new ParallelStage(config, run, std::move(fn), deterministic, resizable));
 }

@@ -132,8 +132,9 @@ class PipelineImpl {
     PIPETUNE_ASSIGN_OR_RETURN(size_t index, FindStage(name));
     Stage& stage = *stages_[index];
     if (!models::OpIsParallel(stage.config().op)) {
-      return InvalidInput(models::StageKeyError(stage.config(), "parallelism", "only map and read_file stages "
-                                                                               "have workers to resize"));
+      return InvalidInput(models::StageKeyError(stage.config(), "parallelism",
+                                                "only map and read_file stages "
+                                                "have workers to resize"));
     }
     if (parallelism < 1 || parallelism > stage.max_workers()) {
       return InvalidInput(models::StageKeyError(
@@ -153,7 +154,8 @@ class PipelineImpl {
     PIPETUNE_ASSIGN_OR_RETURN(size_t index, FindStage(name));
     Stage& stage = *stages_[index];
     if (stage.config().op != models::Op::kPrefetch) {
-      return InvalidInput(models::StageKeyError(stage.config(), "buffer", "only prefetch stages have a buffer"));
+      return InvalidInput(
+          models::StageKeyError(stage.config(), "buffer", "only prefetch stages have a buffer"));
     }
     if (buffer < 1) return InvalidInput(models::StageKeyError(stage.config(), "buffer", "must be >= 1"));
     if (!joined_) stage.output()->SetMaxElements(static_cast<size_t>(buffer));
@@ -297,7 +299,9 @@ void Pipeline::Stop() { impl_->Stop(); }
 Status Pipeline::SetParallelism(const std::string& stage, int parallelism) {
   return impl_->SetParallelism(stage, parallelism);
 }
-Status Pipeline::SetBuffer(const std::string& stage, int64_t buffer) { return impl_->SetBuffer(stage, buffer); }
+Status Pipeline::SetBuffer(const std::string& stage, int64_t buffer) {
+  return impl_->SetBuffer(stage, buffer);
+}
 
 std::vector<StageSummary> Pipeline::StageSummaries() const {
   std::vector<StageSummary> out;

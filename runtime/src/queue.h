@@ -132,7 +132,7 @@ class Queue {
   void Publish(int64_t elements, uint64_t bytes, int64_t bytes_delta);
 
   Limits limits_;  // max_elements changes under mu_ (SetMaxElements)
-  int consumers_;   // under mu_ (SetConsumers)
+  int consumers_;  // under mu_ (SetConsumers)
   const bool multi_consumer_;
   MemoryAccount* const account_;
   const tracer::StageId owner_;

@@ -192,8 +192,8 @@ class Controller {
     decision.kind = AutotuneDecision::Kind::kSettled;
     decision.note = workers.empty() ? "the plan keeps every stage's workers"
                     : tried         ? "the plan is one that was rolled back"
-                                    : fmt::format("the plan predicts less than {:.0f}% over the measured rate",
-                                                  100 * request_.min_gain);
+                            : fmt::format("the plan predicts less than {:.0f}% over the measured rate",
+                                          100 * request_.min_gain);
     settled_ = true;
     settled_at_ = now_seconds_;
     Record(std::move(decision));
@@ -225,12 +225,14 @@ class Controller {
         if (pipeline_ != nullptr) applied = pipeline_->SetBuffer(move.stage, move.new_value);
         if (applied.ok()) stage->buffer = move.new_value;
       } else {
-        if (pipeline_ != nullptr) applied = pipeline_->SetParallelism(move.stage, static_cast<int>(move.new_value));
+        if (pipeline_ != nullptr)
+          applied = pipeline_->SetParallelism(move.stage, static_cast<int>(move.new_value));
         if (applied.ok()) stage->parallelism = static_cast<int>(move.new_value);
       }
       if (!applied.ok()) NoteOnce(applied.message());
     }
-    if (pipeline_ != nullptr) tracer::SetPipelineInfo(current_.name, models::Serialize(current_), request_.config_path);
+    if (pipeline_ != nullptr)
+      tracer::SetPipelineInfo(current_.name, models::Serialize(current_), request_.config_path);
   }
 
   void NoteOnce(const std::string& note) {
@@ -254,7 +256,7 @@ class Controller {
   runtime::Pipeline* pipeline_ = nullptr;
   double now_seconds_ = 0;
   double next_refit_seconds_ = 0;
-  uint64_t last_change_ns_ = 0;  // trace time of the last frame read before the last change
+  uint64_t last_change_ns_ = 0;              // trace time of the last frame read before the last change
   std::optional<AutotuneDecision> pending_;  // applied, not yet judged
   std::vector<std::vector<KnobMove>> rejected_;
   std::vector<std::string> notes_;
@@ -293,7 +295,8 @@ std::string FormatDecision(const AutotuneDecision& d) {
   std::string moves;
   for (const KnobMove& move : d.moves) {
     if (!moves.empty()) moves += ", ";
-    moves += fmt::format("{} {} {} -> {}", move.stage, tuner::KnobName(move.knob), move.old_value, move.new_value);
+    moves +=
+        fmt::format("{} {} {} -> {}", move.stage, tuner::KnobName(move.knob), move.old_value, move.new_value);
   }
   if (!moves.empty()) line += "  " + moves;
   if (d.predicted > 0) {
@@ -306,7 +309,8 @@ std::string FormatDecision(const AutotuneDecision& d) {
 }
 
 StatusOr<AutotuneResult> Autotune(const AutotuneRequest& request) {
-  if (!(request.seconds > 0)) return InvalidInput(fmt::format("--seconds: must be > 0, got {}", request.seconds));
+  if (!(request.seconds > 0))
+    return InvalidInput(fmt::format("--seconds: must be > 0, got {}", request.seconds));
   if (!(request.refit_every_seconds > 0)) return InvalidInput("the refit interval must be > 0");
   PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig config, models::LoadConfig(request.config_path));
   std::string output = request.output.empty() ? DefaultOutput(request.config_path) : request.output;

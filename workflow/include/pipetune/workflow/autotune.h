@@ -49,7 +49,7 @@ namespace pipetune::workflow {
 
 struct AutotuneRequest {
   std::string config_path;
-  double seconds = 20;            // how long the pipeline runs (> 0)
+  double seconds = 20;             // how long the pipeline runs (> 0)
   double refit_every_seconds = 2;  // the model is refit this often until settled
   tuner::BudgetFlags budgets;
   std::string output;      // empty: STEM.autotuned.json beside the config
@@ -61,7 +61,7 @@ struct AutotuneRequest {
   // measured rate: below it the gain is within the noise of a 2 s window.
   double min_gain = 0.03;
   const runtime::FunctionRegistry* registry = nullptr;  // null: the built-ins
-  const std::atomic<bool>* interrupt = nullptr;        // see runtime::RunOptions
+  const std::atomic<bool>* interrupt = nullptr;         // see runtime::RunOptions
   // Called (on the run's monitor thread) as each decision is made and again
   // once it is judged.
   std::function<void(const struct AutotuneDecision&)> on_decision;
@@ -80,22 +80,23 @@ struct AutotuneDecision {
   Kind kind = Kind::kChange;
   double seconds = 0;  // since the run started
   std::vector<KnobMove> moves;
-  double measured_before = 0;           // outputs/s in the window the refit read
-  double predicted = 0;                 // the plan's outputs/s
-  std::optional<double> measured;       // outputs/s after the change (kKept, kRolledBack)
-  double refit_ms = 0;                  // trace read + profile + solve
-  std::string note;                     // kDeclined / kSettled: why
+  double measured_before = 0;      // outputs/s in the window the refit read
+  double predicted = 0;            // the plan's outputs/s
+  std::optional<double> measured;  // outputs/s after the change (kKept, kRolledBack)
+  double refit_ms = 0;             // trace read + profile + solve
+  std::string note;                // kDeclined / kSettled: why
 };
 
 const char* DecisionKindName(AutotuneDecision::Kind kind);  // "change", "kept", ...
-// One line: `12.1 s  change  work parallelism 1 -> 3, prefetch buffer 2 -> 9  predicted 812/s (measured 301/s)`.
+// One line: `12.1 s  change  work parallelism 1 -> 3, prefetch buffer 2 -> 9  predicted 812/s (measured
+// 301/s)`.
 std::string FormatDecision(const AutotuneDecision& decision);
 
 struct AutotuneResult {
   std::vector<AutotuneDecision> decisions;
-  runtime::RunSummary summary;                // the whole run
-  TunedConfig written;                        // the settled knobs
-  std::optional<double> settled_at_seconds;   // nullopt: still exploring at the end
+  runtime::RunSummary summary;               // the whole run
+  TunedConfig written;                       // the settled knobs
+  std::optional<double> settled_at_seconds;  // nullopt: still exploring at the end
   int refits = 0;
   double refit_ms_mean = 0;
   double refit_ms_max = 0;
