@@ -63,16 +63,16 @@ best() { printf '%s\n' "$@" | sort -g | tail -n 1; }
 
 for name in remote mixed; do
   cfg="$out/$name.json"
-  "${pin[@]}" "$pipetune" run "$cfg" --seconds "$trace_seconds" --trace "$out/$name.ptrace" --progress off >/dev/null
+  "${pin[@]}" "$pipetune" run "$cfg" --seconds "$trace_seconds" --trace "$out/$name.ptrace" --progress never >/dev/null
   "${pin[@]}" "$pipetune" tune "$out/$name.ptrace" -o "$out/$name.tuned.json" >"$out/$name.tune.log"
   "${pin[@]}" "$pipetune" autotune "$cfg" --seconds "$autotune_seconds" -o "$out/$name.autotuned.json" \
     --trace "$out/$name.autotune.ptrace" >"$out/$name.autotune.log"
   auto=() tuned=()
   for ((r = 0; r < rounds; r++)); do
-    "${pin[@]}" "$pipetune" run "$out/$name.autotuned.json" --seconds "$run_seconds" --progress off \
+    "${pin[@]}" "$pipetune" run "$out/$name.autotuned.json" --seconds "$run_seconds" --progress never \
       --summary "$out/$name.a.json" >/dev/null
     auto+=("$(number "$out/$name.a.json" steady_examples_per_second)")
-    "${pin[@]}" "$pipetune" run "$out/$name.tuned.json" --seconds "$run_seconds" --progress off \
+    "${pin[@]}" "$pipetune" run "$out/$name.tuned.json" --seconds "$run_seconds" --progress never \
       --summary "$out/$name.t.json" >/dev/null
     tuned+=("$(number "$out/$name.t.json" steady_examples_per_second)")
   done
