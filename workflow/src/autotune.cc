@@ -140,6 +140,7 @@ class Controller {
       last_change_ns_ = trace_end_ns;  // the next refit measures the knobs restored
     } else {
       judged.kind = AutotuneDecision::Kind::kKept;
+      kept_prediction_ = judged.predicted;
     }
     pending_.reset();
     Record(std::move(judged));
@@ -168,7 +169,14 @@ class Controller {
     decision.measured_before = plan.measured_throughput;
     decision.predicted = plan.predicted_throughput;
     decision.refit_ms = refit_ms;
-    bool worth = plan.predicted_throughput >= plan.measured_throughput * (1 + request_.min_gain);
+    // Worth it only when the plan predicts more than both the rate measured
+    // and what the change already kept was predicted to give: a plan that
+    // predicts no more than the running one only restates the gap between
+    // model and measurement (a loaded machine stretches every worker's
+    // latency, and Little's law then asks for ever more workers that the
+    // cores cannot run).
+    double baseline = std::max(plan.measured_throughput, kept_prediction_);
+    bool worth = plan.predicted_throughput >= baseline * (1 + request_.min_gain);
     bool tried = std::any_of(rejected_.begin(), rejected_.end(),
                              [&](const std::vector<KnobMove>& r) { return SameMoves(r, workers); });
     if (!workers.empty() && worth && !tried) {
@@ -191,9 +199,12 @@ class Controller {
     }
     decision.kind = AutotuneDecision::Kind::kSettled;
     decision.note = workers.empty() ? "the plan keeps every stage's workers"
-                    : tried         ? "the plan is one that was rolled back"
-                            : fmt::format("the plan predicts less than {:.0f}% over the measured rate",
-                                          100 * request_.min_gain);
+                    : tried
+                        ? "the plan is one that was rolled back"
+                        : fmt::format("the plan predicts less than {:.0f}% over {}", 100 * request_.min_gain,
+                                      kept_prediction_ > plan.measured_throughput
+                                          ? "the prediction of the change kept before it"
+                                          : "the measured rate");
     settled_ = true;
     settled_at_ = now_seconds_;
     Record(std::move(decision));
@@ -258,6 +269,7 @@ class Controller {
   double next_refit_seconds_ = 0;
   uint64_t last_change_ns_ = 0;              // trace time of the last frame read before the last change
   std::optional<AutotuneDecision> pending_;  // applied, not yet judged
+  double kept_prediction_ = 0;               // the last kept change's prediction
   std::vector<std::vector<KnobMove>> rejected_;
   std::vector<std::string> notes_;
   bool settled_ = false;
