@@ -59,6 +59,14 @@ cat >"$out/mixed.json" <<'JSON'
 }
 JSON
 
+# "fetch 64, parse 6, prefetch 2": each stage's parallelism or buffer as written.
+knobs() {
+  python3 -c 'import json,sys
+c = json.load(open(sys.argv[1]))
+print(", ".join("%s %s" % (s["name"], s.get("parallelism", s.get("buffer"))) for s in c["stages"]
+                if "parallelism" in s or "buffer" in s))' "$1"
+}
+
 best() { printf '%s\n' "$@" | sort -g | tail -n 1; }
 
 for name in remote mixed; do
@@ -81,6 +89,8 @@ for name in remote mixed; do
   settled="$(sed -n 's/^settled at \([0-9.]*\) s/\1/p' "$out/$name.autotune.log")"
   printf '%-7s autotuned %8.1f ex/s  tuned %8.1f ex/s  autotuned/tuned %.3f  refit %s ms  settled at %s s\n' \
     "$name" "$a" "$t" "$(echo "$a / $t" | bc -l)" "${refit:-?}" "${settled:-never}"
+  echo "        each round (ex/s): autotuned ${auto[*]}; tuned ${tuned[*]}"
+  echo "        knobs: autotuned $(knobs "$out/$name.autotuned.json"); tuned $(knobs "$out/$name.tuned.json")"
   echo "        autotune's decisions:"; grep -E "change|kept|rolled|settled|declined" "$out/$name.autotune.log" \
     | grep -v '^settled config' | sed 's/^/          /'
 done
