@@ -79,29 +79,49 @@ class ParallelStage : public Stage {
         fn_(std::move(fn)),
         max_workers_(std::max({config.parallelism, max_workers, 1})),
         active_(std::max(config.parallelism, 1)),
-        deterministic_(deterministic && max_workers_ > 1) {}
+        deterministic_(deterministic && max_workers_ > 1),
+        running_(static_cast<size_t>(max_workers_), false) {}
 
   int workers() const override { return active_.load(std::memory_order_relaxed); }
   int max_workers() const override { return max_workers_; }
 
-  void SetActiveWorkers(int workers) override {
+  std::vector<int> Resize(int workers) override {
+    std::vector<int> start;
     {
       std::lock_guard<std::mutex> lock(mu_);
       active_.store(std::clamp(workers, 1, max_workers_), std::memory_order_relaxed);
-      // A larger reorder window, and parked workers, may go on.
-      window_cv_.notify_all();
+      for (int i = 0; i < this->workers(); ++i) {
+        if (running_[i]) continue;
+        running_[i] = true;
+        start.push_back(i);
+      }
+      window_cv_.notify_all();  // the reorder window follows the count
     }
-    park_cv_.notify_all();
     input_->SetConsumers(this->workers());
+    return start;
   }
 
   void Shutdown() override {
     std::lock_guard<std::mutex> lock(mu_);
     window_cv_.notify_all();
-    park_cv_.notify_all();
   }
 
+  // A worker above the active count leaves; one that finds the stage grown
+  // back to it while it was leaving stays (no Resize started another).
   void RunWorker(int index) override {
+    while (Work(index)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (index < workers() && !run_->stopping()) continue;
+      running_[index] = false;
+      return;
+    }
+  }
+
+ private:
+  // Runs elements until the pipeline stops (false) or the stage no longer
+  // counts this worker (true): it then holds nothing, its output flushed and
+  // its inputs reported done, so no element is stranded.
+  bool Work(int index) {
     StageWorker worker(*this, index);
     if (deterministic_) {
       worker.set_report_done(false);  // the reorder path reports
@@ -109,19 +129,18 @@ class ParallelStage : public Stage {
     }
     Item item;
     while (true) {
-      if (index >= workers() && !worker.HoldsInput() && !Park(worker, index)) break;
-      if (deterministic_ && !WaitForWindow()) break;
+      if (index >= workers() && !worker.HoldsInput()) return worker.Flush();
+      if (deterministic_ && !WaitForWindow()) return false;
       StageWorker::Input input = worker.Next(&item);
-      if (input == StageWorker::Input::kClosed) break;
+      if (input == StageWorker::Input::kClosed) return false;
       if (input == StageWorker::Input::kEndOfPass) {
-        if (!ForwardEndOfPass(worker)) break;
+        if (!ForwardEndOfPass(worker)) return false;
         continue;
       }
-      if (!Process(worker, std::move(item.element))) break;
+      if (!Process(worker, std::move(item.element))) return false;
     }
   }
 
- private:
   // Runs the function on one element and passes the result on; false when
   // the pipeline stops.
   bool Process(StageWorker& worker, Element&& element) {
@@ -151,16 +170,6 @@ class ParallelStage : public Stage {
     bool ok = worker.EmitEndOfPass();
     input_->Resume();
     return ok;
-  }
-
-  // A worker above the active count waits, holding nothing (its output
-  // flushed, its inputs reported done), until the stage grows back to it;
-  // false when the pipeline stops.
-  bool Park(StageWorker& worker, int index) {
-    if (!worker.Flush()) return false;
-    std::unique_lock<std::mutex> lock(mu_);
-    park_cv_.wait(lock, [&] { return index < workers() || run_->stopping(); });
-    return !run_->stopping();
   }
 
   // Deterministic mode: a worker pops (one element at a time, so it never
@@ -227,9 +236,9 @@ class ParallelStage : public Stage {
   std::atomic<int> active_;  // workers taking input; changed under mu_
   const bool deterministic_;
 
-  std::mutex mu_;  // reorder state, and parking
+  std::mutex mu_;  // reorder state, and which workers run
   std::condition_variable window_cv_;
-  std::condition_variable park_cv_;
+  std::vector<bool> running_;  // per worker index: a thread runs it (under mu_)
   std::map<uint64_t, std::optional<Element>> reorder_;
   uint64_t next_emit_ = 0;
   std::mutex send_mu_;

@@ -119,12 +119,7 @@ class PipelineImpl {
 
   void StartThreads() {
     std::lock_guard<std::mutex> lock(stop_mu_);
-    if (started_ || joined_) return;
-    started_ = true;
-    launched_.assign(stages_.size(), 0);
-    for (size_t s = 0; s < stages_.size(); ++s) {
-      if (!LaunchWorkers(s, stages_[s]->workers())) return;
-    }
+    StartThreadsLocked();
   }
 
   Status SetParallelism(const std::string& name, int parallelism) {
@@ -143,9 +138,10 @@ class PipelineImpl {
                       stage.max_workers(), parallelism)));
     }
     if (joined_) return Status::Ok();
-    stage.SetActiveWorkers(parallelism);
+    // Started first, so that the stage's first Resize is the start's.
+    StartThreadsLocked();
     tracer::SetParallelism(stage.trace_id(), static_cast<uint32_t>(parallelism));
-    if (started_) LaunchWorkers(index, parallelism);
+    LaunchWorkers(stage, stage.Resize(parallelism));
     return Status::Ok();
   }
 
@@ -216,12 +212,20 @@ class PipelineImpl {
     return InvalidInput(fmt::format("no stage \"{}\" in the pipeline", name));
   }
 
-  // Starts stage `s`'s workers up to `count` (those never started; parked
-  // ones wake by themselves). Under stop_mu_. False: out of threads, and the
-  // run has failed with the reason.
-  bool LaunchWorkers(size_t s, int count) {
-    Stage* stage = stages_[s].get();
-    for (int i = launched_[s]; i < count; ++i) {
+  // Under stop_mu_.
+  void StartThreadsLocked() {
+    if (started_ || joined_) return;
+    started_ = true;
+    for (auto& stage : stages_) {
+      if (!LaunchWorkers(*stage, stage->Resize(stage->workers()))) return;
+    }
+  }
+
+  // Starts the stage's workers `indices`. Under stop_mu_. False: out of
+  // threads, and the run has failed with the reason.
+  bool LaunchWorkers(Stage& target, const std::vector<int>& indices) {
+    Stage* stage = &target;
+    for (int i : indices) {
       try {
         threads_.emplace_back([stage, i] {
           // Thread names show up in debuggers, top -H and perf.
@@ -237,7 +241,6 @@ class PipelineImpl {
                                                 fmt::format("cannot start worker {}: {}", i + 1, e.what()))));
         return false;
       }
-      launched_[s] = i + 1;
     }
     return true;
   }
@@ -255,8 +258,9 @@ class PipelineImpl {
   // Declared first: destroyed last, after the stages that report to it.
   std::unique_ptr<RunState> run_;
   std::vector<std::unique_ptr<Stage>> stages_;
-  std::vector<std::thread> threads_;  // under stop_mu_
-  std::vector<int> launched_;         // per stage: worker threads started (under stop_mu_)
+  // Every worker thread started (one that left a resized stage stays here
+  // until Stop joins it). Under stop_mu_.
+  std::vector<std::thread> threads_;
   bool started_ = false;
   bool requested_ = false;       // a pass was asked for
   bool epoch_by_epoch_ = false;  // StartEpoch: the pipeline outlives a pass

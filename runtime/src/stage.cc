@@ -104,6 +104,14 @@ void Stage::AllocateCounters() {
   for (int i = 0; i < max_workers(); ++i) counters_.push_back(std::make_unique<WorkerCounters>());
 }
 
+std::vector<int> Stage::Resize(int) {
+  std::vector<int> start;
+  if (threads_started_) return start;
+  threads_started_ = true;
+  for (int i = 0; i < workers(); ++i) start.push_back(i);
+  return start;
+}
+
 void Stage::AccountState(int64_t delta) {
   uint64_t now = state_bytes_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed) +
                  static_cast<uint64_t>(delta);

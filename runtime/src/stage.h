@@ -128,11 +128,13 @@ class Stage {
   // parallel stage built resizable (BuildOptions::resizable_workers), which
   // has counters for this many and a shared input queue from the start.
   virtual int max_workers() const { return workers(); }
-  // Resizable stages only: `workers` (1..max_workers()) take input from now
-  // on; those above it park once they have passed on what they hold, and
-  // parked ones wake when it grows. The pipeline starts threads never
-  // started yet. Other stages ignore it.
-  virtual void SetActiveWorkers(int /*workers*/) {}
+  // The worker threads to start so that `workers` run, which the pipeline
+  // then starts (RunWorker(i) for each index returned). The first call, at
+  // start, returns 0..workers()-1 for every stage. Later calls resize a
+  // resizable stage (1..max_workers()): workers above the new count exit
+  // once they have passed on what they hold, and indices below it that are
+  // not running are returned. Other stages return nothing after the first.
+  virtual std::vector<int> Resize(int workers);
   virtual void RunWorker(int index) = 0;
   // Limits of this stage's output buffer (prefetch: its `buffer` knob).
   virtual Queue::Limits OutputLimits() const { return {}; }
@@ -176,6 +178,7 @@ class Stage {
   std::vector<std::unique_ptr<WorkerCounters>> counters_;
   std::atomic<uint64_t> state_bytes_{0};
   std::atomic<uint64_t> peak_state_bytes_{0};
+  bool threads_started_ = false;  // Resize's first call (the pipeline's thread, under its lock)
 };
 
 // splitmix64's finalizer: a well-mixed, cheap hash that is the same on every
@@ -216,7 +219,7 @@ class StageWorker {
   // output (and, on a multi-consumer input, reports finished elements).
   Input Next(Item* item);
   uint64_t seq() const { return seq_; }  // input sequence number of the last item
-  // Items popped and not yet handed out by Next(): a worker about to park
+  // Items popped and not yet handed out by Next(): a worker about to leave a resized stage
   // runs these first, so nothing it took is stranded.
   bool HoldsInput() const { return in_pos_ < in_.size(); }
 

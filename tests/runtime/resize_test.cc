@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "test_util.h"
@@ -79,7 +82,29 @@ TEST(Resize, AnOrderedStageKeepsItsOrderAcrossEpochs) {
   }
 }
 
-TEST(Resize, ParkedWorkersStopCountingAndTheSummarySaysHowManyRun) {
+// Threads of this process whose name starts with `prefix` (the runtime names
+// a parallel stage's workers "NAME/INDEX").
+int ThreadsNamed(const std::string& prefix) {
+  int count = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind(prefix, 0) == 0) ++count;
+  }
+  return count;
+}
+
+// ThreadsNamed once it reaches `expected` (a new thread names itself when
+// it starts), or after a second.
+int EventuallyThreadsNamed(const std::string& prefix, int expected) {
+  for (int i = 0; i < 100 && ThreadsNamed(prefix) != expected; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return ThreadsNamed(prefix);
+}
+
+TEST(Resize, AShrunkStagesWorkersEndAndTheSummarySaysHowManyRun) {
   BuildOptions options;
   options.resizable_workers = 4;
   auto pipeline = Pipeline::Create(WorkThenPrefetch(false), options);
@@ -87,8 +112,18 @@ TEST(Resize, ParkedWorkersStopCountingAndTheSummarySaysHowManyRun) {
   ASSERT_TRUE((*pipeline)->SetParallelism("work", 4).ok());
   Element element;
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(*(*pipeline)->Next(&element));
-  ASSERT_TRUE((*pipeline)->SetParallelism("work", 2).ok());
-  EXPECT_EQ((*pipeline)->StageSummaries()[1].parallelism, 2);
+  EXPECT_EQ(EventuallyThreadsNamed("work/", 4), 4);
+  ASSERT_TRUE((*pipeline)->SetParallelism("work", 1).ok());
+  EXPECT_EQ((*pipeline)->StageSummaries()[1].parallelism, 1);
+  // The three above the new count leave once they have passed on what they
+  // hold: the thread budget holds for what runs, not only for what works.
+  for (int i = 0; i < 50 && ThreadsNamed("work/") > 1; ++i) {
+    for (int j = 0; j < 20; ++j) ASSERT_TRUE(*(*pipeline)->Next(&element));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(ThreadsNamed("work/"), 1);
+  ASSERT_TRUE((*pipeline)->SetParallelism("work", 3).ok());
+  EXPECT_EQ(EventuallyThreadsNamed("work/", 3), 3);
   (*pipeline)->Stop();
   // After Stop a resize changes nothing and fails nothing.
   EXPECT_TRUE((*pipeline)->SetParallelism("work", 3).ok());

@@ -200,8 +200,10 @@ class Pipeline {
   // Live tuning, from any thread while the consumer runs (after Stop(): no
   // effect). SetParallelism: a map or read_file stage built resizable
   // (BuildOptions::resizable_workers) runs `parallelism` workers from now
-  // on; workers beyond it finish what they hold and park, so no element is
-  // lost or repeated and an ordered stage keeps its order. SetBuffer: a
+  // on; workers beyond it finish what they hold and exit (their threads end;
+  // growing starts new ones), so no element is lost or repeated and an
+  // ordered stage keeps its order. A resize before the first Next() starts
+  // the stage threads. SetBuffer: a
   // prefetch stage keeps up to `buffer` elements from now on (a smaller
   // buffer drains to it). kInvalidInput naming the stage and key: no such
   // stage, the wrong op, not resizable, or out of range.
