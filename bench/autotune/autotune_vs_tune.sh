@@ -7,20 +7,22 @@
 #   - offline: `pipetune run` traced for TRACE_SECONDS, then `pipetune tune`;
 #   - online: `pipetune autotune` for AUTOTUNE_SECONDS (one run, retuned live);
 #   - the two written configs run alternately (autotuned, tuned, ...) ROUNDS
-#     times each, RUN_SECONDS each, untraced; the best steady rate of each
-#     side counts, so that a burst of other load hits both alike.
-# Prints per config: both rates, autotuned / tuned, and autotune's refit cost.
+#     times each, RUN_SECONDS each, untraced. The ratio is the median of the
+#     rounds' autotuned / tuned (each pair run back to back, so a burst of
+#     other load hits both alike); the best of each side is printed too.
+# Prints per config: the ratio, both best rates, each round, both configs'
+# knobs, and autotune's decisions, refit cost and time to settle.
 #
 # usage: bench/autotune/autotune_vs_tune.sh [BUILD_DIR]      (default: <repo>/build)
-# environment: ROUNDS=3 TRACE_SECONDS=8 AUTOTUNE_SECONDS=20 RUN_SECONDS=6 CORES=0,1
+# environment: ROUNDS=5 TRACE_SECONDS=8 AUTOTUNE_SECONDS=20 RUN_SECONDS=5 CORES=0,1
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-$root/build}"
-rounds="${ROUNDS:-3}"
+rounds="${ROUNDS:-5}"
 trace_seconds="${TRACE_SECONDS:-8}"
 autotune_seconds="${AUTOTUNE_SECONDS:-20}"
-run_seconds="${RUN_SECONDS:-6}"
+run_seconds="${RUN_SECONDS:-5}"
 cores="${CORES:-0,1}"
 out="$root/out/autotune"
 mkdir -p "$out"
@@ -85,11 +87,14 @@ for name in remote mixed; do
     tuned+=("$(number "$out/$name.t.json" steady_examples_per_second)")
   done
   a="$(best "${auto[@]}")" t="$(best "${tuned[@]}")"
+  ratios=()
+  for ((r = 0; r < rounds; r++)); do ratios+=("$(echo "${auto[r]} / ${tuned[r]}" | bc -l)"); done
+  median="$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')"
   refit="$(sed -n 's/.* refits, \([0-9.]*\) ms each on average.*/\1/p' "$out/$name.autotune.log")"
   settled="$(sed -n 's/^settled at \([0-9.]*\) s/\1/p' "$out/$name.autotune.log")"
-  printf '%-7s autotuned %8.1f ex/s  tuned %8.1f ex/s  autotuned/tuned %.3f  refit %s ms  settled at %s s\n' \
-    "$name" "$a" "$t" "$(echo "$a / $t" | bc -l)" "${refit:-?}" "${settled:-never}"
-  echo "        each round (ex/s): autotuned ${auto[*]}; tuned ${tuned[*]}"
+  printf '%-7s autotuned/tuned %.3f (median of %d rounds; best %.1f against %.1f ex/s)  refit %s ms  settled at %s s\n' \
+    "$name" "$median" "$rounds" "$a" "$t" "${refit:-?}" "${settled:-never}"
+  echo "        each round (ex/s): autotuned $(printf '%.0f ' "${auto[@]}"); tuned $(printf '%.0f ' "${tuned[@]}")"
   echo "        knobs: autotuned $(knobs "$out/$name.autotuned.json"); tuned $(knobs "$out/$name.tuned.json")"
   echo "        autotune's decisions:"; grep -E "change|kept|rolled|settled|declined" "$out/$name.autotune.log" \
     | grep -v '^settled config' | sed 's/^/          /'

@@ -16,7 +16,7 @@ namespace pipetune::workflow {
 namespace {
 
 // After a change, the refit skips this much of the trace: the queues refill
-// and parked workers leave within it.
+// and the workers above a smaller count leave within it.
 constexpr uint64_t kSettleNs = 300'000'000;
 // A refit needs this many snapshots (100 ms apart) since the last change.
 constexpr size_t kMinFrames = 5;
