@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 
 #include "pipetune/analyzer/collector.h"
@@ -25,6 +26,23 @@ constexpr double kTickSeconds = 0.25;
 // Workers a stage may be resized to when no thread budget is given: the
 // tuner's default thread budget.
 constexpr int kDefaultResizableWorkers = 256;
+
+// The relative standard error of the window's mean output rate, from the
+// consumer's steps per snapshot interval (0 with fewer than 3 intervals):
+// how far the rate of a window this long moves by chance.
+double RateRelativeError(const analyzer::CollectedTrace& trace, const analyzer::Window& window) {
+  std::vector<double> counts;
+  for (size_t f = window.begin_frame + 1; f <= window.end_frame && f < trace.frames.size(); ++f) {
+    counts.push_back(static_cast<double>(trace.frames[f].steps - trace.frames[f - 1].steps));
+  }
+  if (counts.size() < 3) return 0;
+  double n = static_cast<double>(counts.size());
+  double mean = 0, squares = 0;
+  for (double c : counts) mean += c / n;
+  if (mean <= 0) return 0;
+  for (double c : counts) squares += (c - mean) * (c - mean);
+  return std::sqrt(squares / (n - 1)) / (mean * std::sqrt(n));
+}
 
 bool SameMoves(const std::vector<KnobMove>& a, const std::vector<KnobMove>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const KnobMove& x, const KnobMove& y) {
@@ -75,6 +93,7 @@ class Controller {
   struct Refitted {
     tuner::Plan plan;
     uint64_t trace_end_ns = 0;
+    double rate_error = 0;  // RateRelativeError of the window measured
   };
 
   void Refit(bool final) {
@@ -92,10 +111,11 @@ class Controller {
     result_.refit_ms_max = std::max(result_.refit_ms_max, ms);
     const tuner::Plan& plan = refitted->plan;
     if (pending_) {
-      Judge(plan.measured_throughput, refitted->trace_end_ns, ms);
+      Judge(plan.measured_throughput, refitted->rate_error, refitted->trace_end_ns, ms);
       return;  // the next refit reads the window after this decision
     }
     if (final) return;
+    pending_error_ = refitted->rate_error;  // the "before" of a change made now
     Propose(plan, refitted->trace_end_ns, ms);
   }
 
@@ -113,6 +133,7 @@ class Controller {
     Refitted out;
     out.trace_end_ns = trace.frames.back().time_ns;
     PIPETUNE_ASSIGN_OR_RETURN(analyzer::ProfiledRun run, analyzer::ProfileCollected(trace));
+    out.rate_error = RateRelativeError(trace, run.window);
     tuner::TuneInput input;
     input.profile = std::move(run.profile);
     input.config = current_;  // the knobs running now
@@ -124,17 +145,25 @@ class Controller {
     return std::optional<Refitted>(std::move(out));
   }
 
-  void Judge(double measured, uint64_t trace_end_ns, double refit_ms) {
+  // A change helped when the rate after it beats the rate before it by more
+  // than min_gain and by more than twice the two windows' combined standard
+  // error: on a loaded machine a 2 s window's rate moves by tens of percent,
+  // and a change kept on such a fluke leaves workers the cores cannot run.
+  void Judge(double measured, double rate_error, uint64_t trace_end_ns, double refit_ms) {
     AutotuneDecision judged = *pending_;
     judged.measured = measured;
     judged.refit_ms = refit_ms;
     judged.seconds = now_seconds_;
     bool missed = measured < (1 - request_.tolerance) * judged.predicted;
-    bool helped = measured > judged.measured_before * (1 + request_.min_gain);
+    double noise = 2 * std::sqrt(pending_error_ * pending_error_ + rate_error * rate_error);
+    bool helped = measured > judged.measured_before * (1 + std::max(request_.min_gain, noise));
     if (missed && !helped) {
       judged.kind = AutotuneDecision::Kind::kRolledBack;
-      judged.note = fmt::format("measured {:.3g}/s, below {:.0f}% of the predicted {:.3g}/s", measured,
-                                100 * (1 - request_.tolerance), judged.predicted);
+      judged.note = fmt::format(
+          "measured {:.3g}/s, below {:.0f}% of the predicted {:.3g}/s, and no gain beyond the windows' noise "
+          "({:.0f}%)",
+          measured, 100 * (1 - request_.tolerance), judged.predicted,
+          100 * std::max(request_.min_gain, noise));
       rejected_.push_back(pending_->moves);
       Apply(Reversed(pending_->moves));
       last_change_ns_ = trace_end_ns;  // the next refit measures the knobs restored
@@ -270,6 +299,7 @@ class Controller {
   uint64_t last_change_ns_ = 0;              // trace time of the last frame read before the last change
   std::optional<AutotuneDecision> pending_;  // applied, not yet judged
   double kept_prediction_ = 0;               // the last kept change's prediction
+  double pending_error_ = 0;                 // RateRelativeError of the window before the pending change
   std::vector<std::vector<KnobMove>> rejected_;
   std::vector<std::string> notes_;
   bool settled_ = false;
