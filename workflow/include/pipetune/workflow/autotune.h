@@ -15,11 +15,12 @@
 // The loop, decided at each refit (docs/tuner.md, "Online: autotune"):
 //  - a change waiting to be judged is judged on the window since it: kept,
 //    or rolled back when it measured below (1 - tolerance) x its prediction
-//    and no better than the rate before it;
+//    and no better than the rate before it (better: by min_gain and by twice
+//    the two windows' standard error);
 //  - else the model is refit on the trace since the last change, and its
 //    plan's knobs that differ from the running ones are applied when the
-//    plan predicts at least min_gain over the measured rate (buffers follow
-//    any applied plan);
+//    plan predicts at least min_gain over the measured rate and over the
+//    prediction of the change kept before (buffers follow any applied plan);
 //  - nothing worth changing (or only what was rolled back): settled, and no
 //    further refit runs.
 // Budgets: the plan's (tuner::ResolveResources: flags, the config's
