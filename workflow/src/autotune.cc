@@ -56,7 +56,10 @@ bool SameMoves(const std::vector<KnobMove>& a, const std::vector<KnobMove>& b) {
 class Controller {
  public:
   Controller(const AutotuneRequest& request, models::PipelineConfig config, std::string trace_path)
-      : request_(request), current_(std::move(config)), trace_path_(std::move(trace_path)) {}
+      : request_(request),
+        current_(std::move(config)),
+        trace_path_(std::move(trace_path)),
+        next_refit_seconds_(request.refit_every_seconds) {}
 
   void Attach(runtime::Pipeline& pipeline) { pipeline_ = &pipeline; }
 
@@ -295,7 +298,7 @@ class Controller {
   const std::string trace_path_;
   runtime::Pipeline* pipeline_ = nullptr;
   double now_seconds_ = 0;
-  double next_refit_seconds_ = 0;
+  double next_refit_seconds_;                // the first after one interval: a window to measure
   uint64_t last_change_ns_ = 0;              // trace time of the last frame read before the last change
   std::optional<AutotuneDecision> pending_;  // applied, not yet judged
   double kept_prediction_ = 0;               // the last kept change's prediction
