@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "pipetune/workflow/autotune.h"
+#include "pipetune/workflow/exit_code.h"
 #include "pipetune/workflow/tune.h"
 
 namespace pipetune::cli {
@@ -28,6 +29,7 @@ struct AutotuneFlags {
 };
 
 int RunAutotune(const AutotuneFlags& flags) {
+  InterruptHandlers handlers;
   StatusOr<tuner::BudgetFlags> budgets =
       workflow::ParseBudgets(flags.cores, flags.memory, flags.max_threads, /*cache_dir=*/"");
   if (!budgets.ok()) return ReportError(budgets.status());
@@ -38,6 +40,7 @@ int RunAutotune(const AutotuneFlags& flags) {
   request.budgets = *budgets;
   request.output = flags.output;
   request.trace_path = flags.trace_path;
+  request.interrupt = &handlers.interrupted();
   request.on_decision = [](const workflow::AutotuneDecision& decision) {
     fmt::print("{}\n", workflow::FormatDecision(decision));
     std::fflush(stdout);
@@ -45,6 +48,10 @@ int RunAutotune(const AutotuneFlags& flags) {
   StatusOr<workflow::AutotuneResult> result = workflow::Autotune(request);
   if (!result.ok()) return ReportError(result.status());
   const workflow::AutotuneResult& r = *result;
+  if (r.summary.interrupted) {
+    fmt::print(stderr, "pipetune: interrupted by {} after {:.1f} s; the settled config covers what ran\n",
+               handlers.signal() == SIGTERM ? "SIGTERM" : "SIGINT", r.summary.seconds);
+  }
   fmt::print(
       "ran {:.1f} s: {:.4g} outputs/s over the run; {} refits, {:.1f} ms each on average ({:.1f} max)\n",
       r.summary.seconds, r.summary.throughput, r.refits, r.refit_ms_mean, r.refit_ms_max);
@@ -55,7 +62,7 @@ int RunAutotune(const AutotuneFlags& flags) {
   }
   fmt::print("{}", r.written.diff && !r.written.diff->empty() ? *r.written.diff : "(no change)\n");
   fmt::print("settled config: {}\ntrace: {}\n", r.written.path, r.trace_path);
-  return kExitOk;
+  return workflow::RunExitCode(r.summary.interrupted, handlers.signal());
 }
 
 }  // namespace
