@@ -16,6 +16,7 @@ int Main(int argc, char** argv) {
   RegisterProfileCommand(app, exit_code);
   RegisterReportCommand(app, exit_code);
   RegisterTuneCommand(app, exit_code);
+  RegisterAutotuneCommand(app, exit_code);
   RegisterBaselineCommand(app, exit_code);
   RegisterCheckCommand(app, exit_code);
   RegisterExportCommand(app, exit_code);

@@ -66,4 +66,35 @@ Status MissingInput(const std::string& command, const std::string& what, const s
   return InvalidInput(fmt::format("{}: expected an input: {}; e.g. {}", command, what, example));
 }
 
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void OnInterrupt(int signal_number) {
+  g_signal.store(signal_number);
+  g_interrupted.store(true);
+}
+
+}  // namespace
+
+InterruptHandlers::InterruptHandlers() {
+  g_interrupted.store(false);
+  g_signal.store(0);
+  struct sigaction action = {};
+  action.sa_handler = OnInterrupt;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &old_int_);
+  sigaction(SIGTERM, &action, &old_term_);
+}
+
+InterruptHandlers::~InterruptHandlers() {
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+}
+
+const std::atomic<bool>& InterruptHandlers::interrupted() const { return g_interrupted; }
+int InterruptHandlers::signal() const { return g_signal.load(); }
+
 }  // namespace pipetune::cli

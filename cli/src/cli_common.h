@@ -2,7 +2,10 @@
 // codes, whether a terminal is watching, and the checks of numeric flags.
 #pragma once
 
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <optional>
 #include <string>
 
@@ -42,6 +45,25 @@ CLI::Validator Number(NumberRule rule);
 // The common rules: above 0, and 0 or more.
 CLI::Validator Positive(const std::string& what, bool whole = false);
 CLI::Validator NonNegative(const std::string& what, bool whole = false);
+
+// Ctrl-C (SIGINT) or SIGTERM during a run (`run`, `autotune`): while one of
+// these lives, the first signal sets interrupted(), which the run watches
+// (runtime::RunOptions::interrupt) and stops at as at its time limit, so the
+// summary and the trace cover what ran; SA_RESETHAND makes a second one end
+// the process as usual. Construct it before the config loads, so that a
+// signal that comes early also ends the run cleanly. One at a time.
+class InterruptHandlers {
+ public:
+  InterruptHandlers();
+  ~InterruptHandlers();
+  InterruptHandlers(const InterruptHandlers&) = delete;
+  InterruptHandlers& operator=(const InterruptHandlers&) = delete;
+  const std::atomic<bool>& interrupted() const;
+  int signal() const;  // the signal that came, 0 if none
+
+ private:
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
 
 // A command run without its input: CLI11 says only "input is required".
 // Returns the error that names what the input may be and shows a use, e.g.

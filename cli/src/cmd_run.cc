@@ -19,36 +19,6 @@
 namespace pipetune::cli {
 namespace {
 
-// Ctrl-C (SIGINT) or SIGTERM during a run: the first one asks the run to
-// stop as at its time limit, so that the summary and the trace cover what
-// ran; SA_RESETHAND makes a second one end the process as usual.
-std::atomic<bool> g_interrupted{false};
-std::atomic<int> g_signal{0};
-
-extern "C" void OnInterrupt(int signal_number) {
-  g_signal.store(signal_number);
-  g_interrupted.store(true);
-}
-
-class InterruptHandlers {
- public:
-  InterruptHandlers() {
-    struct sigaction action = {};
-    action.sa_handler = OnInterrupt;
-    action.sa_flags = SA_RESETHAND;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~InterruptHandlers() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ = {}, old_term_ = {};
-};
-
 struct RunFlags {
   std::string config_path;
   double seconds = 0;
@@ -81,8 +51,6 @@ class ProgressLine {
 int Run(const RunFlags& flags) {
   // From the start, so that a signal that comes while the config loads or
   // the trace opens also ends the run cleanly (it then stops at once).
-  g_interrupted.store(false);
-  g_signal.store(0);
   InterruptHandlers handlers;
   StatusOr<models::PipelineConfig> config = models::LoadConfig(flags.config_path);
   if (!config.ok()) return ReportError(config.status());
@@ -95,7 +63,7 @@ int Run(const RunFlags& flags) {
   options.config_path = flags.config_path;
   options.deterministic = flags.deterministic;
   options.on_progress = [&progress](const runtime::Progress& p) { progress.Draw(p); };
-  options.interrupt = &g_interrupted;
+  options.interrupt = &handlers.interrupted();
   StatusOr<runtime::RunSummary> summary = workflow::RunConfig(*config, options);
   progress.Clear();
   if (!summary.ok()) {
@@ -107,7 +75,7 @@ int Run(const RunFlags& flags) {
   }
   if (summary->interrupted) {
     fmt::print(stderr, "pipetune: interrupted by {} after {:.1f} s; the summary covers what ran\n",
-               g_signal.load() == SIGTERM ? "SIGTERM" : "SIGINT", summary->seconds);
+               handlers.signal() == SIGTERM ? "SIGTERM" : "SIGINT", summary->seconds);
   }
   fmt::print("{}", FormatRunSummary(*config, *summary));
   if (!flags.trace_path.empty()) fmt::print("trace: {}\n", flags.trace_path);
@@ -117,7 +85,7 @@ int Run(const RunFlags& flags) {
     if (!written.ok()) return ReportError(written);
     fmt::print("summary: {}\n", flags.summary_path);
   }
-  return workflow::RunExitCode(summary->interrupted, g_signal.load());
+  return workflow::RunExitCode(summary->interrupted, handlers.signal());
 }
 
 }  // namespace

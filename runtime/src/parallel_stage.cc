@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -72,21 +74,54 @@ class ReadFileFunction : public MapFunction {
 class ParallelStage : public Stage {
  public:
   ParallelStage(const models::StageConfig& config, RunState* run, std::unique_ptr<MapFunction> fn,
-                bool deterministic)
+                bool deterministic, int max_workers)
       : Stage(config, run),
         fn_(std::move(fn)),
-        workers_(std::max(config.parallelism, 1)),
-        deterministic_(deterministic && workers_ > 1),
-        window_(static_cast<size_t>(4 * workers_ + 16)) {}
+        max_workers_(std::max({config.parallelism, max_workers, 1})),
+        active_(std::max(config.parallelism, 1)),
+        deterministic_(deterministic && max_workers_ > 1),
+        running_(static_cast<size_t>(max_workers_), false) {}
 
-  int workers() const override { return workers_; }
+  int workers() const override { return active_.load(std::memory_order_relaxed); }
+  int max_workers() const override { return max_workers_; }
+
+  std::vector<int> Resize(int workers) override {
+    std::vector<int> start;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      active_.store(std::clamp(workers, 1, max_workers_), std::memory_order_relaxed);
+      for (int i = 0; i < this->workers(); ++i) {
+        if (running_[i]) continue;
+        running_[i] = true;
+        start.push_back(i);
+      }
+      window_cv_.notify_all();  // the reorder window follows the count
+    }
+    input_->SetConsumers(this->workers());
+    return start;
+  }
 
   void Shutdown() override {
     std::lock_guard<std::mutex> lock(mu_);
     window_cv_.notify_all();
   }
 
+  // A worker above the active count leaves; one that finds the stage grown
+  // back to it while it was leaving stays (no Resize started another).
   void RunWorker(int index) override {
+    while (Work(index)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (index < workers() && !run_->stopping()) continue;
+      running_[index] = false;
+      return;
+    }
+  }
+
+ private:
+  // Runs elements until the pipeline stops (false) or the stage no longer
+  // counts this worker (true): it then holds nothing, its output flushed and
+  // its inputs reported done, so no element is stranded.
+  bool Work(int index) {
     StageWorker worker(*this, index);
     if (deterministic_) {
       worker.set_report_done(false);  // the reorder path reports
@@ -94,18 +129,18 @@ class ParallelStage : public Stage {
     }
     Item item;
     while (true) {
-      if (deterministic_ && !WaitForWindow()) break;
+      if (index >= workers() && !worker.HoldsInput()) return worker.Flush();
+      if (deterministic_ && !WaitForWindow()) return false;
       StageWorker::Input input = worker.Next(&item);
-      if (input == StageWorker::Input::kClosed) break;
+      if (input == StageWorker::Input::kClosed) return false;
       if (input == StageWorker::Input::kEndOfPass) {
-        if (!ForwardEndOfPass(worker)) break;
+        if (!ForwardEndOfPass(worker)) return false;
         continue;
       }
-      if (!Process(worker, std::move(item.element))) break;
+      if (!Process(worker, std::move(item.element))) return false;
     }
   }
 
- private:
   // Runs the function on one element and passes the result on; false when
   // the pipeline stops.
   bool Process(StageWorker& worker, Element&& element) {
@@ -142,7 +177,8 @@ class ParallelStage : public Stage {
   // reorder buffer has room.
   bool WaitForWindow() {
     std::unique_lock<std::mutex> lock(mu_);
-    window_cv_.wait(lock, [this] { return reorder_.size() < window_ || run_->stopping(); });
+    // The window follows the workers running now.
+    window_cv_.wait(lock, [this] { return reorder_.size() < Window() || run_->stopping(); });
     return !run_->stopping();
   }
 
@@ -193,13 +229,16 @@ class ParallelStage : public Stage {
     }
   }
 
-  const std::unique_ptr<MapFunction> fn_;
-  const int workers_;
-  const bool deterministic_;
-  const size_t window_;
+  size_t Window() const { return static_cast<size_t>(4 * workers() + 16); }
 
-  std::mutex mu_;  // reorder state
+  const std::unique_ptr<MapFunction> fn_;
+  const int max_workers_;
+  std::atomic<int> active_;  // workers taking input; changed under mu_
+  const bool deterministic_;
+
+  std::mutex mu_;  // reorder state, and which workers run
   std::condition_variable window_cv_;
+  std::vector<bool> running_;  // per worker index: a thread runs it (under mu_)
   std::map<uint64_t, std::optional<Element>> reorder_;
   uint64_t next_emit_ = 0;
   std::mutex send_mu_;
@@ -222,7 +261,12 @@ StatusOr<std::unique_ptr<Stage>> MakeParallelStage(const models::StageConfig& co
   } else {
     PIPETUNE_ASSIGN_OR_RETURN(fn, registry.MakeMap(config));
   }
-  return std::unique_ptr<Stage>(new ParallelStage(config, run, std::move(fn), deterministic));
+  int resizable = run->options().resizable_workers;
+  if (resizable > kMaxWorkers) {
+    return InvalidInput(
+        fmt::format("at most {} worker threads per stage may be resized to, got {}", kMaxWorkers, resizable));
+  }
+  return std::unique_ptr<Stage>(new ParallelStage(config, run, std::move(fn), deterministic, resizable));
 }
 
 }  // namespace pipetune::runtime

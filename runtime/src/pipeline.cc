@@ -87,9 +87,12 @@ class PipelineImpl {
     }
     // Stage i's output is stage i+1's input; the last one's is the consumer's.
     for (size_t i = 0; i < stages_.size(); ++i) {
-      int consumers = i + 1 < stages_.size() ? stages_[i + 1]->workers() : 1;
+      // Built for the most workers the next stage may have (a resizable
+      // stage's queue is shared from the start), told how many run now.
+      int consumers = i + 1 < stages_.size() ? stages_[i + 1]->max_workers() : 1;
       stages_[i]->SetOutput(std::make_unique<Queue>(stages_[i]->OutputLimits(), consumers, &run_->buffers(),
                                                     stages_[i]->trace_id()));
+      if (i + 1 < stages_.size()) stages_[i]->output()->SetConsumers(stages_[i + 1]->workers());
       if (i > 0) stages_[i]->Connect(stages_[i - 1].get(), stages_[i - 1]->output());
     }
     run_->SetStopHandler([this] {
@@ -115,31 +118,47 @@ class PipelineImpl {
   }
 
   void StartThreads() {
-    if (started_) return;
-    started_ = true;
-    for (auto& stage : stages_) {
-      for (int i = 0; i < stage->workers(); ++i) {
-        Stage* s = stage.get();
-        try {
-          threads_.emplace_back([s, i] {
-            // Thread names show up in debuggers, top -H and perf.
-            std::string name = s->config().name.substr(0, 12);
-            if (s->workers() > 1) name += fmt::format("/{}", i);
-            pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-            s->RunWorker(i);
-          });
-        } catch (const std::system_error& e) {
-          // Out of threads: the run fails, with the reason, instead of the
-          // exception leaving the library.
-          run_->Fail(Failed(models::StageKeyError(
-              s->config(), "parallelism", fmt::format("cannot start worker {}: {}", i + 1, e.what()))));
-          return;
-        }
-      }
-    }
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    StartThreadsLocked();
   }
 
-  // timeout_ms < 0: wait as long as it takes.
+  Status SetParallelism(const std::string& name, int parallelism) {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    PIPETUNE_ASSIGN_OR_RETURN(size_t index, FindStage(name));
+    Stage& stage = *stages_[index];
+    if (!models::OpIsParallel(stage.config().op)) {
+      return InvalidInput(models::StageKeyError(stage.config(), "parallelism",
+                                                "only map and read_file stages "
+                                                "have workers to resize"));
+    }
+    if (parallelism < 1 || parallelism > stage.max_workers()) {
+      return InvalidInput(models::StageKeyError(
+          stage.config(), "parallelism",
+          fmt::format("can be resized to 1..{} while running (BuildOptions::resizable_workers), got {}",
+                      stage.max_workers(), parallelism)));
+    }
+    if (joined_) return Status::Ok();
+    // Started first, so that the stage's first Resize is the start's.
+    StartThreadsLocked();
+    tracer::SetParallelism(stage.trace_id(), static_cast<uint32_t>(parallelism));
+    LaunchWorkers(stage, stage.Resize(parallelism));
+    return Status::Ok();
+  }
+
+  Status SetBuffer(const std::string& name, int64_t buffer) {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    PIPETUNE_ASSIGN_OR_RETURN(size_t index, FindStage(name));
+    Stage& stage = *stages_[index];
+    if (stage.config().op != models::Op::kPrefetch) {
+      return InvalidInput(
+          models::StageKeyError(stage.config(), "buffer", "only prefetch stages have a buffer"));
+    }
+    if (buffer < 1) return InvalidInput(models::StageKeyError(stage.config(), "buffer", "must be >= 1"));
+    if (!joined_) stage.output()->SetMaxElements(static_cast<size_t>(buffer));
+    return Status::Ok();
+  }
+
+  // timeout_ms < 0: wait as long as it takes.  // timeout_ms < 0: wait as long as it takes.
   StatusOr<bool> Next(Element* out, int64_t timeout_ms, bool* timed_out) {
     if (finished_) return Finished();
     Start();
@@ -176,14 +195,57 @@ class PipelineImpl {
     std::lock_guard<std::mutex> lock(stop_mu_);
     finished_ = true;
     if (joined_) return;
+    joined_ = true;  // no thread starts from here on (SetParallelism)
     run_->StopAll();
     for (std::thread& thread : threads_) thread.join();
     threads_.clear();
     for (auto& stage : stages_) tracer::RetireStage(stage->trace_id());
-    joined_ = true;
   }
 
   RunState& run() { return *run_; }
+
+ private:
+  StatusOr<size_t> FindStage(const std::string& name) const {
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      if (stages_[i]->config().name == name) return i;
+    }
+    return InvalidInput(fmt::format("no stage \"{}\" in the pipeline", name));
+  }
+
+  // Under stop_mu_.
+  void StartThreadsLocked() {
+    if (started_ || joined_) return;
+    started_ = true;
+    for (auto& stage : stages_) {
+      if (!LaunchWorkers(*stage, stage->Resize(stage->workers()))) return;
+    }
+  }
+
+  // Starts the stage's workers `indices`. Under stop_mu_. False: out of
+  // threads, and the run has failed with the reason.
+  bool LaunchWorkers(Stage& target, const std::vector<int>& indices) {
+    Stage* stage = &target;
+    for (int i : indices) {
+      try {
+        threads_.emplace_back([stage, i] {
+          // Thread names show up in debuggers, top -H and perf.
+          std::string name = stage->config().name.substr(0, 12);
+          if (stage->max_workers() > 1) name += fmt::format("/{}", i);
+          pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+          stage->RunWorker(i);
+        });
+      } catch (const std::system_error& e) {
+        // Out of threads: the run fails, with the reason, instead of the
+        // exception leaving the library.
+        run_->Fail(Failed(models::StageKeyError(stage->config(), "parallelism",
+                                                fmt::format("cannot start worker {}: {}", i + 1, e.what()))));
+        return false;
+      }
+    }
+    return true;
+  }
+
+ public:
   const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
 
  private:
@@ -196,6 +258,8 @@ class PipelineImpl {
   // Declared first: destroyed last, after the stages that report to it.
   std::unique_ptr<RunState> run_;
   std::vector<std::unique_ptr<Stage>> stages_;
+  // Every worker thread started (one that left a resized stage stays here
+  // until Stop joins it). Under stop_mu_.
   std::vector<std::thread> threads_;
   bool started_ = false;
   bool requested_ = false;       // a pass was asked for
@@ -236,6 +300,12 @@ StatusOr<bool> Pipeline::NextFor(Element* out, int64_t timeout_ms, bool* timed_o
   return impl_->Next(out, std::max<int64_t>(timeout_ms, 0), timed_out);
 }
 void Pipeline::Stop() { impl_->Stop(); }
+Status Pipeline::SetParallelism(const std::string& stage, int parallelism) {
+  return impl_->SetParallelism(stage, parallelism);
+}
+Status Pipeline::SetBuffer(const std::string& stage, int64_t buffer) {
+  return impl_->SetBuffer(stage, buffer);
+}
 
 std::vector<StageSummary> Pipeline::StageSummaries() const {
   std::vector<StageSummary> out;

@@ -185,6 +185,17 @@ void Queue::Resume() {
   if (pop_waiters_ > 0) not_empty_.notify_all();
 }
 
+void Queue::SetConsumers(int consumers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  consumers_ = std::max(consumers, 1);
+}
+
+void Queue::SetMaxElements(size_t max_elements) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limits_.max_elements = std::max<size_t>(max_elements, 1);
+  if (push_waiters_ > 0 && !FullLocked()) not_full_.notify_all();
+}
+
 void Queue::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_.store(true, std::memory_order_relaxed);

@@ -115,6 +115,15 @@ class Queue {
   void Close();
   bool closed() const { return closed_.load(std::memory_order_relaxed); }
 
+  // Live tuning. The workers that pop now (a resized parallel stage): a
+  // pop's fair share follows it. Only a queue built with more than one
+  // consumer pauses on markers, so a stage that may grow is built with its
+  // most workers and told how many run.
+  void SetConsumers(int consumers);
+  // A prefetch buffer's depth now (>= 1). A smaller one drains to it (no
+  // element is dropped); a larger one wakes a producer blocked on the old.
+  void SetMaxElements(size_t max_elements);
+
   uint64_t peak_bytes() const { return peak_bytes_.load(std::memory_order_relaxed); }
 
  private:
@@ -134,8 +143,8 @@ class Queue {
   void Grow();
   void Publish(int64_t elements, uint64_t bytes, int64_t bytes_delta);
 
-  const Limits limits_;
-  const int consumers_;
+  Limits limits_;  // max_elements changes under mu_ (SetMaxElements)
+  int consumers_;  // under mu_ (SetConsumers)
   const bool multi_consumer_;
   MemoryAccount* const account_;
   const tracer::StageId owner_;

@@ -237,7 +237,9 @@ StatusOr<RunSummary> RunPipeline(const models::PipelineConfig& config, const Run
   build.registry = options.registry;
   build.deterministic = options.deterministic;
   build.base_dir = options.base_dir;
+  build.resizable_workers = options.resizable_workers;
   PIPETUNE_ASSIGN_OR_RETURN(auto pipeline, Pipeline::Create(config, build));
+  if (options.on_start) options.on_start(*pipeline);
   ConsumerLoop loop(*pipeline, config.consumer, options);
   return loop.Run();
 }

@@ -101,7 +101,15 @@ Stage::Stage(const models::StageConfig& config, RunState* run)
 
 void Stage::AllocateCounters() {
   counters_.clear();
-  for (int i = 0; i < workers(); ++i) counters_.push_back(std::make_unique<WorkerCounters>());
+  for (int i = 0; i < max_workers(); ++i) counters_.push_back(std::make_unique<WorkerCounters>());
+}
+
+std::vector<int> Stage::Resize(int) {
+  std::vector<int> start;
+  if (threads_started_) return start;
+  threads_started_ = true;
+  for (int i = 0; i < workers(); ++i) start.push_back(i);
+  return start;
 }
 
 void Stage::AccountState(int64_t delta) {
@@ -164,7 +172,7 @@ StageWorker::StageWorker(Stage& stage, int index)
     : stage_(stage),
       counters_(stage.counters(index)),
       trace_(tracer::AttachWorker(stage.trace_id(), &counters_.counts)),
-      parallel_(stage.workers() > 1) {
+      parallel_(stage.max_workers() > 1) {
   in_.reserve(kMaxChunkItems);
   out_.reserve(kMaxChunkItems);
   now_ns = tracer::NowNs();

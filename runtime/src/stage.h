@@ -124,6 +124,17 @@ class Stage {
 
   // Worker threads this stage runs; RunWorker(i) is the body of thread i.
   virtual int workers() const { return 1; }
+  // The most worker threads it may ever run: workers() except for a
+  // parallel stage built resizable (BuildOptions::resizable_workers), which
+  // has counters for this many and a shared input queue from the start.
+  virtual int max_workers() const { return workers(); }
+  // The worker threads to start so that `workers` run, which the pipeline
+  // then starts (RunWorker(i) for each index returned). The first call, at
+  // start, returns 0..workers()-1 for every stage. Later calls resize a
+  // resizable stage (1..max_workers()): workers above the new count exit
+  // once they have passed on what they hold, and indices below it that are
+  // not running are returned. Other stages return nothing after the first.
+  virtual std::vector<int> Resize(int workers);
   virtual void RunWorker(int index) = 0;
   // Limits of this stage's output buffer (prefetch: its `buffer` knob).
   virtual Queue::Limits OutputLimits() const { return {}; }
@@ -167,6 +178,7 @@ class Stage {
   std::vector<std::unique_ptr<WorkerCounters>> counters_;
   std::atomic<uint64_t> state_bytes_{0};
   std::atomic<uint64_t> peak_state_bytes_{0};
+  bool threads_started_ = false;  // Resize's first call (the pipeline's thread, under its lock)
 };
 
 // splitmix64's finalizer: a well-mixed, cheap hash that is the same on every
@@ -207,6 +219,9 @@ class StageWorker {
   // output (and, on a multi-consumer input, reports finished elements).
   Input Next(Item* item);
   uint64_t seq() const { return seq_; }  // input sequence number of the last item
+  // Items popped and not yet handed out by Next(): a worker about to leave a resized stage
+  // runs these first, so nothing it took is stranded.
+  bool HoldsInput() const { return in_pos_ < in_.size(); }
 
   // The stage's own work on one element ran from `begin_ns` to now: reads the
   // clock once, which becomes now_ns.

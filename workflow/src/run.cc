@@ -34,6 +34,9 @@ StatusOr<runtime::RunSummary> RunConfig(const models::PipelineConfig& config,
   run.deterministic = options.deterministic;
   run.on_progress = options.on_progress;
   run.interrupt = options.interrupt;
+  run.progress_interval_s = options.progress_interval_s;
+  run.resizable_workers = options.resizable_workers;
+  run.on_start = options.on_start;
   StatusOr<runtime::RunSummary> summary = runtime::RunPipeline(config, run);
   if (!traced) return summary;
   Status closed = tracer::Stop();

@@ -63,7 +63,15 @@ struct BuildOptions {
   // `data`, see Element::items): what a tensor wraps without a copy. Members
   // of different shapes or dtypes are then the batch's failure.
   bool collate_batches = false;
+  // Live tuning (workflow/autotune.h): when > 0, every map and read_file
+  // stage may be resized while it runs (Pipeline::SetParallelism) up to
+  // max(this, its parallelism) workers. Such a stage's input queue is shared
+  // from the start (markers pause it, as at parallelism > 1), so a pass ends
+  // in order at any size. 0: sizes are fixed, as the config says.
+  int resizable_workers = 0;
 };
+
+class Pipeline;
 
 // What RunPipeline reports while it runs.
 struct Progress {
@@ -91,6 +99,12 @@ struct RunOptions {
   // is true, stops as at the time limit: the summary covers what ran, with
   // `interrupted` set. The CLI sets it from its SIGINT/SIGTERM handler.
   const std::atomic<bool>* interrupt = nullptr;
+  // See BuildOptions::resizable_workers.
+  int resizable_workers = 0;
+  // Called once the pipeline is built, before its threads start: a
+  // controller that resizes it (Pipeline::SetParallelism, SetBuffer) from
+  // on_progress keeps the reference, valid until RunPipeline returns.
+  std::function<void(Pipeline&)> on_start;
 };
 
 struct StageSummary {
@@ -182,6 +196,19 @@ class Pipeline {
   // Stops every stage promptly and joins their threads; later Next() calls
   // return false. Safe to call from another thread while Next() blocks.
   void Stop();
+
+  // Live tuning, from any thread while the consumer runs (after Stop(): no
+  // effect). SetParallelism: a map or read_file stage built resizable
+  // (BuildOptions::resizable_workers) runs `parallelism` workers from now
+  // on; workers beyond it finish what they hold and exit (their threads end;
+  // growing starts new ones), so no element is lost or repeated and an
+  // ordered stage keeps its order. A resize before the first Next() starts
+  // the stage threads. SetBuffer: a
+  // prefetch stage keeps up to `buffer` elements from now on (a smaller
+  // buffer drains to it). kInvalidInput naming the stage and key: no such
+  // stage, the wrong op, not resizable, or out of range.
+  Status SetParallelism(const std::string& stage, int parallelism);
+  Status SetBuffer(const std::string& stage, int64_t buffer);
 
   // Counters so far (complete once Next() returned false or after Stop()).
   // `seconds`, `outputs`, throughput and stall are left for the caller.

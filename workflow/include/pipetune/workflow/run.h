@@ -34,6 +34,10 @@ struct RunConfigOptions {
   bool deterministic = false;
   std::function<void(const runtime::Progress&)> on_progress;
   const std::atomic<bool>* interrupt = nullptr;  // see runtime::RunOptions
+  // Live tuning (autotune.h), see runtime::RunOptions.
+  double progress_interval_s = 0.5;
+  int resizable_workers = 0;
+  std::function<void(runtime::Pipeline&)> on_start;
   // Tracer sampling; the tracer's defaults unless a benchmark asks otherwise.
   uint32_t snapshot_interval_ms = 100;
   uint32_t spans_per_stage_per_second = 200;

@@ -1,0 +1,77 @@
+// `pipetune autotune CONFIG` from the command line: the decisions and the
+// settled config on stdout, the file written, exit codes for mistakes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cli_test_util.h"
+
+namespace pipetune::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(AutotuneCli, PrintsEachDecisionAndWritesTheSettledConfig) {
+  TempDir dir("pipetune_autotune_cli");
+  WriteFile(dir / "p.json", R"({"name": "p", "stages": [
+    {"name": "source", "op": "range"},
+    {"name": "fetch", "op": "map", "fn": "io_wait", "args": {"ms": 4}, "parallelism": 1},
+    {"name": "prefetch", "op": "prefetch", "buffer": 1}]})");
+  CommandResult result = RunPipetune("autotune " + (dir / "p.json") + " --seconds 2.5 --refit-every 0.8 -o " +
+                                     (dir / "out.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("change       fetch parallelism 1 -> "));
+  EXPECT_THAT(result.out, HasSubstr("refits,"));
+  EXPECT_THAT(result.out, HasSubstr("settled config: " + (dir / "out.json")));
+  EXPECT_THAT(ReadFile(dir / "out.json"), HasSubstr("\"name\": \"fetch\""));
+  EXPECT_TRUE(std::filesystem::exists(dir / "out.json.ptrace"));
+}
+
+// Ctrl-C ends the run as its time limit would: the settled config is still
+// written, and the exit code says a signal ended it.
+TEST(AutotuneCli, InterruptStillWritesTheSettledConfig) {
+  TempDir dir("pipetune_autotune_cli");
+  WriteFile(dir / "p.json", R"({"name": "p", "stages": [
+    {"name": "source", "op": "range"},
+    {"name": "fetch", "op": "map", "fn": "io_wait", "args": {"ms": 4}}]})");
+  std::string binary = PipetuneBinary(), config = dir / "p.json", out = dir / "out.json";
+  std::string trace = out + ".ptrace";
+  std::vector<const char*> argv = {binary.c_str(), "autotune", config.c_str(), "--seconds", "60",
+                                   "-o",           out.c_str(), nullptr};
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
+    _exit(127);
+  }
+  for (int i = 0; i < 200 && !std::filesystem::exists(trace); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(kill(child, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  EXPECT_THAT(ReadFile(out), HasSubstr("\"name\": \"fetch\""));
+}
+
+TEST(AutotuneCli, MistakesExitTwoNamingWhatIsWrong) {
+  CommandResult bare = RunPipetune("autotune");
+  EXPECT_EQ(bare.exit_code, 2);
+  EXPECT_THAT(bare.err, HasSubstr("pipetune autotune pipeline.json"));
+  CommandResult missing = RunPipetune("autotune /nonexistent/p.json --seconds 1");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("/nonexistent/p.json"));
+  CommandResult zero = RunPipetune("autotune p.json --seconds 0");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_THAT(zero.err, HasSubstr("--seconds"));
+}
+
+}  // namespace
+}  // namespace pipetune::testing
