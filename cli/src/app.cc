@@ -18,6 +18,7 @@ int Main(int argc, char** argv) {
   RegisterTuneCommand(app, exit_code);
   RegisterBaselineCommand(app, exit_code);
   RegisterCheckCommand(app, exit_code);
+  RegisterAutotuneJobCommand(app, exit_code);
   RegisterExportCommand(app, exit_code);
   RegisterTraceInfoCommand(app, exit_code);
   if (argc <= 1) {  // a bare `pipetune`: show what it can do

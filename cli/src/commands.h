@@ -15,6 +15,7 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code);
 void RegisterReportCommand(CLI::App& app, int& exit_code);
 void RegisterBaselineCommand(CLI::App& app, int& exit_code);
 void RegisterCheckCommand(CLI::App& app, int& exit_code);
+void RegisterAutotuneJobCommand(CLI::App& app, int& exit_code);
 
 // Builds the whole command line and runs it; what main() calls. Output goes
 // to stdout/stderr. Returns the process exit code.

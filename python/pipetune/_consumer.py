@@ -6,7 +6,7 @@ at num_workers=0 the samples themselves. DataLoader N's stages are named
 import functools
 import inspect
 
-from pipetune import _apply, _dataset, _samples, _session
+from pipetune import _apply, _autotune, _dataset, _samples, _session
 from pipetune._workers import _WorkerTag
 from pipetune._recorder import warn_once as _warn_once
 from pipetune._session import cpu as _cpu, now as _now, where as _where
@@ -103,6 +103,12 @@ def patch_loader(module):
             _session.refresh_rank(rec)
         except Exception as error:
             _warn_once("the process's rank", error)
+        if _autotune.options() is not None:
+            # An epoch boundary: the settings may change, and the trace with them.
+            _autotune.at_iterator(self, loader, _settings)
+            rec = _session.recording()
+            if rec is None:
+                return original_iter(self)
         begin = _now()
         cpu = _cpu()
         it = original_iter(self)

@@ -123,3 +123,13 @@ def stop_main():
                     rec.stop()
     except Exception as error:
         _warn("cannot end the trace: %r" % (error,))
+
+
+def start_segment(path):
+    """Starts this process's next main session in `path` (autotune's next
+    segment, claimed as the run's trace is: `path` or path.main.<pid>),
+    carrying the record; the current one must be stopped."""
+    global state
+    old = state
+    state = _Recorder(claim(path), old.name, old.info)
+    return state
