@@ -11,12 +11,13 @@ exploring, at each boundary:
    describes one setting, which is what the model reads;
 2. the pipetune binary's `tune` plans on it, under the job's budgets: the
    segment's measured rate, the plan's kwargs and its predicted rate;
-3. the change the segment ran (if any) is judged: kept when it helped or
-   measured within TOLERANCE of its prediction, else rolled back (and the
-   settings settle there);
-4. the plan is tried on the next epoch when it differs from the current
-   settings and is predicted to gain at least MIN_GAIN; otherwise, or after
-   MAX_CHANGES changes, the settings settle;
+3. the change the segment ran (if any) is judged: kept when it measured
+   more than the best settings so far or within TOLERANCE of its
+   prediction, else rolled back to the best settings so far;
+4. the plan (refit on this segment) is tried on the next epoch when it
+   differs from the best settings, was never run before, and is predicted
+   to gain at least MIN_GAIN over the best measured rate; otherwise, or
+   after MAX_CHANGES changes, the settings settle;
 5. the next segment's session starts and the settings are set on the
    DataLoader before torch makes the iterator.
 
@@ -137,6 +138,7 @@ class _Tuner:
         self.ran = dict(self.script)  # this process's knobs that the current segment runs
         self.pending = None  # (the knobs it changed from, its prediction): the change the segment measures
         self.best = None  # (knobs, kwargs object, batches/s measured) of the best kept settings
+        self.measured = {}  # _knobs_text(knobs) -> batches/s, of every setting run: none is tried twice
         self.changes = 0
         self.first_ns = _session.now()
         self.costs_ms = []
@@ -176,10 +178,11 @@ class _Tuner:
             return {"apply": None, "state": "stopped", "lines": [line], "settled": self.current}
         lines = []
         kept = True
+        self.measured[_knobs_text(ran)] = measured
         if self.pending is not None:  # the segment measured a change
             came_from, expected = self.pending
             self.pending = None
-            kept = measured >= self.best[2] or measured >= (1 - TOLERANCE) * expected
+            kept = measured > self.best[2] or measured >= (1 - TOLERANCE) * expected
             lines.append("epoch %d: %s: predicted %.1f batches/s, measured %.1f (before: %.1f): %s" % (
                 self.epoch - 1, describe_change(came_from, ran), expected, measured, self.best[2],
                 "kept" if kept else "rolled back"))
@@ -194,10 +197,11 @@ class _Tuner:
         base, base_kwargs, best = self.best
         same = all(new.get(k) == base.get(k) for k in _apply.TUNABLE) and \
             kwargs.get("ranks") == base_kwargs.get("ranks")
-        tried = not kept and all(new.get(k) == ran.get(k) for k in _apply.TUNABLE)
+        tried = _knobs_text(new) in self.measured and not same
         if same or tried or predicted < best * (1 + MIN_GAIN) or self.changes >= MAX_CHANGES:
             why = ("the model's plan is these settings" if same else
-                   "the model's plan was just measured" if tried else
+                   "the model's plan (%s) was measured at %.1f batches/s" % (
+                       _knobs_text(new), self.measured.get(_knobs_text(new), 0)) if tried else
                    "%d changes tried" % self.changes if self.changes >= MAX_CHANGES else
                    "the plan (%s) predicts %.1f batches/s, under %.0f%% more" % (
                        describe_change(base, new), predicted, 100 * MIN_GAIN))
