@@ -13,7 +13,8 @@ exploring, at each boundary:
    segment's measured rate, the plan's kwargs and its predicted rate;
 3. the change the segment ran (if any) is judged: kept when it measured
    more than the best settings so far or within TOLERANCE of its
-   prediction, else rolled back to the best settings so far;
+   prediction, else rolled back; settling always comes back to the best
+   measured settings (as `tune --verify`'s PickBestRound);
 4. the plan (refit on this segment) is tried on the next epoch when it
    differs from the best settings, was never run before, and is predicted
    to gain at least MIN_GAIN over the best measured rate; otherwise, or
@@ -186,8 +187,8 @@ class _Tuner:
             lines.append("epoch %d: %s: predicted %.1f batches/s, measured %.1f (before: %.1f): %s" % (
                 self.epoch - 1, describe_change(came_from, ran), expected, measured, self.best[2],
                 "kept" if kept else "rolled back"))
-        if kept:
-            self.best = (ran, self.current, measured)
+        if self.best is None or measured > self.best[2]:
+            self.best = (ran, self.current, measured)  # what settling comes back to, as PickBestRound
         # The model refit on this segment plans the next epoch, whether the
         # change was kept or not: the segment measured what it had to guess
         # before (the workers' start-up and CPU).
@@ -205,11 +206,11 @@ class _Tuner:
                    "%d changes tried" % self.changes if self.changes >= MAX_CHANGES else
                    "the plan (%s) predicts %.1f batches/s, under %.0f%% more" % (
                        describe_change(base, new), predicted, 100 * MIN_GAIN))
-            if kept:
+            if _knobs_text(base) == _knobs_text(ran):
                 lines.append("epoch %d: settled at %s: %.1f batches/s measured (%s)" % (
                     self.epoch, _knobs_text(base), best, why))
                 return {"apply": None, "state": "settled", "lines": lines, "settled": base_kwargs}
-            lines.append("epoch %d: %s (rolled back to %.1f batches/s measured); settled (%s)" % (
+            lines.append("epoch %d: %s (back to the best measured, %.1f batches/s); settled (%s)" % (
                 self.epoch, describe_change(ran, base), best, why))
             return {"apply": base_kwargs, "state": "settled", "lines": lines, "settled": base_kwargs}
         self.pending = (ran, predicted)
