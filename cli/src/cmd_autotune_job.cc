@@ -40,7 +40,10 @@ int AutotuneJob(const AutotuneJobFlags& flags) {
   if (std::filesystem::exists(job->output, error)) {
     fmt::print("settled DataLoader keyword arguments: {}\n", job->output);
   } else {
-    fmt::print(stderr, "pipetune: autotune wrote no keyword arguments (the lines above say why)\n");
+    fmt::print(
+        stderr,
+        "pipetune: autotune wrote no keyword arguments: no DataLoader was retuned (a stream is declined, "
+        "as said above, or the program iterated none)\n");
   }
   if (program.signal_number > 0) {
     fmt::print(stderr, "pipetune: {} was killed by signal {}\n", flags.command[0], program.signal_number);
@@ -57,8 +60,9 @@ int AutotuneJob(const AutotuneJobFlags& flags) {
 void RegisterAutotuneJobCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<AutotuneJobFlags>();
   CLI::App* sub = app.add_subcommand(
-      "autotune", "Run a PyTorch training script unchanged and retune its DataLoader at each epoch boundary: "
-                  "pipetune autotune -- python3 train.py ...");
+      "autotune",
+      "Run a PyTorch training script unchanged and retune its DataLoader at each epoch boundary: "
+      "pipetune autotune -- python3 train.py ...");
   sub->add_option("--trace", flags->trace_path, "Trace of the epochs before the first change")
       ->capture_default_str();
   sub->add_option("--interval-ms", flags->interval_ms, "Snapshot interval")
@@ -66,9 +70,11 @@ void RegisterAutotuneJobCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   sub->add_option("--cores", flags->cores, "Core budget (default: the host's usable cores)")
       ->check(Positive("cores"));
-  sub->add_option("--memory", flags->memory, "Memory budget, e.g. 8GiB (default: 90% of the host's available)");
-  sub->add_option("-o,--output", flags->output,
-                  "Where the settled DataLoader keyword arguments go (default: TRACE's stem + .dataloader.json)");
+  sub->add_option("--memory", flags->memory,
+                  "Memory budget, e.g. 8GiB (default: 90% of the host's available)");
+  sub->add_option(
+      "-o,--output", flags->output,
+      "Where the settled DataLoader keyword arguments go (default: TRACE's stem + .dataloader.json)");
   sub->add_option("command", flags->command, "The program and its arguments, after --")->required();
   sub->callback([flags, &exit_code] { exit_code = AutotuneJob(*flags); });
 }

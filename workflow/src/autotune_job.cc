@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 
 std::string AutotuneSegmentTrace(const std::string& trace, int k) {
   fs::path p(trace);
-  return (p.parent_path() / fmt::format("{}-retune-{}{}", p.stem().string(), k, p.extension().string())).string();
+  return (p.parent_path() / fmt::format("{}-retune-{}{}", p.stem().string(), k, p.extension().string()))
+      .string();
 }
 
 namespace {
