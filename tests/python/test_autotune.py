@@ -134,8 +134,15 @@ def epochs_seen(r, rank=0):
 
 
 def check_retuned(pipetune, tmp, mode):
+    # An earlier run's segment left behind would be read as another rank of
+    # this run's: autotune deletes it before the job starts.
+    for stale in ("train-retune-1.trace", "train-retune-1.trace.main.1"):
+        with open(os.path.join(tmp, stale), "w") as f:
+            f.write("an earlier run's")
     # At most 3 changes, each judged at the next boundary: settled by epoch 5.
     trace, r = autotune(pipetune, tmp, mode, epochs=5)
+    if os.path.exists(os.path.join(tmp, "train-retune-1.trace.main.1")):
+        fail("a stale segment trace was left beside the run's", r)
     seen = epochs_seen(r)
     if sorted(seen) != [1, 2, 3, 4, 5] or seen[1] != 0:
         fail("expected 5 epochs, the first at the script's num_workers=0: %s" % seen, r)
