@@ -48,6 +48,7 @@ AUTOTUNE_ENV = "PIPETUNE_AUTOTUNE"  # {"pipetune", "cores", "memory", "output"} 
 TOLERANCE = 0.10  # a change measured below (1 - TOLERANCE) x its prediction, and no better, is rolled back
 MIN_GAIN = 0.05  # a plan predicted to gain less over the measured rate is not tried
 MAX_CHANGES = 3
+TUNE_TIMEOUT_S = 120
 
 _tuner = None  # this process's _Tuner, made at the first iterator of a recorded DataLoader
 
@@ -138,7 +139,7 @@ class _Tuner:
         self.current = dict(self.script)  # the kwargs file's object now applied (tune's, with "ranks")
         self.ran = dict(self.script)  # this process's knobs that the current segment runs
         self.pending = None  # (the knobs it changed from, its prediction): the change the segment measures
-        self.best = None  # (knobs, kwargs object, batches/s measured) of the best kept settings
+        self.best = None  # (knobs, kwargs object, batches/s measured) of the best measured settings
         self.measured = {}  # _knobs_text(knobs) -> batches/s, of every setting run: none is tried twice
         self.changes = 0
         self.first_ns = _session.now()
@@ -159,7 +160,9 @@ class _Tuner:
         if s.get("memory"):
             cmd += ["--memory", s["memory"]]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PIPETUNE_PYTHON") and k != AUTOTUNE_ENV}
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        # A tune that hangs must not hang the job: TimeoutExpired is a failed decision.
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                              timeout=TUNE_TIMEOUT_S)
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines()
             raise RuntimeError(lines[-1] if lines else "pipetune tune exited %d" % done.returncode)
@@ -227,21 +230,9 @@ class _Tuner:
         the segment, decide (on rank 0), start the next segment, apply."""
         begin = _session.now()
         ran = self.ran  # not the loader's: a new DataLoader each epoch has the script's own
-        if getattr(loader, "_iterator", None) is not None:
-            loader._iterator._shutdown_workers()  # the segment's persistent workers end their traces
-            object.__setattr__(loader, "_iterator", None)
-        rec = _session.state
-        trace = segment_trace(self.trace, self.segment)
-        rec.stop()
-        dist = _distributed()
+        trace = self.end_segment(loader)
+        outcome = self.decide(trace, ran)
         rank = self.rank
-        if dist is not None:
-            dist.barrier()  # every rank's segment is complete before rank 0 reads it
-        outcome = self.judge(trace, ran) if rank == 0 else None
-        if dist is not None:
-            box = [outcome]
-            dist.broadcast_object_list(box, src=0)
-            outcome = box[0]
         self.segment += 1
         _session.start_segment(segment_trace(self.trace, self.segment))
         if outcome["apply"] is not None:
@@ -255,6 +246,24 @@ class _Tuner:
                 _say(line + (" [decision %.0f ms]" % cost_ms if line is outcome["lines"][-1] else ""))
             if self.state != "exploring":
                 self.settle(outcome["settled"] or self.current)
+
+    def end_segment(self, loader):
+        """Ends this process's trace of the current settings; its path."""
+        if getattr(loader, "_iterator", None) is not None:
+            loader._iterator._shutdown_workers()  # the segment's persistent workers end their traces
+            object.__setattr__(loader, "_iterator", None)
+        _session.state.stop()
+        return segment_trace(self.trace, self.segment)
+
+    def decide(self, trace, ran):
+        """judge()'s outcome: rank 0's, the same on every rank of a job."""
+        dist = _distributed()
+        if dist is None:
+            return self.judge(trace, ran)
+        dist.barrier()  # every rank's segment is complete before rank 0 reads it
+        box = [self.judge(trace, ran) if self.rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
 
     def apply(self, loader, rank):
         """Sets this rank's kwargs of self.current on the loader, when it
