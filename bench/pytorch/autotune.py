@@ -18,7 +18,10 @@ over the rounds:
   settled settings took effect ("epoch E: settled"/"rolled back" in its
   output) to the last; the grid's are its mean over the same epochs;
 - autotune, all 6 epochs: exploration included, against the grid best's;
-- the decisions' cost (ms, median) and the time to settled (s).
+- the decisions' cost (ms, median) and the time to settled (s);
+- the settled kwargs (`-o`) run whole like a grid entry, in the same
+  round (the grid's order reversed every other round), over the grid's
+  best: the choice itself, apart from when it was made.
 The last lines: autotune over the grid's best, for each way.
 """
 import argparse
@@ -81,9 +84,11 @@ def run(cmd):
 
 
 def grid_run(pipetune, tmp, script, way, samples, workers):
-    kwargs = os.path.join(tmp, "grid%d.json" % workers)
-    with open(kwargs, "w") as f:
-        json.dump({"num_workers": workers}, f)
+    """Per-epoch rates with num_workers=`workers`, or a kwargs file's."""
+    kwargs = workers if isinstance(workers, str) else os.path.join(tmp, "grid%d.json" % workers)
+    if not isinstance(workers, str):
+        with open(kwargs, "w") as f:
+            json.dump({"num_workers": workers}, f)
     out = os.path.join(tmp, "rates.json")
     run([pipetune, "profile", "--trace", os.path.join(tmp, "grid.trace"), "--apply", kwargs, "--",
          sys.executable, script, way, str(samples), str(EPOCHS), out])
@@ -127,14 +132,21 @@ def main():
         with open(script, "w") as f:
             f.write(TRAIN)
         for way in args.ways.split(","):
-            retuned, whole, costs, settle_s = [], [], [], []
+            retuned, whole, costs, settle_s, settled_runs = [], [], [], [], []
             grid_rates = {n: [] for n in grid}
             for round_index in range(args.rounds):
                 rates, first, cost, seconds, changes = autotune_run(pipetune, tmp, script, way, args.samples,
                                                                     args.cores)
                 if round_index == 0:
                     print("%s, round 1:\n  %s" % (way, "\n  ".join(changes)))
-                runs = {n: grid_run(pipetune, tmp, script, way, args.samples, n) for n in grid}
+                settled_kwargs = os.path.join(tmp, "settled.json")
+                os.replace(os.path.join(tmp, "auto.dataloader.json"), settled_kwargs)
+                # Odd rounds run the grid in reverse: a load that drifts
+                # through a round falls on either end alike.
+                order = grid + ["settled"] if round_index % 2 == 0 else ["settled"] + grid[::-1]
+                runs = {n: grid_run(pipetune, tmp, script, way, args.samples,
+                                    settled_kwargs if n == "settled" else n) for n in order}
+                settled_runs.append(mean_from(runs.pop("settled"), 1) / max(mean_from(runs[n], 1) for n in grid))
                 best_after = max(mean_from(runs[n], first) for n in grid)
                 best_whole = max(mean_from(runs[n], 1) for n in grid)
                 retuned.append(mean_from(rates, first) / best_after)
@@ -144,14 +156,17 @@ def main():
                 for n in grid:
                     grid_rates[n].append(mean_from(runs[n], 1))
                 print("  round %d: settled from epoch %d: %s batches/s per epoch; retuned/grid best %.3f, all "
-                      "epochs %.3f" % (round_index + 1, first, " ".join("%.1f" % r for r in rates), retuned[-1],
-                                       whole[-1]))
+                      "epochs %.3f; the settled kwargs run whole/grid best %.3f" % (
+                          round_index + 1, first, " ".join("%.1f" % r for r in rates), retuned[-1], whole[-1],
+                          settled_runs[-1]))
             for n in grid:
                 print("  num_workers=%d: median %.1f batches/s over 6 epochs" % (n, statistics.median(grid_rates[n])))
             print("%s: decisions %.0f ms (median), settled %.1f s after the first epoch began (median)" % (
                 way, statistics.median(costs), statistics.median(settle_s)))
             print("%s: autotune's retuned epochs over the grid's best: %.3f (median; rounds %s); all 6 epochs %.3f" % (
                 way, statistics.median(retuned), " ".join("%.3f" % r for r in retuned), statistics.median(whole)))
+            print("%s: the settled kwargs, run whole like the grid, over the grid's best: %.3f (median; rounds %s)" % (
+                way, statistics.median(settled_runs), " ".join("%.3f" % r for r in settled_runs)))
 
 
 if __name__ == "__main__":
