@@ -44,7 +44,7 @@ import sys
 
 from pipetune import _apply, _session
 
-AUTOTUNE_ENV = "PIPETUNE_AUTOTUNE"  # {"pipetune", "cores", "memory", "output"} (workflow/autotune_job.cc)
+AUTOTUNE_ENV = "PIPETUNE_AUTOTUNE"  # {"pipetune", "cores", "memory", "output", "segments"} (autotune_job.cc)
 TOLERANCE = 0.10  # a change measured below (1 - TOLERANCE) x its prediction, and no better, is rolled back
 MIN_GAIN = 0.05  # a plan predicted to gain less over the measured rate is not tried
 MAX_CHANGES = 3
@@ -60,18 +60,15 @@ def options():
         return None
     try:
         value = json.loads(text)
-        return value if isinstance(value, dict) and value.get("pipetune") else None
+        return value if isinstance(value, dict) and value.get("pipetune") and value.get("segments") else None
     except ValueError:
         return None
 
 
-def segment_trace(trace, k):
-    """The K-th later setting's trace beside T (workflow::AutotuneSegmentTrace)."""
-    if k == 0:
-        return trace
-    folder, name = os.path.split(trace)
-    stem, ext = os.path.splitext(name)
-    return os.path.join(folder, "%s-retune-%d%s" % (stem, k, ext))
+def segment_trace(settings, trace, k):
+    """The run's trace T for k = 0, else the K-th later setting's, named by
+    the command (workflow::AutotuneSegmentPattern: T_STEM-retune-{k}.trace)."""
+    return trace if k == 0 else settings["segments"].replace("{k}", str(k))
 
 
 def knobs_of(loader):
@@ -234,7 +231,7 @@ class _Tuner:
         outcome = self.decide(trace, ran)
         rank = self.rank
         self.segment += 1
-        _session.start_segment(segment_trace(self.trace, self.segment))
+        _session.start_segment(segment_trace(self.settings, self.trace, self.segment))
         if outcome["apply"] is not None:
             self.current = outcome["apply"]
         self.apply(loader, rank)
@@ -253,7 +250,7 @@ class _Tuner:
             loader._iterator._shutdown_workers()  # the segment's persistent workers end their traces
             object.__setattr__(loader, "_iterator", None)
         _session.state.stop()
-        return segment_trace(self.trace, self.segment)
+        return segment_trace(self.settings, self.trace, self.segment)
 
     def decide(self, trace, ran):
         """judge()'s outcome: rank 0's, the same on every rank of a job."""
@@ -329,7 +326,7 @@ def at_iterator(loader, record, settings_of):
         rec = _session.state
         if rec is not None and not rec.running and _tuner is not None:
             try:  # the job's later epochs are still recorded
-                _session.start_segment(segment_trace(_tuner.trace, _tuner.segment + 1))
+                _session.start_segment(segment_trace(_tuner.settings, _tuner.trace, _tuner.segment + 1))
             except Exception:
                 pass
 

@@ -13,10 +13,14 @@
 namespace pipetune::workflow {
 namespace fs = std::filesystem;
 
-std::string AutotuneSegmentTrace(const std::string& trace, int k) {
+std::string AutotuneSegmentPattern(const std::string& trace) {
   fs::path p(trace);
-  return (p.parent_path() / fmt::format("{}-retune-{}{}", p.stem().string(), k, p.extension().string()))
-      .string();
+  return (p.parent_path() / (p.stem().string() + "-retune-{k}" + p.extension().string())).string();
+}
+
+std::string AutotuneSegmentTrace(const std::string& trace, int k) {
+  std::string path = AutotuneSegmentPattern(trace);
+  return path.replace(path.rfind("{k}"), 3, std::to_string(k));
 }
 
 namespace {
@@ -56,6 +60,7 @@ StatusOr<AutotuneJobResult> AutotuneJob(const AutotuneJobOptions& options) {
   settings["cores"] = options.cores ? nlohmann::json(*options.cores) : nlohmann::json();
   settings["memory"] = options.memory.empty() ? nlohmann::json() : nlohmann::json(options.memory);
   settings["output"] = result.output;
+  settings["segments"] = AutotuneSegmentPattern(fs::absolute(options.trace_path, error).string());
   DeleteStaleSegments(options.trace_path);
 
   ProfileOptions profile;

@@ -8,7 +8,7 @@
 // `tune` on it with the budgets given here, applies the plan to the next
 // iterator, and measures it. This side only checks the budgets, hands them
 // to the bootstrap through PIPETUNE_AUTOTUNE (a JSON object: "pipetune",
-// "cores", "memory", "output"), and runs the program as `profile` does:
+// "cores", "memory", "output", "segments"), and runs the program as `profile` does:
 // the program's exit status passes through.
 //
 //   AutotuneJobOptions options;
@@ -41,7 +41,9 @@ struct AutotuneJobResult {
 };
 
 // The trace of the K-th settings' epochs (K >= 1), beside `trace`:
-// out/train.trace -> out/train-retune-1.trace.
+// out/train.trace -> out/train-retune-1.trace. The bootstrap is handed the
+// pattern ("segments": out/train-retune-{k}.trace), so the name is made here only.
+std::string AutotuneSegmentPattern(const std::string& trace);
 std::string AutotuneSegmentTrace(const std::string& trace, int k);
 
 // Errors (before anything runs): a bad budget (kInvalidInput naming the
