@@ -1,6 +1,9 @@
 // `pipetune autotune CONFIG [--seconds S] [-o TUNED.json]`: runs the config
 // once and retunes it while it runs (workflow/autotune.h), printing each
-// decision as it is made, then writes the settled knobs.
+// decision as it is made, then writes the settled knobs. The command's
+// registration, for both forms (cmd_autotune.h).
+#include "cmd_autotune.h"
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -15,28 +18,23 @@
 #include "pipetune/workflow/tune.h"
 
 namespace pipetune::cli {
-namespace {
+namespace {}  // namespace
 
-struct AutotuneFlags {
-  std::string config_path;
-  double seconds = 20;
-  double refit_every = 2;
-  std::optional<double> cores;
-  std::string memory;
-  std::optional<int> max_threads;
-  std::string output;
-  std::string trace_path;
-};
+bool NamesAConfig(const std::vector<std::string>& inputs) {
+  const std::string suffix = ".json";
+  return inputs.size() == 1 && inputs[0].size() > suffix.size() &&
+         inputs[0].compare(inputs[0].size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
-int RunAutotune(const AutotuneFlags& flags) {
+int RunAutotuneConfig(const AutotuneFlags& flags) {
   InterruptHandlers handlers;
   StatusOr<tuner::BudgetFlags> budgets =
       workflow::ParseBudgets(flags.cores, flags.memory, flags.max_threads, /*cache_dir=*/"");
   if (!budgets.ok()) return ReportError(budgets.status());
   workflow::AutotuneRequest request;
-  request.config_path = flags.config_path;
-  request.seconds = flags.seconds;
-  request.refit_every_seconds = flags.refit_every;
+  request.config_path = flags.inputs[0];
+  if (flags.seconds) request.seconds = *flags.seconds;
+  if (flags.refit_every) request.refit_every_seconds = *flags.refit_every;
   request.budgets = *budgets;
   request.output = flags.output;
   request.trace_path = flags.trace_path;
@@ -65,35 +63,61 @@ int RunAutotune(const AutotuneFlags& flags) {
   return workflow::RunExitCode(r.summary.interrupted, handlers.signal());
 }
 
-}  // namespace
-
 void RegisterAutotuneCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<AutotuneFlags>();
   CLI::App* sub = app.add_subcommand(
       "autotune",
-      "Run a config and retune its workers and prefetch buffers while it runs; write the settled config");
-  sub->add_option("config", flags->config_path, "Pipeline config (JSON)");
-  sub->add_option("--seconds", flags->seconds, "How long the pipeline runs (default 20)")
-      ->check(Positive("seconds"));
-  sub->add_option("--refit-every", flags->refit_every, "Seconds between refits of the model (default 2)")
-      ->check(Positive("seconds"));
+      "Retune while it runs: CONFIG (the engine's workers and prefetch buffers, live; writes the settled "
+      "config), or -- python3 train.py ... (a PyTorch DataLoader at each epoch boundary; writes the settled "
+      "keyword arguments)");
+  sub->add_option("input", flags->inputs,
+                  "A pipeline config (JSON), or after --, the program and its arguments")
+      ->expected(0, 1 << 20);
   sub->add_option("--cores", flags->cores, "Core budget (default: the config's resources, else the host)")
       ->check(Positive("cores"));
   sub->add_option("--memory", flags->memory,
-                  "Memory budget for buffers, e.g. 4GiB (default: the config's resources, else 90% of the "
-                  "host's available memory)");
-  sub->add_option("--max-threads", flags->max_threads, "Threads of all stages together (default 256)")
-      ->check(Positive("threads", /*whole=*/true));
+                  "Memory budget, e.g. 4GiB (default: the config's resources, else 90% of the host's "
+                  "available memory)");
   sub->add_option("-o,--output", flags->output,
-                  "Settled config to write (default: beside the config as NAME.autotuned.json)");
-  sub->add_option("--trace", flags->trace_path, "The run's trace (default: OUTPUT.ptrace)");
+                  "Settled config to write (default: beside the config as NAME.autotuned.json); for a "
+                  "program, its settled DataLoader keyword arguments (default: TRACE's stem + "
+                  ".dataloader.json)");
+  sub->add_option("--trace", flags->trace_path,
+                  "The run's trace (default: OUTPUT.ptrace for a config; pipetune.trace for a program, the "
+                  "epochs before the first change)");
+  sub->add_option("--seconds", flags->seconds, "A config: how long the pipeline runs (default 20)")
+      ->check(Positive("seconds"));
+  sub->add_option("--refit-every", flags->refit_every,
+                  "A config: seconds between refits of the model (default 2)")
+      ->check(Positive("seconds"));
+  sub->add_option("--max-threads", flags->max_threads,
+                  "A config: threads of all stages together (default 256)")
+      ->check(Positive("threads", /*whole=*/true));
+  sub->add_option("--interval-ms", flags->interval_ms,
+                  "A program: the trace's snapshot interval (default 100)")
+      ->check(Number({.what = "milliseconds", .min = 1, .max = 60000, .whole = true}));
+  // What follows -- : CLI11 gives it to a positional of its own.
+  sub->add_option("program", flags->program, "After --: the program and its arguments");
   sub->callback([flags, &exit_code] {
-    if (flags->config_path.empty()) {
-      exit_code = ReportError(
-          MissingInput("autotune", "a pipeline config", "pipetune autotune pipeline.json --seconds 20"));
+    flags->inputs.insert(flags->inputs.end(), flags->program.begin(), flags->program.end());
+    if (flags->inputs.empty()) {
+      exit_code = ReportError(MissingInput("autotune", "a pipeline config or a program after --",
+                                           "pipetune autotune pipeline.json --seconds 20, or pipetune "
+                                           "autotune -- python3 train.py"));
       return;
     }
-    exit_code = RunAutotune(*flags);
+    const bool config = NamesAConfig(flags->inputs);
+    const char* misplaced = nullptr;
+    if (config && flags->interval_ms) misplaced = "--interval-ms applies to a program, not a config";
+    if (!config && flags->seconds) misplaced = "--seconds applies to a config (a program runs until it ends)";
+    if (!config && flags->refit_every)
+      misplaced = "--refit-every applies to a config (a program is retuned at its epochs)";
+    if (!config && flags->max_threads) misplaced = "--max-threads applies to a config";
+    if (misplaced != nullptr) {
+      exit_code = ReportError(InvalidInput(std::string("autotune: ") + misplaced));
+      return;
+    }
+    exit_code = config ? RunAutotuneConfig(*flags) : RunAutotuneJob(*flags);
   });
 }
 

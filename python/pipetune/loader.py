@@ -138,12 +138,12 @@ def _trace_path():
     path = os.environ.get("PIPETUNE_PYTHON_TRACE")
     if not path or _traced:
         return None
-    from pipetune import dataloader
+    from pipetune import _session
 
-    if dataloader._in_worker or dataloader._state is not None:
+    if _session.in_worker or _session.state is not None:
         return None  # a worker, or the DataLoader recorder has the session
     _traced = True
-    return dataloader._claim(path)
+    return _session.claim(path)
 
 
 class Loader:

@@ -71,6 +71,14 @@ TEST(AutotuneCli, MistakesExitTwoNamingWhatIsWrong) {
   CommandResult zero = RunPipetune("autotune p.json --seconds 0");
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_THAT(zero.err, HasSubstr("--seconds"));
+  // One command, two forms: a flag of the config form given with a program
+  // is refused before the program starts (it would create this file).
+  CommandResult misplaced = RunPipetune("autotune --seconds 5 -- touch /nonexistent-dir/started");
+  EXPECT_EQ(misplaced.exit_code, 2);
+  EXPECT_THAT(misplaced.err, HasSubstr("--seconds applies to a config"));
+  CommandResult interval = RunPipetune("autotune p.json --interval-ms 50");
+  EXPECT_EQ(interval.exit_code, 2);
+  EXPECT_THAT(interval.err, HasSubstr("--interval-ms applies to a program"));
 }
 
 }  // namespace

@@ -1,0 +1,96 @@
+"""Applying DataLoader keyword arguments (`profile --apply FILE`, the
+environment's PIPETUNE_DATALOADER_APPLY, and autotune's plans) and knowing
+which rank this process is, since a job's file may set ranks apart:
+{"ranks": {"1": {...}}} over the file's own keys (docs/pytorch.md)."""
+import os
+import sys
+
+from pipetune._recorder import warn as _warn
+
+APPLY_ENV = "PIPETUNE_DATALOADER_APPLY"  # a JSON file of DataLoader keyword arguments
+TUNABLE = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+
+applied = None  # the kwargs read from APPLY_ENV
+applied_ranks = {}  # rank -> the kwargs that differ for it ("ranks" in the file)
+
+
+def _env_int(name):
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def distributed_fields():
+    """rank, local_rank, world_size: the environment's (torchrun), then
+    torch.distributed's once initialised (mp.spawn sets no variable)."""
+    fields = {"rank": _env_int("RANK"), "local_rank": _env_int("LOCAL_RANK"), "world_size": _env_int("WORLD_SIZE")}
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            fields["rank"] = dist.get_rank()
+            fields["world_size"] = dist.get_world_size()
+    except Exception:  # a backend that cannot say: keep the environment's
+        pass
+    return fields
+
+
+def parse_kwargs(loaded):
+    """(kwargs, by_rank) of a kwargs file's JSON: `tune`'s file, or
+    {"dataloader_kwargs": {...}}. Raises ValueError when it is not an object."""
+    kwargs = loaded.get("dataloader_kwargs", loaded) if isinstance(loaded, dict) else None
+    if not isinstance(kwargs, dict):
+        raise ValueError("expected a JSON object of DataLoader keyword arguments")
+    ranks = kwargs.get("ranks") or {}
+    by_rank = {int(r): {k: v for k, v in entry.items() if k in TUNABLE}
+               for r, entry in ranks.items() if isinstance(entry, dict)}
+    return {k: v for k, v in kwargs.items() if k in TUNABLE}, by_rank
+
+
+def for_rank(kwargs, by_rank, rank):
+    """The kwargs with `rank`'s own entries over them."""
+    merged = dict(kwargs or {})
+    if by_rank:
+        merged.update(by_rank.get(rank, {}))
+    return merged
+
+
+def read_environment():
+    """Reads APPLY_ENV's file, if set; a file that cannot be read is said
+    and not applied."""
+    global applied, applied_ranks
+    path = os.environ.get(APPLY_ENV)
+    if not path:
+        return
+    try:
+        import json
+
+        with open(path) as f:
+            applied, applied_ranks = parse_kwargs(json.load(f))
+    except (OSError, ValueError) as error:
+        _warn("%s: %s: not applied" % (path, error))
+
+
+def kwargs_for_this_rank():
+    """The file's kwargs, with this process's rank's own entries over them."""
+    return for_rank(applied, applied_ranks, distributed_fields()["rank"])
+
+
+def active():
+    return bool(applied or applied_ranks)
+
+
+def apply_kwargs(signature, args, kwargs):
+    """DataLoader.__init__'s arguments with the file's kwargs over them,
+    whether passed by keyword, by position or left at the default."""
+    bound = signature.bind(*args, **kwargs)
+    for key, value in kwargs_for_this_rank().items():
+        if key in TUNABLE:
+            bound.arguments[key] = value
+    a = bound.arguments
+    if a.get("num_workers", 0) == 0:
+        a.pop("prefetch_factor", None)  # torch refuses them without workers
+        a.pop("persistent_workers", None)
+    elif a.get("prefetch_factor") is None:
+        a.pop("prefetch_factor", None)
+    return bound.args, bound.kwargs
