@@ -7,6 +7,7 @@
 #include "gpu_diagnosis.h"
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/base/numbers.h"
+#include "recording.h"
 #include "timeline.h"
 
 namespace pipetune::analyzer {
@@ -211,22 +212,19 @@ void NoteAssumptions(const DataLoaderProfile& run, models::Profile& profile) {
   }
 }
 
-// The GPU's view, when the run's process recorded GPU activity (CUDA's
-// injection, MAIN.gpu.<pid>): how much of the loop it spent waiting for the
-// DataLoader, and for which stage.
-void AddGpu(const DataLoaderProfile& run, Diagnosis& d, std::vector<std::string>& notes) {
-  std::string warning;
-  d.gpu =
-      internal::DataLoaderGpu(run.trace_path, run.pid, run.loop_begin_seconds, run.loop_end_seconds, warning);
-  if (!warning.empty()) notes.push_back(warning);
-  if (!d.gpu) return;
+// The GPU's wait for the DataLoader, when the run's process recorded GPU
+// activity (CUDA's injection, MAIN.gpu.<pid>, read by DataLoaderGpu): how
+// much of the loop it spent waiting, and for which stage. Empty when it
+// never waited.
+std::string GpuWaitSentence(const DataLoaderProfile& run, const Diagnosis& d) {
+  if (!d.gpu) return "";
   const GpuAnalysis& a = d.gpu->analysis;
   double loop = run.loop_end_seconds - run.loop_begin_seconds;
-  if (a.input_stall_seconds <= 0 || loop <= 0 || a.devices.empty()) return;
+  if (a.input_stall_seconds <= 0 || loop <= 0 || a.devices.empty()) return "";
   double share = a.input_stall_seconds / (loop * static_cast<double>(a.devices.size()));
-  d.summary += fmt::format(" The GPU waited for the DataLoader {:.0f}% of the loop{}{}.", 100 * share,
-                           a.inferred ? " (inferred from its own timeline)" : "",
-                           d.bottleneck ? fmt::format(", for {} most of all", *d.bottleneck) : "");
+  return fmt::format(" The GPU waited for the DataLoader {:.0f}% of the loop{}{}.", 100 * share,
+                     a.inferred ? " (inferred from its own timeline)" : "",
+                     d.bottleneck ? fmt::format(", for {} most of all", *d.bottleneck) : "");
 }
 
 }  // namespace
@@ -361,20 +359,25 @@ models::Configuration ConfigurationFor(const models::Profile& profile, const Dat
 }
 
 StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const DiagnoseOptions& options) {
-  PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d,
-                            DiagnoseProfile(DataLoaderModelProfile(run), run.trace_path, options));
+  models::Profile profile = DataLoaderModelProfile(run);
+  internal::Recording recording;
   // The same time charts as a config's, from the run's processes merged.
-  d.timeline = internal::Timeline(run.timeline);
-  d.trace_seconds = run.trace_seconds > 0 ? run.trace_seconds : d.window_end_seconds;
+  recording.timeline = internal::Timeline(run.timeline);
+  recording.trace_seconds = run.trace_seconds > 0 ? run.trace_seconds : profile.window_end_seconds;
   // Saturated: a damaged trace's RSS samples can sum past 2^64 bytes, and
   // converting that is undefined (fuzz/trace_analysis_fuzz.cc).
-  d.peak_rss_bytes = static_cast<uint64_t>(
+  recording.peak_rss_bytes = static_cast<uint64_t>(
       std::clamp(run.main_rss_bytes + run.worker_rss_bytes * run.settings.num_workers, 0.0, 1.8e19));
-  d.ended_cleanly = run.ended_cleanly;
+  recording.ended_cleanly = run.ended_cleanly;
   for (const std::string& warning : run.warnings) {
-    if (warning.find("byte") != std::string::npos && d.truncation_warning.empty())
-      d.truncation_warning = warning;
+    if (warning.find("byte") != std::string::npos && recording.truncation_warning.empty())
+      recording.truncation_warning = warning;
   }
+  std::string gpu_warning;
+  recording.gpu = internal::DataLoaderGpu(run.trace_path, run.pid, run.loop_begin_seconds,
+                                          run.loop_end_seconds, gpu_warning);
+  PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, internal::DiagnoseRecording(std::move(profile), run.trace_path,
+                                                                     options, std::move(recording)));
   DataLoaderSection section;
   section.settings = run.settings;
   section.worker_traces = run.worker_traces;
@@ -404,7 +407,8 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   if (run.settings.pin_memory && !run.cuda_available) {
     section.notes.push_back("pin_memory=True but no CUDA device: pinning only costs time");
   }
-  AddGpu(run, d, section.notes);
+  if (!gpu_warning.empty()) section.notes.push_back(gpu_warning);
+  d.summary += GpuWaitSentence(run, d);
   d.dataloader = std::move(section);
   return d;
 }

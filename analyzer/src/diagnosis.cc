@@ -11,6 +11,7 @@
 #include "explain.h"
 #include "gpu_diagnosis.h"
 #include "pipetune/models/decode_crop.h"
+#include "recording.h"
 #include "timeline.h"
 
 namespace pipetune::analyzer {
@@ -120,17 +121,21 @@ StageDiagnosis DiagnoseStage(const models::Profile& profile, const models::Predi
   return d;
 }
 
-// The sampled spans' latency quantiles and drops, where the trace has them.
-void AddSpans(const CollectedTrace& trace, StageDiagnosis& d) {
-  if (std::optional<size_t> t = trace.FindStage(d.name)) {
-    d.span_p50_ms = trace.stages[*t].span_latency.Quantile(0.5) * 1e3;
-    d.span_p99_ms = trace.stages[*t].span_latency.Quantile(0.99) * 1e3;
-    if (!trace.frames.empty()) d.spans_dropped = At(trace.frames.back(), *t).spans_dropped;
+// The sampled spans' latency quantiles and drops, per stage the trace has.
+std::vector<internal::StageSpans> SpansOf(const CollectedTrace& trace) {
+  std::vector<internal::StageSpans> spans;
+  for (size_t t = 0; t < trace.stages.size(); ++t) {
+    internal::StageSpans& s = spans.emplace_back();
+    s.stage = trace.stages[t].def.name;
+    s.p50_ms = trace.stages[t].span_latency.Quantile(0.5) * 1e3;
+    s.p99_ms = trace.stages[t].span_latency.Quantile(0.99) * 1e3;
+    if (!trace.frames.empty()) s.dropped = At(trace.frames.back(), t).spans_dropped;
   }
+  return spans;
 }
 
-void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Diagnosis& d) {
-  d.peak_rss_bytes = trace.peak_rss_bytes;
+void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, internal::Recording& r) {
+  r.peak_rss_bytes = trace.peak_rss_bytes;
   double sum = 0;
   size_t count = 0;
   for (size_t i = window.begin_frame; i <= window.end_frame && i < trace.frames.size(); ++i) {
@@ -138,9 +143,9 @@ void DescribeMemoryAndGpu(const CollectedTrace& trace, const Window& window, Dia
     sum += static_cast<double>(trace.frames[i].rss_bytes);
     ++count;
   }
-  d.mean_rss_bytes = count > 0 ? sum / static_cast<double>(count) : 0.0;
+  r.mean_rss_bytes = count > 0 ? sum / static_cast<double>(count) : 0.0;
   if (trace.gpu_records > 0 || trace.gpu_status) {
-    d.gpu = internal::SummarizeGpu(trace, trace.frames[window.begin_frame].time_ns,
+    r.gpu = internal::SummarizeGpu(trace, trace.frames[window.begin_frame].time_ns,
                                    trace.frames[window.end_frame].time_ns);
   }
 }
@@ -234,6 +239,31 @@ StatusOr<Diagnosis> DiagnoseProfile(models::Profile profile, const std::string& 
   return d;
 }
 
+StatusOr<Diagnosis> internal::DiagnoseRecording(models::Profile profile, const std::string& trace_name,
+                                                const DiagnoseOptions& options, Recording recording) {
+  PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, DiagnoseProfile(std::move(profile), trace_name, options));
+  d.trace_seconds = recording.trace_seconds;
+  d.timeline = std::move(recording.timeline);
+  for (StageDiagnosis& stage : d.stages) {
+    for (const StageSpans& spans : recording.spans) {
+      if (spans.stage != stage.name) continue;
+      stage.span_p50_ms = spans.p50_ms;
+      stage.span_p99_ms = spans.p99_ms;
+      stage.spans_dropped = spans.dropped;
+      break;
+    }
+    d.spans_dropped += stage.spans_dropped;
+  }
+  d.peak_rss_bytes = recording.peak_rss_bytes;
+  d.mean_rss_bytes = recording.mean_rss_bytes;
+  d.gpu = std::move(recording.gpu);
+  d.drops = recording.drops;
+  d.truncation_warning = std::move(recording.truncation_warning);
+  d.ended_cleanly = recording.ended_cleanly;
+  for (std::string& assumption : recording.assumptions) d.assumptions.push_back(std::move(assumption));
+  return d;
+}
+
 StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& trace_name,
                              const DiagnoseOptions& options, const std::vector<CollectedTrace>& extra) {
   // A program that records no pipeline, only GPU activity (profiled through
@@ -246,22 +276,23 @@ StatusOr<Diagnosis> Diagnose(const CollectedTrace& trace, const std::string& tra
   if (options.measure_jpeg && run.config) {
     run.profile.jpeg_entropy = options.measure_jpeg(*run.config, trace.pipeline.config_path);
   }
-  PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, DiagnoseProfile(std::move(run.profile), trace_name, options));
-  d.trace_seconds = trace.DurationSeconds();
-  for (StageDiagnosis& stage : d.stages) AddSpans(trace, stage);
-  DescribeMemoryAndGpu(trace, run.window, d);
-  d.drops = trace.drops;
-  for (const StageDiagnosis& stage : d.stages) d.spans_dropped += stage.spans_dropped;
-  if (trace.read_report.truncated()) d.truncation_warning = trace.read_report.warning;
-  d.ended_cleanly = trace.read_report.ended_cleanly || trace.has_end;
+  internal::Recording recording;
+  recording.trace_seconds = trace.DurationSeconds();
+  recording.timeline = internal::Timeline(trace);
+  recording.spans = SpansOf(trace);
+  DescribeMemoryAndGpu(trace, run.window, recording);
+  recording.drops = trace.drops;
+  if (trace.read_report.truncated()) recording.truncation_warning = trace.read_report.warning;
+  recording.ended_cleanly = trace.read_report.ended_cleanly || trace.has_end;
   if (trace.pipeline.config_json.empty()) {
-    d.assumptions.push_back("the trace has no pipeline config: every ratio is measured");
+    recording.assumptions.push_back("the trace has no pipeline config: every ratio is measured");
   }
+  PIPETUNE_ASSIGN_OR_RETURN(Diagnosis d, internal::DiagnoseRecording(std::move(run.profile), trace_name,
+                                                                     options, std::move(recording)));
   if (run.config) {  // a graph change the tuner would propose (models/decode_crop.h)
     if (std::optional<models::DecodeCropPrice> price = models::PriceDecodeCropFusion(*run.config, d.profile))
       d.summary += " " + models::DescribeDecodeCropFusion(*run.config, *price);
   }
-  d.timeline = internal::Timeline(trace);
   return d;
 }
 

@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/json.h"
 #include "writers.h"
 

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "format_util.h"
+#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/size.h"
 #include "pipetune/models/config.h"
 

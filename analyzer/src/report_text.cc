@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "pipetune/analyzer/dataloader_job.h"
 #include "report_rows.h"
 #include "writers.h"
 

@@ -2,6 +2,7 @@
 // the golden traces (tests/analyzer/dataloader_golden/) with known changes,
 // so that which rank binds is known. tests/python/test_distributed.py runs
 // real DDP jobs.
+#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
 
 #include <gmock/gmock.h>
