@@ -34,6 +34,9 @@ import sys
 import tempfile
 import textwrap
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from costly import costly_dataset  # noqa: E402
+
 EPOCHS = 6
 
 TRAIN = textwrap.dedent("""
@@ -41,20 +44,7 @@ TRAIN = textwrap.dedent("""
     import torch
     from torch.utils.data import DataLoader, Dataset
 
-    def spin(seconds):
-        end = time.thread_time() + seconds
-        while time.thread_time() < end:
-            pass
-
-    class Costly(Dataset):
-        def __init__(self, n):
-            self.n = n
-        def __len__(self):
-            return self.n
-        def __getitem__(self, i):
-            spin(0.001)
-            time.sleep(0.004)
-            return torch.full((8,), float(i)), i % 2
+""") + costly_dataset(0.001, 0.004, "torch.full((8,), float(i)), i % 2") + textwrap.dedent("""
 
     if __name__ == "__main__":
         way, samples, epochs, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

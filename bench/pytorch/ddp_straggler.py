@@ -34,6 +34,7 @@ import tempfile
 import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from costly import costly_dataset  # noqa: E402
 from ddp_tune import free_port  # noqa: E402
 
 BATCH = 8
@@ -44,20 +45,7 @@ TRAIN = textwrap.dedent("""
     import torch.distributed as dist
     from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-    def spin(seconds):
-        end = time.thread_time() + seconds
-        while time.thread_time() < end:
-            pass
-
-    class Costly(Dataset):
-        def __init__(self, n, scale):
-            self.n, self.scale = n, scale
-        def __len__(self):
-            return self.n
-        def __getitem__(self, i):
-            spin(0.002 * self.scale)
-            time.sleep(0.0003 * self.scale)
-            return torch.full((3, 32, 32), float(i % 7)), i % 10
+""") + costly_dataset(0.002, 0.0003, "torch.full((3, 32, 32), float(i % 7)), i % 10") + textwrap.dedent("""
 
     def train(rank, world, samples, epochs, out):
         import multiprocessing

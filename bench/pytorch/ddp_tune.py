@@ -29,26 +29,16 @@ import sys
 import tempfile
 import textwrap
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from costly import costly_dataset  # noqa: E402
+
 TRAIN = textwrap.dedent("""
     import os, sys, time
     import torch
     import torch.distributed as dist
     from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-    def spin(seconds):
-        end = time.thread_time() + seconds
-        while time.thread_time() < end:
-            pass
-
-    class Costly(Dataset):
-        def __init__(self, n, scale):
-            self.n, self.scale = n, scale
-        def __len__(self):
-            return self.n
-        def __getitem__(self, i):
-            spin(0.001 * self.scale)
-            time.sleep(0.004 * self.scale)
-            return torch.full((8,), float(i)), i % 2
+""") + costly_dataset(0.001, 0.004, "torch.full((8,), float(i)), i % 2") + textwrap.dedent("""
 
     def train(rank, world, samples, out):
         # The rank's DataLoader workers fork (mp.spawn leaves "spawn" as its

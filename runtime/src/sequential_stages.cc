@@ -298,12 +298,11 @@ class TakeStage : public SequentialStage {
 // Answers each pass request with `count` passes of its upstream (absent: for
 // ever), numbering their epochs 0, 1, 2, ... An upstream pass that is empty
 // ends the repetition, which would otherwise spin for ever on nothing.
-class RepeatStage : public Stage {
+class RepeatStage : public PassServingStage {
  public:
   RepeatStage(const models::StageConfig& config, RunState* run, std::optional<uint64_t> count)
-      : Stage(config, run), count_(count) {}
+      : PassServingStage(config, run), count_(count) {}
 
-  void RequestPass(uint32_t epoch) override { channel_.Post(epoch); }
   void Cancel() override {
     // Under mu_ so that a cancel never slips between the worker's check and
     // its next upstream request (which the upstream cancel would then miss).
@@ -311,25 +310,20 @@ class RepeatStage : public Stage {
     channel_.Cancel();
     upstream_->Cancel();
   }
-  void Shutdown() override { channel_.Shutdown(); }
 
-  void RunWorker(int index) override {
-    StageWorker worker(*this, index);
-    RequestChannel::Request request;
-    while (channel_.Wait(*run_, &request)) {
-      worker.now_ns = tracer::NowNs();
-      for (uint64_t pass = 0; !count_ || pass < *count_; ++pass) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (channel_.Cancelled(request) || run_->stopping()) break;
-          upstream_->RequestPass(next_epoch_++);
-        }
-        uint64_t elements = 0;
-        if (!ForwardPass(worker, &elements)) return;
-        if (elements == 0) break;
+ protected:
+  bool ServePass(StageWorker& worker, const RequestChannel::Request& request) override {
+    for (uint64_t pass = 0; !count_ || pass < *count_; ++pass) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (channel_.Cancelled(request) || run_->stopping()) break;
+        upstream_->RequestPass(next_epoch_++);
       }
-      if (!worker.EmitEndOfPass()) return;
+      uint64_t elements = 0;
+      if (!ForwardPass(worker, &elements)) return false;
+      if (elements == 0) break;
     }
+    return true;
   }
 
  private:
@@ -346,7 +340,6 @@ class RepeatStage : public Stage {
   }
 
   const std::optional<uint64_t> count_;
-  RequestChannel channel_;
   std::mutex mu_;
   uint32_t next_epoch_ = 0;
 };

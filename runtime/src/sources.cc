@@ -36,33 +36,22 @@ std::string ResolvePath(const RunState& run, const std::string& path) {
 
 namespace {
 
-class SourceStage : public Stage {
+class SourceStage : public PassServingStage {
  public:
-  using Stage::Stage;
+  using PassServingStage::PassServingStage;
 
-  void RequestPass(uint32_t epoch) override { channel_.Post(epoch); }
   void Cancel() override { channel_.Cancel(); }
-  void Shutdown() override { channel_.Shutdown(); }
-
-  void RunWorker(int index) override {
-    StageWorker worker(*this, index);
-    RequestChannel::Request request;
-    while (channel_.Wait(*run_, &request)) {
-      worker.now_ns = tracer::NowNs();
-      if (!Produce(worker, request)) return;
-      if (!worker.EmitEndOfPass()) return;
-    }
-  }
 
  protected:
   // Emits the elements of one pass; false when the pipeline stops.
   virtual bool Produce(StageWorker& worker, const RequestChannel::Request& request) = 0;
+  bool ServePass(StageWorker& worker, const RequestChannel::Request& request) override {
+    return Produce(worker, request);
+  }
 
   bool Continue(const RequestChannel::Request& request) const {
     return !channel_.Cancelled(request) && !run_->stopping();
   }
-
-  RequestChannel channel_;
 };
 
 // Positions shard_index, shard_index + shard_count, ... of a pass.

@@ -279,4 +279,14 @@ bool StageWorker::Flush() {
   return !stage_.run().stopping();
 }
 
+void PassServingStage::RunWorker(int index) {
+  StageWorker worker(*this, index);
+  RequestChannel::Request request;
+  while (channel_.Wait(*run_, &request)) {
+    worker.now_ns = tracer::NowNs();
+    if (!ServePass(worker, request)) return;
+    if (!worker.EmitEndOfPass()) return;
+  }
+}
+
 }  // namespace pipetune::runtime

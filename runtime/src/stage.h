@@ -272,4 +272,23 @@ class StageWorker {
   uint64_t last_cost_ns_ = 0;
 };
 
+// A stage whose single worker serves whole passes on request: a source
+// emits one pass of its elements, a repeat forwards several of its upstream.
+// The loop (wait for a request, serve it, mark its end) is written once here;
+// each kind says only how it serves a pass.
+class PassServingStage : public Stage {
+ public:
+  using Stage::Stage;
+
+  void RequestPass(uint32_t epoch) override { channel_.Post(epoch); }
+  void Shutdown() override { channel_.Shutdown(); }
+  void RunWorker(int index) override;
+
+ protected:
+  // Emits one pass's elements; false when the pipeline stops.
+  virtual bool ServePass(StageWorker& worker, const RequestChannel::Request& request) = 0;
+
+  RequestChannel channel_;
+};
+
 }  // namespace pipetune::runtime

@@ -2,7 +2,6 @@
 // settled config on stdout, the file written, exit codes for mistakes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,22 +39,9 @@ TEST(AutotuneCli, InterruptStillWritesTheSettledConfig) {
   WriteFile(dir / "p.json", R"({"name": "p", "stages": [
     {"name": "source", "op": "range"},
     {"name": "fetch", "op": "map", "fn": "io_wait", "args": {"ms": 4}}]})");
-  std::string binary = PipetuneBinary(), config = dir / "p.json", out = dir / "out.json";
+  std::string config = dir / "p.json", out = dir / "out.json";
   std::string trace = out + ".ptrace";
-  std::vector<const char*> argv = {binary.c_str(), "autotune", config.c_str(), "--seconds", "60",
-                                   "-o",           out.c_str(), nullptr};
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
-    _exit(127);
-  }
-  for (int i = 0; i < 200 && !std::filesystem::exists(trace); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  ASSERT_EQ(kill(child, SIGINT), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
+  int status = InterruptOnceStarted({"autotune", config, "--seconds", "60", "-o", out}, trace, 500);
   ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
   EXPECT_THAT(ReadFile(out), HasSubstr("\"name\": \"fetch\""));

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include "pipetune/base/json.h"
 
 #include "cli_test_util.h"
+#include "pipetune/base/json.h"
 
 namespace pipetune::testing {
 namespace {
@@ -46,13 +46,15 @@ TEST(CheckCommandTest, LoweredParallelismFailsFromTheConfigAloneInUnderASecond) 
   EXPECT_NE(ReadFile(dir / "summary.md").find("| `decode` | parallelism | 2 | 1 |"), std::string::npos);
 
   // The same config as the baseline's, config only: passes.
-  CommandResult same = RunPipetune("check " + (dir / "p2.json") + " --baseline " + (dir / "base.json") + " --runs 0");
+  CommandResult same =
+      RunPipetune("check " + (dir / "p2.json") + " --baseline " + (dir / "base.json") + " --runs 0");
   EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
   EXPECT_NE(same.out.find("PASS"), std::string::npos);
 
   // The baseline's own traces judged against it: nothing moved.
-  CommandResult traces = RunPipetune("check --baseline " + (dir / "base.json") + " " + (dir / "tr/run-0.trace") +
-                                     " " + (dir / "tr/run-1.trace") + " --format json");
+  CommandResult traces =
+      RunPipetune("check --baseline " + (dir / "base.json") + " " + (dir / "tr/run-0.trace") + " " +
+                  (dir / "tr/run-1.trace") + " --format json");
   EXPECT_EQ(traces.exit_code, 0) << traces.out << traces.err;
   Json same_runs = Json::parse(traces.out);
   EXPECT_EQ(same_runs["verdict"], "pass");
@@ -73,8 +75,9 @@ TEST(CheckCommandTest, UnreadableOrMalformedBaselineIsBadInput) {
 }
 
 TEST(CheckCommandTest, BaselineOfAnotherPipelineIsRefusedNotCompared) {
-  CommandResult other = RunPipetune("check " + SourcePath("examples/synthetic/per_batch.json") + " --baseline " +
-                                    SourcePath("examples/ci/baselines/two_stage_cpu.baseline.json") + " --runs 0");
+  CommandResult other =
+      RunPipetune("check " + SourcePath("examples/synthetic/per_batch.json") + " --baseline " +
+                  SourcePath("examples/ci/baselines/two_stage_cpu.baseline.json") + " --runs 0");
   EXPECT_EQ(other.exit_code, 2);
   EXPECT_NE(other.err.find("a baseline of another pipeline (two_stage_cpu), not compared"), std::string::npos)
       << other.err;
@@ -83,14 +86,17 @@ TEST(CheckCommandTest, BaselineOfAnotherPipelineIsRefusedNotCompared) {
 
 TEST(CheckCommandTest, AProgramThatFailsIsReportedNotJudgedAndNothingIsWritten) {
   TempDir dir("pipetune_check");
-  CommandResult failed = RunPipetuneBinary("baseline --runs 2 -o " + (dir / "base.json") + " -- /bin/sh -c 'exit 3'");
+  CommandResult failed =
+      RunPipetuneBinary("baseline --runs 2 -o " + (dir / "base.json") + " -- /bin/sh -c 'exit 3'");
   EXPECT_EQ(failed.exit_code, 2);
-  EXPECT_NE(failed.err.find("run 1 of 2: `/bin/sh -c exit 3` exited with status 3; no verdict"), std::string::npos)
+  EXPECT_NE(failed.err.find("run 1 of 2: `/bin/sh -c exit 3` exited with status 3; no verdict"),
+            std::string::npos)
       << failed.err;
   EXPECT_FALSE(std::filesystem::exists(dir / "base.json"));
 
-  CommandResult check = RunPipetuneBinary("check --baseline " + SourcePath("examples/ci/baselines/two_stage_cpu.baseline.json") +
-                                    " --runs 1 -- /bin/sh -c 'exit 0'");
+  CommandResult check = RunPipetuneBinary("check --baseline " +
+                                          SourcePath("examples/ci/baselines/two_stage_cpu.baseline.json") +
+                                          " --runs 1 -- /bin/sh -c 'exit 0'");
   EXPECT_EQ(check.exit_code, 2);
   EXPECT_NE(check.err.find("not of a DataLoader"), std::string::npos) << check.err;
 }

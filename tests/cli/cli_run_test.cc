@@ -7,11 +7,11 @@
 
 #include <chrono>
 #include <filesystem>
-#include "pipetune/base/json.h"
 #include <thread>
 #include <vector>
 
 #include "cli_test_util.h"
+#include "pipetune/base/json.h"
 
 namespace pipetune::testing {
 namespace {
@@ -104,7 +104,8 @@ TEST(CliUsage, BareTuneCheckAndBaselineSayWhatTheInputIs) {
 
   CommandResult check = RunPipetune("check");
   EXPECT_EQ(check.exit_code, 2);
-  EXPECT_THAT(check.err, HasSubstr("check: expected an input: a pipeline config, traces of its runs, or -- PROGRAM"));
+  EXPECT_THAT(check.err,
+              HasSubstr("check: expected an input: a pipeline config, traces of its runs, or -- PROGRAM"));
   EXPECT_THAT(check.err, HasSubstr("e.g. pipetune check pipeline.json --baseline baseline.json"));
   // With an input but no baseline: the baseline is named, not the input.
   CommandResult no_baseline = RunPipetune("check p.json");
@@ -115,7 +116,8 @@ TEST(CliUsage, BareTuneCheckAndBaselineSayWhatTheInputIs) {
   EXPECT_EQ(baseline.exit_code, 2);
   EXPECT_THAT(baseline.err, HasSubstr("baseline: expected an input: a pipeline config"));
   EXPECT_THAT(RunPipetune("baseline p.json").err, HasSubstr("baseline: -o is required"));
-  for (const CommandResult& r : {tune, check, baseline}) EXPECT_THAT(r.err, Not(HasSubstr("input is required")));
+  for (const CommandResult& r : {tune, check, baseline})
+    EXPECT_THAT(r.err, Not(HasSubstr("input is required")));
 }
 
 TEST(CliRun, SmallPipelineWritesASummaryWithTheCounts) {
@@ -144,7 +146,8 @@ TEST(CliRun, SecondsStopsAnEndlessPipeline) {
   WriteFile(dir / "endless.json", R"({"stages": [
       {"name": "numbers", "op": "range"},
       {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 20}}]})");
-  CommandResult result = RunPipetune("run " + (dir / "endless.json") + " --seconds 0.5 --summary " + (dir / "s.json"));
+  CommandResult result =
+      RunPipetune("run " + (dir / "endless.json") + " --seconds 0.5 --summary " + (dir / "s.json"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   auto summary = Json::parse(ReadFile(dir / "s.json"));
   EXPECT_LT(summary["seconds"].get<double>(), 5.0);
@@ -159,23 +162,9 @@ TEST(CliRun, InterruptWritesTheSummaryAndTheTrace) {
       {"name": "numbers", "op": "range"},
       {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": 20}}]})");
   std::string config = dir / "endless.json", summary = dir / "s.json", trace = dir / "t.ptrace";
-  std::string binary = PipetuneBinary();
-  std::vector<const char*> argv = {binary.c_str(), "run",           config.c_str(), "--summary",
-                                   summary.c_str(), "--trace", trace.c_str(),  nullptr};
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
-    _exit(127);
-  }
   // Once the trace exists the run has started (handlers are installed before
   // that); let it run a little, then Ctrl-C.
-  for (int i = 0; i < 200 && !std::filesystem::exists(trace); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ASSERT_EQ(kill(child, SIGINT), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
+  int status = InterruptOnceStarted({"run", config, "--summary", summary, "--trace", trace}, trace, 300);
   ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
   auto written = Json::parse(ReadFile(summary));
@@ -219,7 +208,8 @@ TEST(CliRun, ElementFunctionErrorsNameTheConfigFile) {
   WriteFile(dir / "bad_args.json", text);
   CommandResult args = RunPipetune("run " + (dir / "bad_args.json"));
   EXPECT_EQ(args.exit_code, 2);
-  EXPECT_THAT(args.err, HasSubstr("bad_args.json: stage \"work\" (#2): key \"args.us\": expected a number >= 0"));
+  EXPECT_THAT(args.err,
+              HasSubstr("bad_args.json: stage \"work\" (#2): key \"args.us\": expected a number >= 0"));
 
   text = kSmallPipeline;
   text.replace(text.find("cpu_work"), 8, "no_such_fn");

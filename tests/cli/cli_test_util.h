@@ -5,6 +5,7 @@
 // few end-to-end tests of the executable itself (signals, exit statuses).
 #pragma once
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +75,30 @@ inline CommandResult RunPipetuneBinary(const std::string& args, const std::strin
   result.out = ReadFile(out_path);
   result.err = ReadFile(err_path);
   return result;
+}
+
+// Starts the `pipetune` binary with `args` (argv[1..]), waits until
+// `started` exists (the command writes it once its signal handlers are in
+// place), lets it run `run_ms` more, sends SIGINT, and returns its wait
+// status: what a user's Ctrl-C does to a long command.
+inline int InterruptOnceStarted(const std::vector<std::string>& args, const std::string& started,
+                                int run_ms) {
+  std::string binary = PipetuneBinary();
+  std::vector<const char*> argv = {binary.c_str()};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    execv(binary.c_str(), const_cast<char* const*>(argv.data()));
+    _exit(127);
+  }
+  for (int i = 0; i < 200 && !std::filesystem::exists(started); ++i) ::usleep(50 * 1000);
+  ::usleep(run_ms * 1000);
+  ::kill(child, SIGINT);
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) return -1;
+  return status;
 }
 
 // Splits ARGS as a shell would for the simple cases the tests write: words

@@ -3,19 +3,20 @@
 // traces onto one timeline that Perfetto opens, a process per trace, time
 // aligned, with the batches in flight as a counter; a worker's trace alone
 // and any other trace export as they always did.
+#include "pipetune/workflow/export.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <map>
-#include "pipetune/base/json.h"
 #include <set>
 #include <sstream>
 #include <string>
 
 #include "cli_test_util.h"
 #include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/base/json.h"
 #include "pipetune/tracer/chrome_export.h"
-#include "pipetune/workflow/export.h"
 
 namespace pipetune::testing {
 namespace {
@@ -147,7 +148,8 @@ TEST(ExportDataLoader, TheMainTraceAndEachWorkerAreOneTimeline) {
 TEST(ExportDataLoader, AWorkersTraceAloneAndOtherTracesExportAsBefore) {
   for (const std::string& trace :
        {SourcePath("tests/analyzer/dataloader_golden/map_workers2_fork/trace.21236"),
-        SourcePath("tests/cli/golden/two_stage_cpu.trace"), SourcePath("tests/cli/golden/slow_consumer.trace")}) {
+        SourcePath("tests/cli/golden/two_stage_cpu.trace"),
+        SourcePath("tests/cli/golden/slow_consumer.trace")}) {
     SCOPED_TRACE(trace);
     std::ostringstream timeline, alone;
     ASSERT_TRUE(workflow::ExportTimeline({trace}, timeline).ok());
@@ -159,14 +161,16 @@ TEST(ExportDataLoader, AWorkersTraceAloneAndOtherTracesExportAsBefore) {
 TEST(ExportDataLoader, AnUnreadableWorkerTraceIsLeftOutAndATruncatedOneReadToItsLastChunk) {
   TempDir dir("export_dataloader");
   const fs::path golden = SourcePath("tests/analyzer/dataloader_golden/map_workers2_fork");
-  for (const auto& entry : fs::directory_iterator(golden)) fs::copy_file(entry.path(), dir.path() / entry.path().filename());
+  for (const auto& entry : fs::directory_iterator(golden))
+    fs::copy_file(entry.path(), dir.path() / entry.path().filename());
   WriteFile(dir / "trace.1", "not a trace");
   const std::string worker = ReadFile(golden / "trace.21239");
   WriteFile(dir / "trace.21239", worker.substr(0, worker.size() - 7));  // killed mid-chunk
   CommandResult r = RunPipetune("export " + (dir / "trace") + " --format chrome -o " + (dir / "t.json"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("warning: left out " + (dir / "trace.1")), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("warning: " + (dir / "trace.21239") + ": trace truncated"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: " + (dir / "trace.21239") + ": trace truncated"), std::string::npos)
+      << r.err;
   ExportedTimeline t = ReadExportedTimeline(Json::parse(ReadFile(dir / "t.json")));
   EXPECT_EQ(t.process_names.size(), 3u);
 }
@@ -199,7 +203,8 @@ TEST(ExportDataLoader, TheTracesOfAJobsNodesAreOneTimeline) {
   for (const auto& [pid, process] : ReadExportedTimeline(doc).process_names) {
     labels.insert(process.substr(0, process.find(" (pid ")));
   }
-  EXPECT_EQ(labels, (std::set<std::string>{"rank 1 main", "main", "DataLoader worker 0", "DataLoader worker 1"}));
+  EXPECT_EQ(labels,
+            (std::set<std::string>{"rank 1 main", "main", "DataLoader worker 0", "DataLoader worker 1"}));
 
   // The same rank twice is two runs given together, as `report` says.
   const std::string again = CopyGoldenRun(dir, "iterable_workers0", "again.trace");
@@ -217,7 +222,8 @@ TEST(ExportDataLoader, TheTracesOfAJobsNodesAreOneTimeline) {
     EXPECT_NE(r.err.find(other + " is not a DataLoader's main trace"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(dir / "bad.json"));
   }
-  CommandResult missing = RunPipetune("export " + node0 + " " + (dir / "gone.trace") + " -o " + (dir / "bad.json"));
+  CommandResult missing =
+      RunPipetune("export " + node0 + " " + (dir / "gone.trace") + " -o " + (dir / "bad.json"));
   EXPECT_EQ(missing.exit_code, 2) << missing.err;
   EXPECT_NE(missing.err.find(dir / "gone.trace"), std::string::npos) << missing.err;
   EXPECT_EQ(missing.err.find("is not a DataLoader's main trace"), std::string::npos) << missing.err;

@@ -13,12 +13,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include "pipetune/base/json.h"
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli_test_util.h"
+#include "pipetune/base/json.h"
 
 namespace pipetune::testing {
 namespace {

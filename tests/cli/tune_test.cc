@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include "pipetune/base/json.h"
 #include <string>
 
 #include "cli_test_util.h"
+#include "pipetune/base/json.h"
 
 namespace pipetune::testing {
 namespace {

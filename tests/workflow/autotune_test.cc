@@ -2,6 +2,8 @@
 // at one worker gets the workers it needs while the pipeline runs, within
 // the thread budget; each decision is reported as it is made; the settled
 // config is written; mistakes are named.
+#include "pipetune/workflow/autotune.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +12,7 @@
 #include <string>
 
 #include "pipetune/models/config.h"
-#include "pipetune/workflow/autotune.h"
+#include "test_dir.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -18,22 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-class AutotuneTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetune_autotune_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string path = (dir_ / name).string();
-    std::ofstream(path) << text;
-    return path;
-  }
-  fs::path dir_;
-};
+class AutotuneTest : public test_support::TestDir {};
 
 // 4 ms of waiting per element at one worker: 250 elements/s, where a few
 // dozen workers (next to no CPU) give thousands.
@@ -59,8 +46,9 @@ TEST_F(AutotuneTest, ALatencyBoundStageGetsWorkersWhileItRunsWithinTheThreadBudg
   ASSERT_TRUE(result.ok()) << result.status().message();
 
   // The first change raises fetch's workers, and is reported as it happens.
-  auto change = std::find_if(seen.begin(), seen.end(),
-                             [](const AutotuneDecision& d) { return d.kind == AutotuneDecision::Kind::kChange; });
+  auto change = std::find_if(seen.begin(), seen.end(), [](const AutotuneDecision& d) {
+    return d.kind == AutotuneDecision::Kind::kChange;
+  });
   ASSERT_NE(change, seen.end()) << "no change was made";
   EXPECT_EQ(seen.size(), result->decisions.size());
   EXPECT_GT(change->predicted, change->measured_before * 1.5);

@@ -4,8 +4,10 @@
 // image_folder_preset: torchvision's ImageFolder, its transforms held by a
 // wrapper object as torchvision's reference recipe holds them); the other
 // cases are profiles as the reader makes them, changed where the case says.
-#include <gmock/gmock.h>
+#include "pipetune/workflow/engine_from_dataloader.h"
+
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "pipetune/analyzer/dataloader_trace.h"
-#include "pipetune/workflow/engine_from_dataloader.h"
 #include "pipetune/workflow/exit_code.h"
 
 namespace pipetune::workflow {
@@ -77,8 +78,9 @@ TEST(EngineFromDataLoaderTest, TrainingRecipeBecomesTheEnginesOps) {
   ASSERT_TRUE(run.dataset.has_value());
   StatusOr<Json> config = EngineConfigFromDataLoader(run);
   ASSERT_TRUE(config.ok()) << config.status().message();
-  EXPECT_THAT(StageNames(*config), ::testing::ElementsAre("files", "repeat", "read", "decode",
-                                                          "random_resized_crop", "normalize", "batch", "prefetch"));
+  EXPECT_THAT(StageNames(*config),
+              ::testing::ElementsAre("files", "repeat", "read", "decode", "random_resized_crop", "normalize",
+                                     "batch", "prefetch"));
   Json files = Stage(*config, "files");
   EXPECT_EQ(files["op"], "list_files");
   EXPECT_EQ(files["args"]["image_folder"], run.dataset->root);
@@ -88,10 +90,9 @@ TEST(EngineFromDataLoaderTest, TrainingRecipeBecomesTheEnginesOps) {
   Json crop = Stage(*config, "random_resized_crop");
   EXPECT_EQ(crop["fn"], "random_crop_flip");
   EXPECT_EQ(crop["random"], true);
-  EXPECT_EQ(crop["args"], (Json{{"size", 32},
-                                {"scale", {0.25, 1.0}},
-                                {"ratio", {0.75, 4.0 / 3.0}},
-                                {"flip_probability", 0.5}}));
+  EXPECT_EQ(
+      crop["args"],
+      (Json{{"size", 32}, {"scale", {0.25, 1.0}}, {"ratio", {0.75, 4.0 / 3.0}}, {"flip_probability", 0.5}}));
   EXPECT_EQ(Stage(*config, "normalize")["args"],
             (Json{{"mean", {0.485, 0.456, 0.406}}, {"std", {0.229, 0.224, 0.225}}, {"layout", "chw"}}));
   EXPECT_EQ(Stage(*config, "batch")["args"], (Json{{"size", 3}, {"drop_last", true}}));
@@ -108,9 +109,9 @@ TEST(EngineFromDataLoaderTest, TrainingRecipeBecomesTheEnginesOps) {
 // a non-square size becomes height and width; a sequential sampler lists
 // the folder in order; ToTensor alone normalizes with mean 0 and std 1.
 TEST(EngineFromDataLoaderTest, EvaluationRecipeBecomesTheEnginesOps) {
-  DataLoaderProfile run = WithTransforms({Transform("Resize", {{"size", 256}, {"interpolation", "bilinear"},
-                                                               {"max_size", nullptr}}),
-                                          Transform("CenterCrop", {{"size", {224, 192}}}), Transform("ToTensor")});
+  DataLoaderProfile run = WithTransforms(
+      {Transform("Resize", {{"size", 256}, {"interpolation", "bilinear"}, {"max_size", nullptr}}),
+       Transform("CenterCrop", {{"size", {224, 192}}}), Transform("ToTensor")});
   run.settings.shuffle = false;
   run.settings.drop_last = false;
   StatusOr<Json> config = EngineConfigFromDataLoader(run);
@@ -142,8 +143,8 @@ TEST(EngineFromDataLoaderTest, PilToTensorAndConvertImageDtypeIsToTensor) {
   EXPECT_THAT(ErrorOf(WithTransforms({Transform("PILToTensor")})),
               HasSubstr("transform[0] PILToTensor (torchvision.transforms.transforms): without a "
                         "ConvertImageDtype(torch.float) after it"));
-  EXPECT_THAT(ErrorOf(WithTransforms({Transform("PILToTensor"),
-                                      Transform("ConvertImageDtype", {{"dtype", "torch.float16"}})})),
+  EXPECT_THAT(ErrorOf(WithTransforms(
+                  {Transform("PILToTensor"), Transform("ConvertImageDtype", {{"dtype", "torch.float16"}})})),
               HasSubstr("transform[1] ConvertImageDtype (torchvision.transforms.transforms): dtype "
                         "\"torch.float16\""));
 }
@@ -177,12 +178,16 @@ TEST(EngineFromDataLoaderTest, TransformsWithoutAnOpAreEachNamed) {
        Transform("Resize", {{"size", 256}}, "__main__"), Transform("ToTensor"),
        Transform("RandomErasing", {{"p", 0.5}})}));
   EXPECT_THAT(error, HasSubstr(kGolden + ": the engine has no op for 5 of the DataLoader's transforms"));
-  EXPECT_THAT(error, HasSubstr("transform[0] AutoAugment (torchvision.transforms.autoaugment): the engine has no op"));
+  EXPECT_THAT(
+      error,
+      HasSubstr("transform[0] AutoAugment (torchvision.transforms.autoaugment): the engine has no op"));
   EXPECT_THAT(error, HasSubstr("transform[1] Jitter (__main__): the engine has no op"));
-  EXPECT_THAT(error, HasSubstr("transform[2] RandomResizedCrop (torchvision.transforms.transforms): interpolation "
-                               "\"bicubic\": the engine resamples bilinear only"));
+  EXPECT_THAT(error,
+              HasSubstr("transform[2] RandomResizedCrop (torchvision.transforms.transforms): interpolation "
+                        "\"bicubic\": the engine resamples bilinear only"));
   EXPECT_THAT(error, HasSubstr("transform[3] Resize (__main__)"));  // the program's own class of that name
-  EXPECT_THAT(error, HasSubstr("transform[5] RandomErasing (torchvision.transforms.transforms): after ToTensor"));
+  EXPECT_THAT(error,
+              HasSubstr("transform[5] RandomErasing (torchvision.transforms.transforms): after ToTensor"));
   EXPECT_THAT(error, Not(HasSubstr("transform[4]")));
   EXPECT_THAT(error, HasSubstr("`pipetune tune " + kGolden + "` tunes its keyword arguments"));
 }
@@ -200,10 +205,12 @@ TEST(EngineFromDataLoaderTest, AWrapperIsNamedWithItsMissingOp) {
 TEST(EngineFromDataLoaderTest, ARecipeWithoutToTensorOrWithALoneFlipIsRefused) {
   EXPECT_THAT(ErrorOf(WithTransforms({Transform("Resize", {{"size", 64}})})),
               HasSubstr("transforms end without ToTensor"));
-  EXPECT_THAT(ErrorOf(WithTransforms({Transform("RandomHorizontalFlip", {{"p", 0.5}}), Transform("ToTensor")})),
-              HasSubstr("transform[0] RandomHorizontalFlip (torchvision.transforms.transforms): the engine flips "
-                        "only with a RandomResizedCrop beside it"));
-  EXPECT_THAT(ErrorOf(WithTransforms({Transform("RandomResizedCrop", {{"size", {224, 160}}}), Transform("ToTensor")})),
+  EXPECT_THAT(
+      ErrorOf(WithTransforms({Transform("RandomHorizontalFlip", {{"p", 0.5}}), Transform("ToTensor")})),
+      HasSubstr("transform[0] RandomHorizontalFlip (torchvision.transforms.transforms): the engine flips "
+                "only with a RandomResizedCrop beside it"));
+  EXPECT_THAT(ErrorOf(WithTransforms(
+                  {Transform("RandomResizedCrop", {{"size", {224, 160}}}), Transform("ToTensor")})),
               HasSubstr("size [224,160]: random_crop_flip makes square crops"));
 }
 
@@ -214,8 +221,9 @@ TEST(EngineFromDataLoaderTest, DatasetsTheEngineCannotRebuildAreRefused) {
   own.dataset->class_name = "Squares";
   own.dataset->module = "__main__";
   own.dataset->folder_base.clear();
-  EXPECT_THAT(ErrorOf(own), HasSubstr(kGolden + ": the DataLoader reads Squares (__main__), not a torchvision "
-                                                "ImageFolder or DatasetFolder of images"));
+  EXPECT_THAT(ErrorOf(own),
+              HasSubstr(kGolden + ": the DataLoader reads Squares (__main__), not a torchvision "
+                                  "ImageFolder or DatasetFolder of images"));
 
   DataLoaderProfile subclass = TrainingRun();
   subclass.dataset->class_name = "CachedFolder";
@@ -268,7 +276,8 @@ TEST(EngineFromDataLoaderTest, PrintsTheRatesSideBySideAndTheSwap) {
   tuner::BudgetFlags budgets;
   budgets.cores = 2;
   budgets.memory_bytes = uint64_t{1} << 30;
-  StatusOr<DataLoaderTuneResult> dataloader = PlanDataLoaderTrace({kGolden, budgets, tuner::Objective::kMax, ""});
+  StatusOr<DataLoaderTuneResult> dataloader =
+      PlanDataLoaderTrace({kGolden, budgets, tuner::Objective::kMax, ""});
   ASSERT_TRUE(dataloader.ok()) << dataloader.status().message();
   EngineTuneResult result;
   result.dataloader = *dataloader;
@@ -286,8 +295,9 @@ TEST(EngineFromDataLoaderTest, PrintsTheRatesSideBySideAndTheSwap) {
   result.code_change = "loader = pipetune.Loader(\"/abs/out/engine.json\")";
 
   std::string text = FormatEngineTune(result);
-  EXPECT_THAT(text, HasSubstr("files -> repeat -> read -> decode -> random_resized_crop -> normalize -> batch -> "
-                              "prefetch"));
+  EXPECT_THAT(text,
+              HasSubstr("files -> repeat -> read -> decode -> random_resized_crop -> normalize -> batch -> "
+                        "prefetch"));
   EXPECT_THAT(text, HasSubstr("shuffle=True, drop_last=True)"));
   EXPECT_THAT(text, HasSubstr("80.0 batches/s (out/engine.calibration.ptrace)"));
   EXPECT_EQ(RowAfter(text, "DataLoader, measured"),

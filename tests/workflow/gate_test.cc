@@ -225,7 +225,9 @@ TEST(GateJudgeTest, RaisedParallelismAndRemovedPrefetchAreReportedNotFailed) {
   Baseline b = MakeBaseline();
   std::string changed = kConfig;
   changed.replace(changed.find("\"parallelism\": 1"), 16, "\"parallelism\": 3");
-  changed.replace(changed.find(",\n    { \"name\": \"prefetch\""), std::string(",\n    { \"name\": \"prefetch\", \"op\": \"prefetch\", \"buffer\": 4 }").size(), "");
+  changed.replace(
+      changed.find(",\n    { \"name\": \"prefetch\""),
+      std::string(",\n    { \"name\": \"prefetch\", \"op\": \"prefetch\", \"buffer\": 4 }").size(), "");
   CheckReport report = Judge(b, Config(changed), nullptr, {});
   EXPECT_EQ(report.verdict, Verdict::kPass);
   ASSERT_EQ(report.knobs.size(), 2u);
@@ -277,7 +279,8 @@ TEST(GateInputTest, BaselineRoundTripsThroughJson) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->identity, b.identity);
   ASSERT_EQ(back->runs.size(), 5u);
-  EXPECT_DOUBLE_EQ(back->runs[2].stages[1].cpu_seconds_per_element, b.runs[2].stages[1].cpu_seconds_per_element);
+  EXPECT_DOUBLE_EQ(back->runs[2].stages[1].cpu_seconds_per_element,
+                   b.runs[2].stages[1].cpu_seconds_per_element);
   EXPECT_EQ(back->model.stages[1].parallelism, 2);
   std::vector<RunRecord> runs = Runs(400, 100);
   EXPECT_EQ(Judge(*back, Config(), &runs, {}).verdict, Verdict::kPass);
@@ -287,7 +290,8 @@ TEST(GateInputTest, MalformedJsonNamesTheByteOffset) {
   StatusOr<Baseline> parsed = ParseBaseline("{\"pipetune_baseline\": 1, \"pipeline\": }", "base.json");
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidInput);
-  EXPECT_NE(parsed.status().message().find("base.json: not a JSON baseline: byte offset 38"), std::string::npos)
+  EXPECT_NE(parsed.status().message().find("base.json: not a JSON baseline: byte offset 38"),
+            std::string::npos)
       << parsed.status().message();
 }
 
@@ -305,7 +309,8 @@ TEST(GateInputTest, WrongTypeAndMissingKeysAreNamed) {
 TEST(GateInputTest, UnreadableBaselineIsBadInput) {
   StatusOr<Baseline> loaded = LoadBaseline("/nonexistent/base.json");
   ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.status().message().find("/nonexistent/base.json: cannot read the baseline"), std::string::npos);
+  EXPECT_NE(loaded.status().message().find("/nonexistent/base.json: cannot read the baseline"),
+            std::string::npos);
   EXPECT_EQ(ExitCodeFor(loaded.status()), kExitBadInput);
 }
 
@@ -321,11 +326,13 @@ TEST(GateInputTest, BaselineOfAnotherPipelineIsRefused) {
 
   std::string other_fn = kConfig;
   const std::string augment_fn = "\"fn\": \"cpu_work\", \"args\": { \"us\": 100 }";
-  other_fn.replace(other_fn.find(augment_fn), augment_fn.size(), "\"fn\": \"io_wait\", \"args\": { \"ms\": 1 }");
+  other_fn.replace(other_fn.find(augment_fn), augment_fn.size(),
+                   "\"fn\": \"io_wait\", \"args\": { \"ms\": 1 }");
   Status fn = SamePipeline(b, Config(other_fn), "base.json");
   ASSERT_FALSE(fn.ok());
   EXPECT_NE(fn.message().find("stage \"augment\" runs map cpu_work in the baseline, map io_wait"),
-            std::string::npos) << fn.message();
+            std::string::npos)
+      << fn.message();
 }
 
 // ---- a real round trip ----
@@ -343,7 +350,8 @@ TEST(GateRoundTripTest, RecordedBaselineChecksItsOwnPipelineAndFlagsAHeavierStag
   auto write = [&](const std::string& name, int us) {
     std::ofstream((dir / name).string()) << R"({"name": "rt", "stages": [
       {"name": "source", "op": "range", "args": {"count": 100000}},
-      {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": )" << us << R"(}},
+      {"name": "work", "op": "map", "fn": "cpu_work", "args": {"us": )"
+                                         << us << R"(}},
       {"name": "light", "op": "map", "fn": "cpu_work", "args": {"us": 100}}]})";
     return (dir / name).string();
   };

@@ -2,16 +2,16 @@
 // trace and a config's go through the same calls, and what a user gets
 // back (the plan, what was written, its JSON) comes out of those calls, so
 // no caller has to ask which kind of trace it holds.
+#include "pipetune/workflow/recording.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
 #include "pipetune/base/files.h"
-#include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/tune.h"
 
 namespace pipetune::workflow {

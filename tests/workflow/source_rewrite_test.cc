@@ -68,7 +68,8 @@ TEST_F(SourceRewriteTest, AMissingRewriterSaysHowToGetOne) {
   request.rewriter = (dir_ / "no-such-rewriter").string();
   StatusOr<SourceRewriteResult> result = RewriteSource(request);
   ASSERT_FALSE(result.ok());
-  EXPECT_NE(result.status().message().find("PIPETUNE_WITH_CLANG"), std::string::npos) << result.status().message();
+  EXPECT_NE(result.status().message().find("PIPETUNE_WITH_CLANG"), std::string::npos)
+      << result.status().message();
 }
 
 }  // namespace

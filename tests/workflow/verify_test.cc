@@ -3,13 +3,12 @@
 #include "pipetune/workflow/verify.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <thread>
-
-#include <unistd.h>
 
 #include "pipetune/runtime/function_registry.h"
 #include "test_profiles.h"
@@ -87,7 +86,8 @@ TEST(VerifyTune, KeepsTheBestMeasuredAndStopsWhenNothingChanges) {
     {"name": "batch", "op": "batch", "args": {"size": 4}}]})");
   // Per process: two builds testing at once must not remove each other's.
   std::string dir =
-      (std::filesystem::temp_directory_path() / ("pipetune_verify_test." + std::to_string(::getpid()))).string();
+      (std::filesystem::temp_directory_path() / ("pipetune_verify_test." + std::to_string(::getpid())))
+          .string();
   VerifyOptions options;
   options.seconds = 1;
   options.rounds = 3;

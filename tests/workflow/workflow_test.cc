@@ -13,6 +13,7 @@
 #include "pipetune/workflow/report.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
+#include "test_dir.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -20,33 +21,20 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fresh directory per test, removed afterwards.
-class WorkflowTest : public ::testing::Test {
+class WorkflowTest : public test_support::TestDir {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetune_workflow_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string path = (dir_ / name).string();
-    std::ofstream(path) << text;
-    return path;
-  }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   // Runs the config file traced for `seconds` into NAME.ptrace beside it and
   // returns the trace's path; a failed run fails the test.
   std::string RunTraced(const std::string& config, double seconds) {
     RunConfigOptions run;
     run.seconds = seconds;
-    run.trace_path = (fs::path(config).parent_path() / (fs::path(config).stem().string() + ".ptrace")).string();
+    run.trace_path =
+        (fs::path(config).parent_path() / (fs::path(config).stem().string() + ".ptrace")).string();
     StatusOr<runtime::RunSummary> summary = RunConfigFile(config, run);
     EXPECT_TRUE(summary.ok()) << summary.status().message();
     EXPECT_TRUE(summary.ok() && summary->outputs > 0) << "the run delivered nothing";
     return run.trace_path;
   }
-  fs::path dir_;
 };
 
 // True when the unified diff adds a line (not the "+++" header) holding `text`.
@@ -56,7 +44,8 @@ bool HasAddedLineWith(const std::string& diff, const std::string& text) {
     size_t end = diff.find('\n', begin);
     if (end == std::string::npos) end = diff.size();
     std::string line = diff.substr(begin, end - begin);
-    if (line.rfind("+", 0) == 0 && line.rfind("+++", 0) != 0 && line.find(text) != std::string::npos) return true;
+    if (line.rfind("+", 0) == 0 && line.rfind("+++", 0) != 0 && line.find(text) != std::string::npos)
+      return true;
     begin = end + 1;
   }
   return false;
@@ -174,7 +163,8 @@ constexpr const char* kDecodeCrop = R"({"name": "decode_crop", "resources": {"co
 TEST_F(WorkflowTest, FusionIsPricedWithTheDecodeSplitMeasuredOnThePipelinesFiles) {
   fs::create_directories(dir_ / "images");
   for (uint32_t i = 0; i < 5; ++i) {
-    jpeg_files::WriteJpegFile(Path("images/" + std::to_string(i) + ".jpg"), 240, 180, jpeg_files::NoisePixels(i));
+    jpeg_files::WriteJpegFile(Path("images/" + std::to_string(i) + ".jpg"), 240, 180,
+                              jpeg_files::NoisePixels(i));
   }
   const std::string trace = RunTraced(Write("decode_crop.json", kDecodeCrop), 1.0);
 
@@ -191,13 +181,15 @@ TEST_F(WorkflowTest, FusionIsPricedWithTheDecodeSplitMeasuredOnThePipelinesFiles
   ASSERT_TRUE(tuned.ok()) << tuned.status().message();
   ASSERT_EQ(tuned->plan.rewrites.size(), 1u);  // noise-filled images: decoding is nearly all the CPU
   bool said = false;
-  for (const std::string& note : tuned->plan.notes) said |= note.find("measured on 5 of the pipeline's files") != std::string::npos;
+  for (const std::string& note : tuned->plan.notes)
+    said |= note.find("measured on 5 of the pipeline's files") != std::string::npos;
   EXPECT_TRUE(said) << "the plan's notes do not say how the fused stage was priced";
   ReportRequest report;
   report.traces = {trace};
   StatusOr<ReportResult> measured = Report(report);
   ASSERT_TRUE(measured.ok()) << measured.status().message();
-  EXPECT_NE(measured->text.find("the decode's split measured on this host"), std::string::npos) << measured->text;
+  EXPECT_NE(measured->text.find("the decode's split measured on this host"), std::string::npos)
+      << measured->text;
 
   fs::remove_all(dir_ / "images");
   traced = CollectProfile({trace});

@@ -55,10 +55,10 @@ StatusOr<AutotuneJobResult> AutotuneJob(const AutotuneJobOptions& options) {
 
   AutotuneJobResult result;
   result.output = fs::absolute(DataLoaderKwargsPath(options.output, options.trace_path), error).string();
-  nlohmann::json settings;
+  Json settings;
   settings["pipetune"] = self.string();
-  settings["cores"] = options.cores ? nlohmann::json(*options.cores) : nlohmann::json();
-  settings["memory"] = options.memory.empty() ? nlohmann::json() : nlohmann::json(options.memory);
+  settings["cores"] = options.cores ? Json(*options.cores) : Json();
+  settings["memory"] = options.memory.empty() ? Json() : Json(options.memory);
   settings["output"] = result.output;
   settings["segments"] = AutotuneSegmentPattern(fs::absolute(options.trace_path, error).string());
   DeleteStaleSegments(options.trace_path);
