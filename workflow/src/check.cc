@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "gate_judge.h"
@@ -101,25 +102,11 @@ double PredictFor(const models::Profile& profile, const std::vector<StageKnobs>&
   return models::Predict(profile, ConfigurationFor(profile, knobs)).throughput;
 }
 
-double RelativeChange(double before, double after) {
-  if (!(before > 0) || !std::isfinite(before) || !std::isfinite(after)) return 0;
-  return after / before - 1;
-}
-
-void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, const JudgeOptions& options,
-                 CheckReport& report) {
-  const std::vector<StageKnobs>& before = baseline.stages;
-  bool priced = !baseline.model.stages.empty();
-  if (priced) {
-    report.predicted_before = PredictFor(baseline.model, before);
-    report.predicted_after = PredictFor(baseline.model, now);
-    report.predicted_change = RelativeChange(report.predicted_before, report.predicted_after);
-  }
-  // The baseline's knobs with one change applied: that change's price.
-  auto price = [&](const std::vector<StageKnobs>& one_change) -> std::optional<double> {
-    if (!priced) return std::nullopt;
-    return RelativeChange(report.predicted_before, PredictFor(baseline.model, one_change));
-  };
+// The knobs that differ between the baseline's stages and `now`'s, each
+// with the baseline's stages with only that change made (to price it).
+std::vector<internal::KnobDifference<std::vector<StageKnobs>>> KnobDifferences(
+    const std::vector<StageKnobs>& before, const std::vector<StageKnobs>& now) {
+  std::vector<internal::KnobDifference<std::vector<StageKnobs>>> differences;
   std::map<std::string, size_t> now_index;
   for (size_t i = 0; i < now.size(); ++i) now_index[now[i].name] = i;
   std::map<std::string, size_t> before_index;
@@ -129,33 +116,39 @@ void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, c
     const StageKnobs& b = before[i];
     auto found = now_index.find(b.name);
     if (found == now_index.end()) {  // a prefetch or cache stage removed
-      std::vector<StageKnobs> changed = before;
-      changed.erase(changed.begin() + static_cast<std::ptrdiff_t>(i));
-      std::optional<double> change = b.op == "cache" ? price(changed) : std::nullopt;
-      report.knobs.push_back({b.name, b.op == "cache" ? "cache" : "buffer",
-                              b.op == "cache" ? b.location.value_or("memory") : Spell(b.buffer), "none",
-                              change});
+      std::optional<std::vector<StageKnobs>> changed;
+      if (b.op == "cache") {
+        changed = before;
+        changed->erase(changed->begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      differences.push_back(
+          {{b.name, b.op == "cache" ? "cache" : "buffer",
+            b.op == "cache" ? b.location.value_or("memory") : Spell(b.buffer), "none", std::nullopt},
+           changed});
       continue;
     }
     const StageKnobs& n = now[found->second];
     if (b.parallelism != n.parallelism) {
       std::vector<StageKnobs> changed = before;
       changed[i].parallelism = n.parallelism;
-      report.knobs.push_back({b.name, "parallelism", std::to_string(b.parallelism),
-                              std::to_string(n.parallelism), price(changed)});
+      differences.push_back({{b.name, "parallelism", std::to_string(b.parallelism),
+                              std::to_string(n.parallelism), std::nullopt},
+                             changed});
     }
     if (b.buffer != n.buffer)
-      report.knobs.push_back({b.name, "buffer", Spell(b.buffer), Spell(n.buffer), std::nullopt});
+      differences.push_back(
+          {{b.name, "buffer", Spell(b.buffer), Spell(n.buffer), std::nullopt}, std::nullopt});
     if (b.location != n.location)
-      report.knobs.push_back(
-          {b.name, "cache", b.location.value_or("none"), n.location.value_or("none"), std::nullopt});
+      differences.push_back(
+          {{b.name, "cache", b.location.value_or("none"), n.location.value_or("none"), std::nullopt},
+           std::nullopt});
   }
   for (size_t i = 0; i < now.size(); ++i) {
     const StageKnobs& n = now[i];
     if (before_index.count(n.name)) continue;
-    std::optional<double> change;
+    std::optional<std::vector<StageKnobs>> changed;
     if (n.op == "cache") {
-      std::vector<StageKnobs> changed = before;
+      changed = before;
       // Insert it after the stage it follows in the new config.
       size_t at = 0;
       for (size_t j = i; j-- > 0;) {
@@ -165,13 +158,23 @@ void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, c
           break;
         }
       }
-      changed.insert(changed.begin() + static_cast<std::ptrdiff_t>(at), n);
-      change = price(changed);
+      changed->insert(changed->begin() + static_cast<std::ptrdiff_t>(at), n);
     }
-    report.knobs.push_back({n.name, n.op == "cache" ? "cache" : "buffer", "none",
-                            n.op == "cache" ? n.location.value_or("memory") : Spell(n.buffer), change});
+    differences.push_back({{n.name, n.op == "cache" ? "cache" : "buffer", "none",
+                            n.op == "cache" ? n.location.value_or("memory") : Spell(n.buffer), std::nullopt},
+                           changed});
   }
-  report.config_regressed = priced && report.predicted_change < -options.tolerance;
+  return differences;
+}
+
+// A config's knobs priced on the baseline's profile (the config's stages
+// are the baseline's, SamePipeline).
+void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, const JudgeOptions& options,
+                 CheckReport& report) {
+  std::function<double(const std::vector<StageKnobs>&)> predict;
+  if (!baseline.model.stages.empty())
+    predict = [&](const std::vector<StageKnobs>& knobs) { return PredictFor(baseline.model, knobs); };
+  internal::JudgeKnobs(predict, baseline.stages, now, KnobDifferences(baseline.stages, now), options, report);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -34,7 +36,6 @@ std::string Bool(bool b) { return b ? "true" : "false"; }
 // Runs the program `runs` times under the bootstrap; the main traces.
 StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request,
                                               const internal::RunDirectory& dir) {
-  if (request.runs < 1) return InvalidInput("--runs: at least one run is needed to measure");
   PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, PythonBootstrapEnvironment(""));
   if (!env.warning.empty()) return InvalidInput(env.warning);
   std::vector<std::string> traces;
@@ -131,25 +132,19 @@ Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run) {
 namespace internal {
 
 StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, bool diagnose) {
-  std::vector<std::string> traces = request.traces;
-  std::optional<internal::RunDirectory> dir;  // lives until the traces are read
-  if (traces.empty()) {
-    PIPETUNE_ASSIGN_OR_RETURN(internal::RunDirectory made,
-                              internal::RunDirectory::Make(request.trace_dir, "pipetune-gate"));
-    dir.emplace(std::move(made));
-    PIPETUNE_ASSIGN_OR_RETURN(traces, RunProgram(request, *dir));
-  }
-  traces = MainTracesOf(traces);
-  MeasuredRuns measured;
-  std::optional<analyzer::DataLoaderProfile> last;
-  for (size_t i = 0; i < traces.size(); ++i) {
+  // The last run read, so that its diagnosis does not read it again.
+  auto last = std::make_shared<std::optional<analyzer::DataLoaderProfile>>();
+  RunKind dataloader;
+  dataloader.run = RunProgram;
+  dataloader.read = [last](const std::string& trace, size_t index, const std::string& first_trace,
+                           MeasuredRuns& measured) -> StatusOr<models::Profile> {
     // A job of several ranks is judged on its slowest rank (docs/distributed.md).
-    PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadSlowestRank(traces[i]));
+    PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadSlowestRank(trace));
     PIPETUNE_RETURN_IF_ERROR(CheckWorkerTraces(run));
     models::Profile profile = analyzer::DataLoaderModelProfile(run);
     DataLoaderGateSettings settings = DataLoaderGateSettingsOf(run.settings);
     std::vector<StageKnobs> stages = DataLoaderStagesOf(profile);
-    if (i == 0) {
+    if (index == 0) {
       measured.dataloader = settings;
       measured.stages = stages;
       measured.pipeline = profile.pipeline_name;
@@ -158,20 +153,15 @@ StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, boo
                    DataLoaderIdentityHash(*measured.dataloader, measured.stages) ||
                !(settings.knobs == measured.dataloader->knobs)) {
       return InvalidInput(
-          fmt::format("{}: a run of another DataLoader, or other settings, than {}", traces[i], traces[0]));
+          fmt::format("{}: a run of another DataLoader, or other settings, than {}", trace, first_trace));
     }
-    RunRecord record = RecordOf(profile);
-    record.trace = traces[i];
-    measured.runs.push_back(std::move(record));
-    if (i == 0) measured.first_profile = std::move(profile);
-    last = std::move(run);
-  }
-  if (diagnose && last) {
-    PIPETUNE_ASSIGN_OR_RETURN(analyzer::Diagnosis diagnosis, analyzer::DiagnoseDataLoader(*last));
-    measured.bottleneck = diagnosis.bottleneck;
-    measured.why = diagnosis.summary;
-  }
-  return measured;
+    *last = std::move(run);
+    return profile;
+  };
+  dataloader.diagnose = [last](const std::string&) { return analyzer::DiagnoseDataLoader(**last); };
+  BaselineRequest mains = request;
+  mains.traces = MainTracesOf(request.traces);
+  return MeasureRunsOf(dataloader, mains, diagnose);
 }
 
 Baseline DataLoaderBaseline(MeasuredRuns measured, const std::vector<std::string>& command) {
@@ -253,32 +243,26 @@ CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettin
       baseline.dataloader ? baseline.dataloader->knobs : analyzer::DataLoaderKnobs{};
   // Priced on the new run's profile: the baseline keeps only the stages'
   // parameters, not the worker group the settings act on.
-  bool priced = now_profile != nullptr && !now_profile->groups.empty();
-  auto predict = [&](const analyzer::DataLoaderKnobs& knobs) {
-    return models::Predict(*now_profile, analyzer::ConfigurationFor(*now_profile, knobs)).throughput;
-  };
-  if (priced) {
-    report.predicted_before = predict(before);
-    report.predicted_after = predict(now.knobs);
-    report.predicted_change =
-        report.predicted_before > 0 ? report.predicted_after / report.predicted_before - 1 : 0;
-  }
-  // Each knob that changed, with what changing it alone (the others as in
-  // the baseline) does to the prediction.
+  std::function<double(const analyzer::DataLoaderKnobs&)> predict;
+  if (now_profile != nullptr && !now_profile->groups.empty())
+    predict = [now_profile](const analyzer::DataLoaderKnobs& knobs) {
+      return models::Predict(*now_profile, analyzer::ConfigurationFor(*now_profile, knobs)).throughput;
+    };
+  // Each setting that changed, with the baseline's others, to price it alone.
+  std::vector<internal::KnobDifference<analyzer::DataLoaderKnobs>> differences;
   auto add = [&](const char* knob, auto analyzer::DataLoaderKnobs::*member, auto spell) {
     if (before.*member == now.knobs.*member) return;
-    analyzer::DataLoaderKnobs one_change = before;
-    one_change.*member = now.knobs.*member;
-    std::optional<double> change;
-    if (priced && report.predicted_before > 0) change = predict(one_change) / report.predicted_before - 1;
-    report.knobs.push_back({"workers", knob, spell(before.*member), spell(now.knobs.*member), change});
+    analyzer::DataLoaderKnobs alone = before;
+    alone.*member = now.knobs.*member;
+    differences.push_back(
+        {{"workers", knob, spell(before.*member), spell(now.knobs.*member), std::nullopt}, alone});
   };
   auto number = [](int value) { return std::to_string(value); };
   add(analyzer::kNumWorkersKnob, &analyzer::DataLoaderKnobs::num_workers, number);
   add(analyzer::kPrefetchFactorKnob, &analyzer::DataLoaderKnobs::prefetch_factor, number);
   add(analyzer::kPersistentWorkersKnob, &analyzer::DataLoaderKnobs::persistent_workers, Bool);
   add(analyzer::kPinMemoryKnob, &analyzer::DataLoaderKnobs::pin_memory, Bool);
-  report.config_regressed = priced && !report.knobs.empty() && report.predicted_change < -options.tolerance;
+  internal::JudgeKnobs(predict, before, now.knobs, std::move(differences), options, report);
   if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
     internal::JudgeRuns(baseline, *runs, options, report);
   internal::Conclude(report);
