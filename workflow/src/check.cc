@@ -24,12 +24,8 @@ constexpr double kMinDriftSpread = 0.10;
 
 bool IsKnobOp(const std::string& op) { return op == "prefetch" || op == "cache"; }
 
-struct Identity {
-  std::string name, op, fn;
-};
-
-std::vector<Identity> IdentitiesOf(const std::vector<StageKnobs>& stages) {
-  std::vector<Identity> ids;
+std::vector<internal::StageIdentity> IdentitiesOf(const std::vector<StageKnobs>& stages) {
+  std::vector<internal::StageIdentity> ids;
   for (const StageKnobs& s : stages) {
     if (!IsKnobOp(s.op)) ids.push_back({s.name, s.op, s.fn});
   }
@@ -293,32 +289,39 @@ const char* VerdictName(Verdict verdict) {
   return "pass";
 }
 
-Status SamePipeline(const Baseline& baseline, const models::PipelineConfig& config,
-                    const std::string& baseline_name) {
-  std::vector<Identity> before = IdentitiesOf(baseline.stages);
-  std::vector<Identity> now = IdentitiesOf(KnobsOf(config));
-  auto names = [](const std::vector<Identity>& ids) {
+namespace internal {
+
+Status SameStages(const std::vector<StageIdentity>& before, const std::vector<StageIdentity>& now,
+                  const std::string& other, const std::string& now_name, const std::string& count_note) {
+  auto names = [](const std::vector<StageIdentity>& ids) {
     std::string joined;
-    for (const Identity& id : ids) joined += (joined.empty() ? "" : ", ") + id.name;
+    for (const StageIdentity& id : ids) joined += (joined.empty() ? "" : ", ") + id.name;
     return joined;
   };
-  std::string other = fmt::format("{}: a baseline of another pipeline ({}), not compared: ", baseline_name,
-                                  baseline.pipeline);
   if (before.size() != now.size())
-    return InvalidInput(other +
-                        fmt::format("its stages are [{}], the config's [{}] (prefetch and cache aside)",
-                                    names(before), names(now)));
+    return InvalidInput(other + fmt::format("its stages are [{}], {}'s [{}]{}", names(before), now_name,
+                                            names(now), count_note));
   for (size_t i = 0; i < before.size(); ++i) {
     if (before[i].name != now[i].name)
-      return InvalidInput(other + fmt::format("stage #{} is \"{}\" in the baseline, \"{}\" in the config",
-                                              i + 1, before[i].name, now[i].name));
+      return InvalidInput(other + fmt::format("stage #{} is \"{}\" in the baseline, \"{}\" in {}", i + 1,
+                                              before[i].name, now[i].name, now_name));
     if (before[i].op != now[i].op || before[i].fn != now[i].fn)
-      return InvalidInput(other + fmt::format("stage \"{}\" runs {}{} in the baseline, {}{} in the config",
+      return InvalidInput(other + fmt::format("stage \"{}\" runs {}{} in the baseline, {}{} in {}",
                                               now[i].name, before[i].op,
                                               before[i].fn.empty() ? "" : " " + before[i].fn, now[i].op,
-                                              now[i].fn.empty() ? "" : " " + now[i].fn));
+                                              now[i].fn.empty() ? "" : " " + now[i].fn, now_name));
   }
   return Status::Ok();
+}
+
+}  // namespace internal
+
+Status SamePipeline(const Baseline& baseline, const models::PipelineConfig& config,
+                    const std::string& baseline_name) {
+  return internal::SameStages(IdentitiesOf(baseline.stages), IdentitiesOf(KnobsOf(config)),
+                              fmt::format("{}: a baseline of another pipeline ({}), not compared: ",
+                                          baseline_name, baseline.pipeline),
+                              "the config", " (prefetch and cache aside)");
 }
 
 CheckReport Judge(const Baseline& baseline, const models::PipelineConfig& config,

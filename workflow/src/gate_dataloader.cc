@@ -222,15 +222,13 @@ Status SameDataLoader(const Baseline& baseline, const DataLoaderGateSettings& no
   if (before.batch_size != now.batch_size)
     return InvalidInput(
         other + fmt::format("its batch_size is {}, this run's {}", before.batch_size, now.batch_size));
-  auto names = [](const std::vector<StageKnobs>& s) {
-    std::string joined;
-    for (const StageKnobs& k : s) joined += (joined.empty() ? "" : ", ") + k.name;
-    return joined;
+  // A DataLoader's stages are known by name (its identity hash).
+  auto names = [](const std::vector<StageKnobs>& stages) {
+    std::vector<internal::StageIdentity> ids;
+    for (const StageKnobs& s : stages) ids.push_back({s.name, "", ""});
+    return ids;
   };
-  if (names(baseline.stages) != names(stages))
-    return InvalidInput(
-        other + fmt::format("its stages are [{}], this run's [{}]", names(baseline.stages), names(stages)));
-  return Status::Ok();
+  return internal::SameStages(names(baseline.stages), names(stages), other, "this run", "");
 }
 
 CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,

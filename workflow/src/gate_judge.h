@@ -28,6 +28,20 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
 // 16 hex digits. One function, so that the two kinds cannot drift apart.
 std::string HashIdentity(const Json& identity);
 
+// What identifies a stage to the gate; a kind leaves out what is not its
+// identity (a DataLoader's stages are known by name: op and fn empty).
+struct StageIdentity {
+  std::string name, op, fn;
+};
+
+// The one identity comparison: Ok when `now` is `before`'s stages in order;
+// else kInvalidInput, `other` (which baseline, and that it was not
+// compared) followed by what differs, the new stages called `now_name`
+// ("the config", "this run"), `count_note` after the two lists when the
+// counts differ.
+Status SameStages(const std::vector<StageIdentity>& before, const std::vector<StageIdentity>& now,
+                  const std::string& other, const std::string& now_name, const std::string& count_note);
+
 // One knob that differs from the baseline. `alone` is the baseline's knobs
 // with only this change made, to price it; nullopt when the model does not
 // price this knob (a prefetch buffer).
