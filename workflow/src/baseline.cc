@@ -182,8 +182,11 @@ StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose
                       trace));
     if (index == 0) {
       measured.config = *traced.input.config;
+      measured.identity = IdentityHash(measured.config);
+      measured.stages = KnobsOf(measured.config);
+      measured.pipeline = measured.config.name;
       measured.host = traced.host;
-    } else if (IdentityHash(*traced.input.config) != IdentityHash(measured.config)) {
+    } else if (IdentityHash(*traced.input.config) != measured.identity) {
       return InvalidInput(fmt::format("{}: a run of another pipeline than {} ({})", trace, first_trace,
                                       measured.config.name));
     }
@@ -195,11 +198,15 @@ StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose
 
 StatusOr<Baseline> RecordBaseline(const BaselineRequest& request) {
   PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured, MeasureRuns(request, false));
-  if (measured.dataloader) return internal::DataLoaderBaseline(std::move(measured), request.command);
   Baseline baseline;
-  baseline.pipeline = measured.config.name;
-  baseline.identity = IdentityHash(measured.config);
-  baseline.stages = KnobsOf(measured.config);
+  if (measured.dataloader) {
+    baseline.kind = kDataLoaderBaseline;
+    baseline.dataloader = measured.dataloader;
+    baseline.command = request.command;
+  }
+  baseline.pipeline = std::move(measured.pipeline);
+  baseline.identity = std::move(measured.identity);
+  baseline.stages = std::move(measured.stages);
   baseline.model = std::move(measured.first_profile);
   baseline.host = measured.host;
   baseline.runs = std::move(measured.runs);

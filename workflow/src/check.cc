@@ -265,6 +265,12 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
   }
 }
 
+void NoteCoresChanged(const tracer::HostFacts& baseline, const tracer::HostFacts& now, CheckReport& report) {
+  if (now.UsableCores() > 0 && baseline.cores_allowed > 0 && now.cores_allowed != baseline.cores_allowed)
+    report.notes.push_back(fmt::format("the baseline was recorded with {} cores allowed, these runs had {}",
+                                       baseline.cores_allowed, now.cores_allowed));
+}
+
 void Conclude(CheckReport& report) {
   bool stage_regressed = std::any_of(report.stages.begin(), report.stages.end(),
                                      [](const StageCheck& s) { return s.regressed; });
@@ -373,10 +379,7 @@ StatusOr<CheckReport> Check(const CheckRequest& request) {
   if (measured) {
     report.bottleneck = measured->bottleneck;
     report.why = measured->why;
-    if (measured->host.UsableCores() > 0 && baseline.host.cores_allowed > 0 &&
-        measured->host.cores_allowed != baseline.host.cores_allowed)
-      report.notes.push_back(fmt::format("the baseline was recorded with {} cores allowed, these runs had {}",
-                                         baseline.host.cores_allowed, measured->host.cores_allowed));
+    internal::NoteCoresChanged(baseline.host, measured->host, report);
   } else {
     report.notes.push_back("config only: no runs (--runs 0)");
   }

@@ -145,12 +145,12 @@ StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, boo
     DataLoaderGateSettings settings = DataLoaderGateSettingsOf(run.settings);
     std::vector<StageKnobs> stages = DataLoaderStagesOf(profile);
     if (index == 0) {
+      measured.identity = DataLoaderIdentityHash(settings, stages);
       measured.dataloader = settings;
       measured.stages = stages;
       measured.pipeline = profile.pipeline_name;
       measured.host = run.host;
-    } else if (DataLoaderIdentityHash(settings, stages) !=
-                   DataLoaderIdentityHash(*measured.dataloader, measured.stages) ||
+    } else if (DataLoaderIdentityHash(settings, stages) != measured.identity ||
                !(settings.knobs == measured.dataloader->knobs)) {
       return InvalidInput(
           fmt::format("{}: a run of another DataLoader, or other settings, than {}", trace, first_trace));
@@ -162,20 +162,6 @@ StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, boo
   BaselineRequest mains = request;
   mains.traces = MainTracesOf(request.traces);
   return MeasureRunsOf(dataloader, mains, diagnose);
-}
-
-Baseline DataLoaderBaseline(MeasuredRuns measured, const std::vector<std::string>& command) {
-  Baseline baseline;
-  baseline.kind = kDataLoaderBaseline;
-  baseline.pipeline = measured.pipeline;
-  baseline.identity = DataLoaderIdentityHash(*measured.dataloader, measured.stages);
-  baseline.stages = std::move(measured.stages);
-  baseline.model = std::move(measured.first_profile);
-  baseline.host = measured.host;
-  baseline.runs = std::move(measured.runs);
-  baseline.dataloader = measured.dataloader;
-  baseline.command = command;
-  return baseline;
 }
 
 StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baseline& baseline) {
@@ -199,10 +185,7 @@ StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baselin
       JudgeDataLoader(baseline, *measured.dataloader, &measured.first_profile, &measured.runs, request.judge);
   report.bottleneck = measured.bottleneck;
   report.why = measured.why;
-  if (measured.host.UsableCores() > 0 && baseline.host.cores_allowed > 0 &&
-      measured.host.cores_allowed != baseline.host.cores_allowed)
-    report.notes.push_back(fmt::format("the baseline was recorded with {} cores allowed, these runs had {}",
-                                       baseline.host.cores_allowed, measured.host.cores_allowed));
+  internal::NoteCoresChanged(baseline.host, measured.host, report);
   if (!baseline.host.hostname.empty() && baseline.host.hostname != measured.host.hostname)
     report.notes.push_back(fmt::format("the baseline was recorded on {}, these runs on {}",
                                        baseline.host.hostname, measured.host.hostname));

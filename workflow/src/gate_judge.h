@@ -79,6 +79,10 @@ void JudgeKnobs(const std::function<double(const Knobs&)>& predict, const Knobs&
   report.config_regressed = priced && report.predicted_change < -options.tolerance;
 }
 
+// Notes, when the new runs had another number of cores allowed than the
+// baseline's: the same machine judged on other terms.
+void NoteCoresChanged(const tracer::HostFacts& baseline, const tracer::HostFacts& now, CheckReport& report);
+
 // The verdict from what was judged: a regression when a stage, the
 // throughput or the knobs regressed; else machine when the machine drifted.
 void Conclude(CheckReport& report);
@@ -107,10 +111,8 @@ struct RunKind {
 StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& kind, const BaselineRequest& request, bool diagnose);
 
 // A DataLoader's runs (gate_dataloader.cc): the program run `request.runs`
-// times, or its traces read; the baseline built from them; and `check`
-// against a baseline already loaded.
+// times, or its traces read; and `check` against a baseline already loaded.
 StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, bool diagnose);
-Baseline DataLoaderBaseline(MeasuredRuns measured, const std::vector<std::string>& command);
 StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baseline& baseline);
 
 }  // namespace pipetune::workflow::internal
