@@ -38,10 +38,9 @@ analyzer::DataLoaderProfile LoaderRun(double blur_ms, double noise = 1, int work
   p.host.cores_online = p.host.cores_allowed = 4;
   p.worker_traces = workers;
   p.epochs.push_back({12, 0.02, workers});
-  p.sample_stages = {
-      LoaderStage("load", DataLoaderStageKind::kLoad, 96, 50e-6 * noise),
-      LoaderStage("transform[0]:Scale", DataLoaderStageKind::kTransform, 96, 0.5e-3 * noise),
-      LoaderStage("transform[1]:Blur", DataLoaderStageKind::kTransform, 96, blur_ms * 1e-3 * noise)};
+  p.sample_stages = {LoaderStage("load", DataLoaderStageKind::kLoad, 96, 50e-6 * noise),
+                     LoaderStage("transform[0]:Scale", DataLoaderStageKind::kTransform, 96, 0.5e-3 * noise),
+                     LoaderStage("transform[1]:Blur", DataLoaderStageKind::kTransform, 96, blur_ms * 1e-3 * noise)};
   p.collate = LoaderStage("collate", DataLoaderStageKind::kCollate, 12, 0.1e-3 * noise);
   p.transfer = LoaderStage("transfer", DataLoaderStageKind::kTransfer, 12, 0.2e-3 * noise);
   p.pin_memory.name = "pin_memory";

@@ -1,6 +1,10 @@
-// The CI gate's judgement of measured runs, shared by the two kinds of
-// baseline (a config's, check.cc; a DataLoader's, gate_dataloader.cc) so that
-// both are judged by the same statistics and rules. Private to the workflow.
+// The CI gate written once for the two kinds of baseline (a config's,
+// baseline.cc and check.cc; a DataLoader's, gate_dataloader.cc): one
+// measuring loop (MeasureRunsOf over a RunKind), one stage-identity
+// comparison (SameStages), one judgement of the knobs (JudgeKnobs) and of
+// the runs (JudgeRuns, Conclude). A kind supplies only how its runs are
+// made and read and what its knobs are, so that both are measured and
+// judged by the same statistics and rules. Private to the workflow.
 #pragma once
 
 #include <cmath>
