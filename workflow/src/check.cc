@@ -265,10 +265,14 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
   }
 }
 
-void NoteCoresChanged(const tracer::HostFacts& baseline, const tracer::HostFacts& now, CheckReport& report) {
-  if (now.UsableCores() > 0 && baseline.cores_allowed > 0 && now.cores_allowed != baseline.cores_allowed)
+void ReportRuns(const Baseline& baseline, const MeasuredRuns& measured, CheckReport& report) {
+  report.bottleneck = measured.bottleneck;
+  report.why = measured.why;
+  const tracer::HostFacts& before = baseline.host;
+  const tracer::HostFacts& now = measured.host;
+  if (now.UsableCores() > 0 && before.cores_allowed > 0 && now.cores_allowed != before.cores_allowed)
     report.notes.push_back(fmt::format("the baseline was recorded with {} cores allowed, these runs had {}",
-                                       baseline.cores_allowed, now.cores_allowed));
+                                       before.cores_allowed, now.cores_allowed));
 }
 
 void Conclude(CheckReport& report) {
@@ -377,9 +381,7 @@ StatusOr<CheckReport> Check(const CheckRequest& request) {
   }
   CheckReport report = Judge(baseline, config, measured ? &measured->runs : nullptr, request.judge);
   if (measured) {
-    report.bottleneck = measured->bottleneck;
-    report.why = measured->why;
-    internal::NoteCoresChanged(baseline.host, measured->host, report);
+    internal::ReportRuns(baseline, *measured, report);
   } else {
     report.notes.push_back("config only: no runs (--runs 0)");
   }

@@ -183,9 +183,7 @@ StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baselin
       SameDataLoader(baseline, *measured.dataloader, measured.stages, request.baseline_path));
   CheckReport report =
       JudgeDataLoader(baseline, *measured.dataloader, &measured.first_profile, &measured.runs, request.judge);
-  report.bottleneck = measured.bottleneck;
-  report.why = measured.why;
-  internal::NoteCoresChanged(baseline.host, measured.host, report);
+  internal::ReportRuns(baseline, measured, report);
   if (!baseline.host.hostname.empty() && baseline.host.hostname != measured.host.hostname)
     report.notes.push_back(fmt::format("the baseline was recorded on {}, these runs on {}",
                                        baseline.host.hostname, measured.host.hostname));

@@ -83,9 +83,10 @@ void JudgeKnobs(const std::function<double(const Knobs&)>& predict, const Knobs&
   report.config_regressed = priced && report.predicted_change < -options.tolerance;
 }
 
-// Notes, when the new runs had another number of cores allowed than the
-// baseline's: the same machine judged on other terms.
-void NoteCoresChanged(const tracer::HostFacts& baseline, const tracer::HostFacts& now, CheckReport& report);
+// What the new runs add to a judged report, for either kind: the last
+// run's bottleneck and why, and a note when they had another number of
+// cores allowed than the baseline's (the same machine on other terms).
+void ReportRuns(const Baseline& baseline, const MeasuredRuns& measured, CheckReport& report);
 
 // The verdict from what was judged: a regression when a stage, the
 // throughput or the knobs regressed; else machine when the machine drifted.
