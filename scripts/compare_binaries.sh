@@ -5,7 +5,8 @@
 # Without traces: the CLI goldens' traces, the DataLoader goldens' main
 # traces (their workers' files beside them), and one fresh 3-second run of
 # each synthetic example (recorded by NEW). For each trace: report in every format,
-# report with what-if questions, tune's JSON plan and its tuned config.
+# report with what-if questions, the gate's baseline file and its check of
+# the trace (text and JSON), tune's JSON plan and its tuned config.
 # Prints one line per difference and the count; exits 1 when any differ.
 # COMPARE_KEEP=DIR keeps both sides of each difference there (old.F, new.F).
 set -euo pipefail
@@ -48,6 +49,13 @@ outputs() {
   done
   "$bin" report "$trace" --format json --what-if cores=+2 --what-if cache=none >"$dir/what_if" 2>&1
   echo "rc=$?" >>"$dir/what_if"
+  # The CI gate: the baseline file each binary records from the trace, and
+  # its check of the trace against that baseline.
+  "$bin" baseline -o "$dir/baseline.json" "$trace" >"$dir/baseline" 2>&1; echo "rc=$?" >>"$dir/baseline"
+  for format in text json; do
+    "$bin" check --baseline "$dir/baseline.json" --format "$format" "$trace" >"$dir/check.$format" 2>&1
+    echo "rc=$?" >>"$dir/check.$format"
+  done
   sed -i "s#$dir#DIR#g" "$dir"/*
   set -e
   tune_outputs "$bin" "$trace" "$dir"

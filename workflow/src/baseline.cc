@@ -127,62 +127,86 @@ RunRecord RecordOf(const models::Profile& profile) {
   return record;
 }
 
-StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
-  if (!request.command.empty() || OpenRecording(request.traces).is_dataloader())
-    return internal::MeasureDataLoaderRuns(request, diagnose);
+namespace internal {
+
+StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& kind, const BaselineRequest& request, bool diagnose) {
   std::vector<std::string> traces = request.traces;
-  std::optional<internal::RunDirectory> dir;  // lives until the traces are read
+  std::optional<RunDirectory> dir;  // lives until the traces are read
   if (traces.empty()) {
     if (request.runs < 1) return InvalidInput("--runs: at least one run is needed to measure");
-    StatusOr<internal::RunDirectory> made = internal::RunDirectory::Make(request.trace_dir, "pipetune-gate");
-    if (!made.ok()) return made.status();
-    dir.emplace(std::move(*made));
-    for (int run = 0; run < request.runs; ++run) {
-      RunConfigOptions options;
-      options.seconds = request.seconds;
-      options.trace_path = dir->File(fmt::format("run-{}.trace", run));
-      StatusOr<runtime::RunSummary> summary = RunConfigFile(request.config_path, options);
-      if (!summary.ok()) return summary.status();
-      traces.push_back(options.trace_path);
-    }
+    PIPETUNE_ASSIGN_OR_RETURN(RunDirectory made, RunDirectory::Make(request.trace_dir, "pipetune-gate"));
+    dir.emplace(std::move(made));
+    PIPETUNE_ASSIGN_OR_RETURN(traces, kind.run(request, *dir));
   }
   MeasuredRuns measured;
   for (size_t i = 0; i < traces.size(); ++i) {
-    StatusOr<TracedRun> traced = CollectProfile({traces[i]});
-    if (!traced.ok()) return traced.status();
-    if (!traced->input.config)
-      return InvalidInput(
-          fmt::format("{}: the trace holds no pipeline config (a program traced with "
-                      "`pipetune profile`): the gate needs a config's runs",
-                      traces[i]));
-    if (i == 0) {
-      measured.config = *traced->input.config;
-      measured.first_profile = traced->input.profile;
-      measured.host = traced->host;
-    } else if (IdentityHash(*traced->input.config) != IdentityHash(measured.config)) {
-      return InvalidInput(fmt::format("{}: a run of another pipeline than {} ({})", traces[i], traces[0],
-                                      measured.config.name));
-    }
-    RunRecord record = RecordOf(traced->input.profile);
+    PIPETUNE_ASSIGN_OR_RETURN(models::Profile profile, kind.read(traces[i], i, traces[0], measured));
+    RunRecord record = RecordOf(profile);
     record.trace = traces[i];
     measured.runs.push_back(std::move(record));
+    if (i == 0) measured.first_profile = std::move(profile);
   }
   if (diagnose && !traces.empty()) {
-    StatusOr<analyzer::Diagnosis> diagnosis = analyzer::DiagnoseTraces({traces.back()});
-    if (!diagnosis.ok()) return diagnosis.status();
-    measured.bottleneck = diagnosis->bottleneck;
-    measured.why = diagnosis->summary;
+    PIPETUNE_ASSIGN_OR_RETURN(analyzer::Diagnosis diagnosis, kind.diagnose(traces.back()));
+    measured.bottleneck = diagnosis.bottleneck;
+    measured.why = diagnosis.summary;
   }
   return measured;
 }
 
+}  // namespace internal
+
+StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
+  if (!request.command.empty() || OpenRecording(request.traces).is_dataloader())
+    return internal::MeasureDataLoaderRuns(request, diagnose);
+  internal::RunKind config;
+  config.run = [](const BaselineRequest& request,
+                  const internal::RunDirectory& dir) -> StatusOr<std::vector<std::string>> {
+    std::vector<std::string> traces;
+    for (int run = 0; run < request.runs; ++run) {
+      RunConfigOptions options;
+      options.seconds = request.seconds;
+      options.trace_path = dir.File(fmt::format("run-{}.trace", run));
+      PIPETUNE_RETURN_IF_ERROR(RunConfigFile(request.config_path, options).status());
+      traces.push_back(options.trace_path);
+    }
+    return traces;
+  };
+  config.read = [](const std::string& trace, size_t index, const std::string& first_trace,
+                   MeasuredRuns& measured) -> StatusOr<models::Profile> {
+    PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile({trace}));
+    if (!traced.input.config)
+      return InvalidInput(
+          fmt::format("{}: the trace holds no pipeline config (a program traced with "
+                      "`pipetune profile`): the gate needs a config's runs",
+                      trace));
+    if (index == 0) {
+      measured.config = *traced.input.config;
+      measured.identity = IdentityHash(measured.config);
+      measured.stages = KnobsOf(measured.config);
+      measured.pipeline = measured.config.name;
+      measured.host = traced.host;
+    } else if (IdentityHash(*traced.input.config) != measured.identity) {
+      return InvalidInput(fmt::format("{}: a run of another pipeline than {} ({})", trace, first_trace,
+                                      measured.config.name));
+    }
+    return std::move(traced.input.profile);
+  };
+  config.diagnose = [](const std::string& trace) { return analyzer::DiagnoseTraces({trace}); };
+  return internal::MeasureRunsOf(config, request, diagnose);
+}
+
 StatusOr<Baseline> RecordBaseline(const BaselineRequest& request) {
   PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured, MeasureRuns(request, false));
-  if (measured.dataloader) return internal::DataLoaderBaseline(std::move(measured), request.command);
   Baseline baseline;
-  baseline.pipeline = measured.config.name;
-  baseline.identity = IdentityHash(measured.config);
-  baseline.stages = KnobsOf(measured.config);
+  if (measured.dataloader) {
+    baseline.kind = kDataLoaderBaseline;
+    baseline.dataloader = measured.dataloader;
+    baseline.command = request.command;
+  }
+  baseline.pipeline = std::move(measured.pipeline);
+  baseline.identity = std::move(measured.identity);
+  baseline.stages = std::move(measured.stages);
   baseline.model = std::move(measured.first_profile);
   baseline.host = measured.host;
   baseline.runs = std::move(measured.runs);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "gate_judge.h"
@@ -23,12 +24,8 @@ constexpr double kMinDriftSpread = 0.10;
 
 bool IsKnobOp(const std::string& op) { return op == "prefetch" || op == "cache"; }
 
-struct Identity {
-  std::string name, op, fn;
-};
-
-std::vector<Identity> IdentitiesOf(const std::vector<StageKnobs>& stages) {
-  std::vector<Identity> ids;
+std::vector<internal::StageIdentity> IdentitiesOf(const std::vector<StageKnobs>& stages) {
+  std::vector<internal::StageIdentity> ids;
   for (const StageKnobs& s : stages) {
     if (!IsKnobOp(s.op)) ids.push_back({s.name, s.op, s.fn});
   }
@@ -101,25 +98,11 @@ double PredictFor(const models::Profile& profile, const std::vector<StageKnobs>&
   return models::Predict(profile, ConfigurationFor(profile, knobs)).throughput;
 }
 
-double RelativeChange(double before, double after) {
-  if (!(before > 0) || !std::isfinite(before) || !std::isfinite(after)) return 0;
-  return after / before - 1;
-}
-
-void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, const JudgeOptions& options,
-                 CheckReport& report) {
-  const std::vector<StageKnobs>& before = baseline.stages;
-  bool priced = !baseline.model.stages.empty();
-  if (priced) {
-    report.predicted_before = PredictFor(baseline.model, before);
-    report.predicted_after = PredictFor(baseline.model, now);
-    report.predicted_change = RelativeChange(report.predicted_before, report.predicted_after);
-  }
-  // The baseline's knobs with one change applied: that change's price.
-  auto price = [&](const std::vector<StageKnobs>& one_change) -> std::optional<double> {
-    if (!priced) return std::nullopt;
-    return RelativeChange(report.predicted_before, PredictFor(baseline.model, one_change));
-  };
+// The knobs that differ between the baseline's stages and `now`'s, each
+// with the baseline's stages with only that change made (to price it).
+std::vector<internal::KnobDifference<std::vector<StageKnobs>>> KnobDifferences(
+    const std::vector<StageKnobs>& before, const std::vector<StageKnobs>& now) {
+  std::vector<internal::KnobDifference<std::vector<StageKnobs>>> differences;
   std::map<std::string, size_t> now_index;
   for (size_t i = 0; i < now.size(); ++i) now_index[now[i].name] = i;
   std::map<std::string, size_t> before_index;
@@ -129,33 +112,39 @@ void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, c
     const StageKnobs& b = before[i];
     auto found = now_index.find(b.name);
     if (found == now_index.end()) {  // a prefetch or cache stage removed
-      std::vector<StageKnobs> changed = before;
-      changed.erase(changed.begin() + static_cast<std::ptrdiff_t>(i));
-      std::optional<double> change = b.op == "cache" ? price(changed) : std::nullopt;
-      report.knobs.push_back({b.name, b.op == "cache" ? "cache" : "buffer",
-                              b.op == "cache" ? b.location.value_or("memory") : Spell(b.buffer), "none",
-                              change});
+      std::optional<std::vector<StageKnobs>> changed;
+      if (b.op == "cache") {
+        changed = before;
+        changed->erase(changed->begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      differences.push_back(
+          {{b.name, b.op == "cache" ? "cache" : "buffer",
+            b.op == "cache" ? b.location.value_or("memory") : Spell(b.buffer), "none", std::nullopt},
+           changed});
       continue;
     }
     const StageKnobs& n = now[found->second];
     if (b.parallelism != n.parallelism) {
       std::vector<StageKnobs> changed = before;
       changed[i].parallelism = n.parallelism;
-      report.knobs.push_back({b.name, "parallelism", std::to_string(b.parallelism),
-                              std::to_string(n.parallelism), price(changed)});
+      differences.push_back({{b.name, "parallelism", std::to_string(b.parallelism),
+                              std::to_string(n.parallelism), std::nullopt},
+                             changed});
     }
     if (b.buffer != n.buffer)
-      report.knobs.push_back({b.name, "buffer", Spell(b.buffer), Spell(n.buffer), std::nullopt});
+      differences.push_back(
+          {{b.name, "buffer", Spell(b.buffer), Spell(n.buffer), std::nullopt}, std::nullopt});
     if (b.location != n.location)
-      report.knobs.push_back(
-          {b.name, "cache", b.location.value_or("none"), n.location.value_or("none"), std::nullopt});
+      differences.push_back(
+          {{b.name, "cache", b.location.value_or("none"), n.location.value_or("none"), std::nullopt},
+           std::nullopt});
   }
   for (size_t i = 0; i < now.size(); ++i) {
     const StageKnobs& n = now[i];
     if (before_index.count(n.name)) continue;
-    std::optional<double> change;
+    std::optional<std::vector<StageKnobs>> changed;
     if (n.op == "cache") {
-      std::vector<StageKnobs> changed = before;
+      changed = before;
       // Insert it after the stage it follows in the new config.
       size_t at = 0;
       for (size_t j = i; j-- > 0;) {
@@ -165,13 +154,23 @@ void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, c
           break;
         }
       }
-      changed.insert(changed.begin() + static_cast<std::ptrdiff_t>(at), n);
-      change = price(changed);
+      changed->insert(changed->begin() + static_cast<std::ptrdiff_t>(at), n);
     }
-    report.knobs.push_back({n.name, n.op == "cache" ? "cache" : "buffer", "none",
-                            n.op == "cache" ? n.location.value_or("memory") : Spell(n.buffer), change});
+    differences.push_back({{n.name, n.op == "cache" ? "cache" : "buffer", "none",
+                            n.op == "cache" ? n.location.value_or("memory") : Spell(n.buffer), std::nullopt},
+                           changed});
   }
-  report.config_regressed = priced && report.predicted_change < -options.tolerance;
+  return differences;
+}
+
+// A config's knobs priced on the baseline's profile (the config's stages
+// are the baseline's, SamePipeline).
+void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, const JudgeOptions& options,
+                 CheckReport& report) {
+  std::function<double(const std::vector<StageKnobs>&)> predict;
+  if (!baseline.model.stages.empty())
+    predict = [&](const std::vector<StageKnobs>& knobs) { return PredictFor(baseline.model, knobs); };
+  internal::JudgeKnobs(predict, baseline.stages, now, KnobDifferences(baseline.stages, now), options, report);
 }
 
 }  // namespace
@@ -266,6 +265,16 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
   }
 }
 
+void ReportRuns(const Baseline& baseline, const MeasuredRuns& measured, CheckReport& report) {
+  report.bottleneck = measured.bottleneck;
+  report.why = measured.why;
+  const tracer::HostFacts& before = baseline.host;
+  const tracer::HostFacts& now = measured.host;
+  if (now.UsableCores() > 0 && before.cores_allowed > 0 && now.cores_allowed != before.cores_allowed)
+    report.notes.push_back(fmt::format("the baseline was recorded with {} cores allowed, these runs had {}",
+                                       before.cores_allowed, now.cores_allowed));
+}
+
 void Conclude(CheckReport& report) {
   bool stage_regressed = std::any_of(report.stages.begin(), report.stages.end(),
                                      [](const StageCheck& s) { return s.regressed; });
@@ -290,32 +299,39 @@ const char* VerdictName(Verdict verdict) {
   return "pass";
 }
 
-Status SamePipeline(const Baseline& baseline, const models::PipelineConfig& config,
-                    const std::string& baseline_name) {
-  std::vector<Identity> before = IdentitiesOf(baseline.stages);
-  std::vector<Identity> now = IdentitiesOf(KnobsOf(config));
-  auto names = [](const std::vector<Identity>& ids) {
+namespace internal {
+
+Status SameStages(const std::vector<StageIdentity>& before, const std::vector<StageIdentity>& now,
+                  const std::string& other, const std::string& now_name, const std::string& count_note) {
+  auto names = [](const std::vector<StageIdentity>& ids) {
     std::string joined;
-    for (const Identity& id : ids) joined += (joined.empty() ? "" : ", ") + id.name;
+    for (const StageIdentity& id : ids) joined += (joined.empty() ? "" : ", ") + id.name;
     return joined;
   };
-  std::string other = fmt::format("{}: a baseline of another pipeline ({}), not compared: ", baseline_name,
-                                  baseline.pipeline);
   if (before.size() != now.size())
-    return InvalidInput(other +
-                        fmt::format("its stages are [{}], the config's [{}] (prefetch and cache aside)",
-                                    names(before), names(now)));
+    return InvalidInput(other + fmt::format("its stages are [{}], {}'s [{}]{}", names(before), now_name,
+                                            names(now), count_note));
   for (size_t i = 0; i < before.size(); ++i) {
     if (before[i].name != now[i].name)
-      return InvalidInput(other + fmt::format("stage #{} is \"{}\" in the baseline, \"{}\" in the config",
-                                              i + 1, before[i].name, now[i].name));
+      return InvalidInput(other + fmt::format("stage #{} is \"{}\" in the baseline, \"{}\" in {}", i + 1,
+                                              before[i].name, now[i].name, now_name));
     if (before[i].op != now[i].op || before[i].fn != now[i].fn)
-      return InvalidInput(other + fmt::format("stage \"{}\" runs {}{} in the baseline, {}{} in the config",
+      return InvalidInput(other + fmt::format("stage \"{}\" runs {}{} in the baseline, {}{} in {}",
                                               now[i].name, before[i].op,
                                               before[i].fn.empty() ? "" : " " + before[i].fn, now[i].op,
-                                              now[i].fn.empty() ? "" : " " + now[i].fn));
+                                              now[i].fn.empty() ? "" : " " + now[i].fn, now_name));
   }
   return Status::Ok();
+}
+
+}  // namespace internal
+
+Status SamePipeline(const Baseline& baseline, const models::PipelineConfig& config,
+                    const std::string& baseline_name) {
+  return internal::SameStages(IdentitiesOf(baseline.stages), IdentitiesOf(KnobsOf(config)),
+                              fmt::format("{}: a baseline of another pipeline ({}), not compared: ",
+                                          baseline_name, baseline.pipeline),
+                              "the config", " (prefetch and cache aside)");
 }
 
 CheckReport Judge(const Baseline& baseline, const models::PipelineConfig& config,
@@ -365,12 +381,7 @@ StatusOr<CheckReport> Check(const CheckRequest& request) {
   }
   CheckReport report = Judge(baseline, config, measured ? &measured->runs : nullptr, request.judge);
   if (measured) {
-    report.bottleneck = measured->bottleneck;
-    report.why = measured->why;
-    if (measured->host.UsableCores() > 0 && baseline.host.cores_allowed > 0 &&
-        measured->host.cores_allowed != baseline.host.cores_allowed)
-      report.notes.push_back(fmt::format("the baseline was recorded with {} cores allowed, these runs had {}",
-                                         baseline.host.cores_allowed, measured->host.cores_allowed));
+    internal::ReportRuns(baseline, *measured, report);
   } else {
     report.notes.push_back("config only: no runs (--runs 0)");
   }

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -34,7 +36,6 @@ std::string Bool(bool b) { return b ? "true" : "false"; }
 // Runs the program `runs` times under the bootstrap; the main traces.
 StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request,
                                               const internal::RunDirectory& dir) {
-  if (request.runs < 1) return InvalidInput("--runs: at least one run is needed to measure");
   PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, PythonBootstrapEnvironment(""));
   if (!env.warning.empty()) return InvalidInput(env.warning);
   std::vector<std::string> traces;
@@ -131,61 +132,36 @@ Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run) {
 namespace internal {
 
 StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, bool diagnose) {
-  std::vector<std::string> traces = request.traces;
-  std::optional<internal::RunDirectory> dir;  // lives until the traces are read
-  if (traces.empty()) {
-    PIPETUNE_ASSIGN_OR_RETURN(internal::RunDirectory made,
-                              internal::RunDirectory::Make(request.trace_dir, "pipetune-gate"));
-    dir.emplace(std::move(made));
-    PIPETUNE_ASSIGN_OR_RETURN(traces, RunProgram(request, *dir));
-  }
-  traces = MainTracesOf(traces);
-  MeasuredRuns measured;
-  std::optional<analyzer::DataLoaderProfile> last;
-  for (size_t i = 0; i < traces.size(); ++i) {
+  // The last run read, so that its diagnosis does not read it again.
+  auto last = std::make_shared<std::optional<analyzer::DataLoaderProfile>>();
+  RunKind dataloader;
+  dataloader.run = RunProgram;
+  dataloader.read = [last](const std::string& trace, size_t index, const std::string& first_trace,
+                           MeasuredRuns& measured) -> StatusOr<models::Profile> {
     // A job of several ranks is judged on its slowest rank (docs/distributed.md).
-    PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadSlowestRank(traces[i]));
+    PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadSlowestRank(trace));
     PIPETUNE_RETURN_IF_ERROR(CheckWorkerTraces(run));
     models::Profile profile = analyzer::DataLoaderModelProfile(run);
     DataLoaderGateSettings settings = DataLoaderGateSettingsOf(run.settings);
     std::vector<StageKnobs> stages = DataLoaderStagesOf(profile);
-    if (i == 0) {
+    if (index == 0) {
+      measured.identity = DataLoaderIdentityHash(settings, stages);
       measured.dataloader = settings;
       measured.stages = stages;
       measured.pipeline = profile.pipeline_name;
       measured.host = run.host;
-    } else if (DataLoaderIdentityHash(settings, stages) !=
-                   DataLoaderIdentityHash(*measured.dataloader, measured.stages) ||
+    } else if (DataLoaderIdentityHash(settings, stages) != measured.identity ||
                !(settings.knobs == measured.dataloader->knobs)) {
       return InvalidInput(
-          fmt::format("{}: a run of another DataLoader, or other settings, than {}", traces[i], traces[0]));
+          fmt::format("{}: a run of another DataLoader, or other settings, than {}", trace, first_trace));
     }
-    RunRecord record = RecordOf(profile);
-    record.trace = traces[i];
-    measured.runs.push_back(std::move(record));
-    if (i == 0) measured.first_profile = std::move(profile);
-    last = std::move(run);
-  }
-  if (diagnose && last) {
-    PIPETUNE_ASSIGN_OR_RETURN(analyzer::Diagnosis diagnosis, analyzer::DiagnoseDataLoader(*last));
-    measured.bottleneck = diagnosis.bottleneck;
-    measured.why = diagnosis.summary;
-  }
-  return measured;
-}
-
-Baseline DataLoaderBaseline(MeasuredRuns measured, const std::vector<std::string>& command) {
-  Baseline baseline;
-  baseline.kind = kDataLoaderBaseline;
-  baseline.pipeline = measured.pipeline;
-  baseline.identity = DataLoaderIdentityHash(*measured.dataloader, measured.stages);
-  baseline.stages = std::move(measured.stages);
-  baseline.model = std::move(measured.first_profile);
-  baseline.host = measured.host;
-  baseline.runs = std::move(measured.runs);
-  baseline.dataloader = measured.dataloader;
-  baseline.command = command;
-  return baseline;
+    *last = std::move(run);
+    return profile;
+  };
+  dataloader.diagnose = [last](const std::string&) { return analyzer::DiagnoseDataLoader(**last); };
+  BaselineRequest mains = request;
+  mains.traces = MainTracesOf(request.traces);
+  return MeasureRunsOf(dataloader, mains, diagnose);
 }
 
 StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baseline& baseline) {
@@ -207,12 +183,7 @@ StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baselin
       SameDataLoader(baseline, *measured.dataloader, measured.stages, request.baseline_path));
   CheckReport report =
       JudgeDataLoader(baseline, *measured.dataloader, &measured.first_profile, &measured.runs, request.judge);
-  report.bottleneck = measured.bottleneck;
-  report.why = measured.why;
-  if (measured.host.UsableCores() > 0 && baseline.host.cores_allowed > 0 &&
-      measured.host.cores_allowed != baseline.host.cores_allowed)
-    report.notes.push_back(fmt::format("the baseline was recorded with {} cores allowed, these runs had {}",
-                                       baseline.host.cores_allowed, measured.host.cores_allowed));
+  internal::ReportRuns(baseline, measured, report);
   if (!baseline.host.hostname.empty() && baseline.host.hostname != measured.host.hostname)
     report.notes.push_back(fmt::format("the baseline was recorded on {}, these runs on {}",
                                        baseline.host.hostname, measured.host.hostname));
@@ -232,15 +203,13 @@ Status SameDataLoader(const Baseline& baseline, const DataLoaderGateSettings& no
   if (before.batch_size != now.batch_size)
     return InvalidInput(
         other + fmt::format("its batch_size is {}, this run's {}", before.batch_size, now.batch_size));
-  auto names = [](const std::vector<StageKnobs>& s) {
-    std::string joined;
-    for (const StageKnobs& k : s) joined += (joined.empty() ? "" : ", ") + k.name;
-    return joined;
+  // A DataLoader's stages are known by name (its identity hash).
+  auto names = [](const std::vector<StageKnobs>& stages) {
+    std::vector<internal::StageIdentity> ids;
+    for (const StageKnobs& s : stages) ids.push_back({s.name, "", ""});
+    return ids;
   };
-  if (names(baseline.stages) != names(stages))
-    return InvalidInput(
-        other + fmt::format("its stages are [{}], this run's [{}]", names(baseline.stages), names(stages)));
-  return Status::Ok();
+  return internal::SameStages(names(baseline.stages), names(stages), other, "this run", "");
 }
 
 CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,
@@ -253,32 +222,26 @@ CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettin
       baseline.dataloader ? baseline.dataloader->knobs : analyzer::DataLoaderKnobs{};
   // Priced on the new run's profile: the baseline keeps only the stages'
   // parameters, not the worker group the settings act on.
-  bool priced = now_profile != nullptr && !now_profile->groups.empty();
-  auto predict = [&](const analyzer::DataLoaderKnobs& knobs) {
-    return models::Predict(*now_profile, analyzer::ConfigurationFor(*now_profile, knobs)).throughput;
-  };
-  if (priced) {
-    report.predicted_before = predict(before);
-    report.predicted_after = predict(now.knobs);
-    report.predicted_change =
-        report.predicted_before > 0 ? report.predicted_after / report.predicted_before - 1 : 0;
-  }
-  // Each knob that changed, with what changing it alone (the others as in
-  // the baseline) does to the prediction.
+  std::function<double(const analyzer::DataLoaderKnobs&)> predict;
+  if (now_profile != nullptr && !now_profile->groups.empty())
+    predict = [now_profile](const analyzer::DataLoaderKnobs& knobs) {
+      return models::Predict(*now_profile, analyzer::ConfigurationFor(*now_profile, knobs)).throughput;
+    };
+  // Each setting that changed, with the baseline's others, to price it alone.
+  std::vector<internal::KnobDifference<analyzer::DataLoaderKnobs>> differences;
   auto add = [&](const char* knob, auto analyzer::DataLoaderKnobs::*member, auto spell) {
     if (before.*member == now.knobs.*member) return;
-    analyzer::DataLoaderKnobs one_change = before;
-    one_change.*member = now.knobs.*member;
-    std::optional<double> change;
-    if (priced && report.predicted_before > 0) change = predict(one_change) / report.predicted_before - 1;
-    report.knobs.push_back({"workers", knob, spell(before.*member), spell(now.knobs.*member), change});
+    analyzer::DataLoaderKnobs alone = before;
+    alone.*member = now.knobs.*member;
+    differences.push_back(
+        {{"workers", knob, spell(before.*member), spell(now.knobs.*member), std::nullopt}, alone});
   };
   auto number = [](int value) { return std::to_string(value); };
   add(analyzer::kNumWorkersKnob, &analyzer::DataLoaderKnobs::num_workers, number);
   add(analyzer::kPrefetchFactorKnob, &analyzer::DataLoaderKnobs::prefetch_factor, number);
   add(analyzer::kPersistentWorkersKnob, &analyzer::DataLoaderKnobs::persistent_workers, Bool);
   add(analyzer::kPinMemoryKnob, &analyzer::DataLoaderKnobs::pin_memory, Bool);
-  report.config_regressed = priced && !report.knobs.empty() && report.predicted_change < -options.tolerance;
+  internal::JudgeKnobs(predict, before, now.knobs, std::move(differences), options, report);
   if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
     internal::JudgeRuns(baseline, *runs, options, report);
   internal::Conclude(report);

@@ -1,14 +1,24 @@
-// The CI gate's judgement of measured runs, shared by the two kinds of
-// baseline (a config's, check.cc; a DataLoader's, gate_dataloader.cc) so that
-// both are judged by the same statistics and rules. Private to the workflow.
+// The CI gate written once for the two kinds of baseline (a config's,
+// baseline.cc and check.cc; a DataLoader's, gate_dataloader.cc): one
+// measuring loop (MeasureRunsOf over a RunKind), one stage-identity
+// comparison (SameStages), one judgement of the knobs (JudgeKnobs) and of
+// the runs (JudgeRuns, Conclude). A kind supplies only how its runs are
+// made and read and what its knobs are, so that both are measured and
+// judged by the same statistics and rules. Private to the workflow.
 #pragma once
 
+#include <cmath>
+#include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/base/json.h"
 #include "pipetune/workflow/baseline.h"
 #include "pipetune/workflow/check.h"
+#include "run_directory.h"
 
 namespace pipetune::workflow::internal {
 
@@ -22,15 +32,92 @@ void JudgeRuns(const Baseline& baseline, const std::vector<RunRecord>& runs, con
 // 16 hex digits. One function, so that the two kinds cannot drift apart.
 std::string HashIdentity(const Json& identity);
 
+// What identifies a stage to the gate; a kind leaves out what is not its
+// identity (a DataLoader's stages are known by name: op and fn empty).
+struct StageIdentity {
+  std::string name, op, fn;
+};
+
+// The one identity comparison: Ok when `now` is `before`'s stages in order;
+// else kInvalidInput, `other` (which baseline, and that it was not
+// compared) followed by what differs, the new stages called `now_name`
+// ("the config", "this run"), `count_note` after the two lists when the
+// counts differ.
+Status SameStages(const std::vector<StageIdentity>& before, const std::vector<StageIdentity>& now,
+                  const std::string& other, const std::string& now_name, const std::string& count_note);
+
+// One knob that differs from the baseline. `alone` is the baseline's knobs
+// with only this change made, to price it; nullopt when the model does not
+// price this knob (a prefetch buffer).
+template <typename Knobs>
+struct KnobDifference {
+  KnobChange change;
+  std::optional<Knobs> alone;
+};
+
+// The config judgement of check.h, written once for both kinds of run: each
+// kind says only what its knobs are (`Knobs`: a config's stages, a
+// DataLoader's settings), which differ, and how the model predicts a set of
+// them (`predict`; empty when there is no profile to price on). Fills the
+// predictions, report.knobs in the order given and config_regressed. A
+// change is priced against the baseline's prediction, so a prediction of 0
+// (or one not finite) prices nothing.
+template <typename Knobs>
+void JudgeKnobs(const std::function<double(const Knobs&)>& predict, const Knobs& before, const Knobs& now,
+                std::vector<KnobDifference<Knobs>> differences, const JudgeOptions& options,
+                CheckReport& report) {
+  auto relative = [](double from, double to) -> std::optional<double> {
+    if (!(from > 0) || !std::isfinite(from) || !std::isfinite(to)) return std::nullopt;
+    return to / from - 1;
+  };
+  bool priced = static_cast<bool>(predict);
+  if (priced) {
+    report.predicted_before = predict(before);
+    report.predicted_after = predict(now);
+    report.predicted_change = relative(report.predicted_before, report.predicted_after).value_or(0);
+  }
+  for (KnobDifference<Knobs>& d : differences) {
+    if (priced && d.alone) d.change.predicted_change = relative(report.predicted_before, predict(*d.alone));
+    report.knobs.push_back(std::move(d.change));
+  }
+  report.config_regressed = priced && report.predicted_change < -options.tolerance;
+}
+
+// What the new runs add to a judged report, for either kind: the last
+// run's bottleneck and why, and a note when they had another number of
+// cores allowed than the baseline's (the same machine on other terms).
+void ReportRuns(const Baseline& baseline, const MeasuredRuns& measured, CheckReport& report);
+
 // The verdict from what was judged: a regression when a stage, the
 // throughput or the knobs regressed; else machine when the machine drifted.
 void Conclude(CheckReport& report);
 
+// How one kind of run is measured for the gate. The loop (MeasureRunsOf) is
+// written once; a kind supplies only how its runs are made and read.
+struct RunKind {
+  // Makes `request.runs` traced runs (request.runs >= 1), each trace in `dir`.
+  std::function<StatusOr<std::vector<std::string>>(const BaselineRequest& request, const RunDirectory& dir)>
+      run;
+  // Reads the trace of run `index`: its profile. The first run sets what
+  // identifies the pipeline in `measured` (config or dataloader, stages,
+  // pipeline, host); a later run of another pipeline than `first_trace`'s is
+  // an error naming both.
+  std::function<StatusOr<models::Profile>(const std::string& trace, size_t index,
+                                          const std::string& first_trace, MeasuredRuns& measured)>
+      read;
+  // The diagnosis of the last run read (`trace`).
+  std::function<StatusOr<analyzer::Diagnosis>(const std::string& trace)> diagnose;
+};
+
+// The runs of `request` (its traces, or `request.runs` new runs made by
+// `kind.run` in request.trace_dir or a temporary directory) read by
+// `kind.read` into one record each, the first run's profile kept; with
+// `diagnose`, the last run's bottleneck and why.
+StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& kind, const BaselineRequest& request, bool diagnose);
+
 // A DataLoader's runs (gate_dataloader.cc): the program run `request.runs`
-// times, or its traces read; the baseline built from them; and `check`
-// against a baseline already loaded.
+// times, or its traces read; and `check` against a baseline already loaded.
 StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, bool diagnose);
-Baseline DataLoaderBaseline(MeasuredRuns measured, const std::vector<std::string>& command);
 StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baseline& baseline);
 
 }  // namespace pipetune::workflow::internal

@@ -161,17 +161,20 @@ StatusOr<Baseline> RecordBaseline(const BaselineRequest& request);
 // new runs. With `diagnose`, the last run's diagnosis (which stage binds and
 // why) comes with them.
 struct MeasuredRuns {
-  models::PipelineConfig config;  // as the traces recorded it
+  // What a baseline records of the pipeline, for either kind: its name,
+  // identity hash and stages with their knobs, as the first run had them.
+  std::string pipeline;
+  std::string identity;
+  std::vector<StageKnobs> stages;
+  models::PipelineConfig config;  // a config's runs: as the traces recorded it
+  // A DataLoader's runs: their settings (`config` is then empty;
+  // first_profile is the whole model profile).
+  std::optional<DataLoaderGateSettings> dataloader;
   std::vector<RunRecord> runs;
   models::Profile first_profile;
   tracer::HostFacts host;
   std::optional<std::string> bottleneck;  // the last run's stage to blame
   std::string why;                        // the last run's one-sentence summary
-  // DataLoader runs: their settings, and the stages as the baseline names
-  // them (`config` is then empty; first_profile is the whole model profile).
-  std::optional<DataLoaderGateSettings> dataloader;
-  std::vector<StageKnobs> stages;
-  std::string pipeline;
 };
 StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose);
 
