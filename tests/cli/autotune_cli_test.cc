@@ -48,23 +48,24 @@ TEST(AutotuneCli, InterruptStillWritesTheSettledConfig) {
 }
 
 TEST(AutotuneCli, MistakesExitTwoNamingWhatIsWrong) {
-  CommandResult bare = RunPipetune("autotune");
-  EXPECT_EQ(bare.exit_code, 2);
-  EXPECT_THAT(bare.err, HasSubstr("pipetune autotune pipeline.json"));
-  CommandResult missing = RunPipetune("autotune /nonexistent/p.json --seconds 1");
-  EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_THAT(missing.err, HasSubstr("/nonexistent/p.json"));
-  CommandResult zero = RunPipetune("autotune p.json --seconds 0");
-  EXPECT_EQ(zero.exit_code, 2);
-  EXPECT_THAT(zero.err, HasSubstr("--seconds"));
-  // One command, two forms: a flag of the config form given with a program
-  // is refused before the program starts (it would create this file).
-  CommandResult misplaced = RunPipetune("autotune --seconds 5 -- touch /nonexistent-dir/started");
-  EXPECT_EQ(misplaced.exit_code, 2);
-  EXPECT_THAT(misplaced.err, HasSubstr("--seconds applies to a config"));
-  CommandResult interval = RunPipetune("autotune p.json --interval-ms 50");
-  EXPECT_EQ(interval.exit_code, 2);
-  EXPECT_THAT(interval.err, HasSubstr("--interval-ms applies to a program"));
+  struct Mistake {
+    const char* args;
+    const char* said;
+  };
+  const Mistake mistakes[] = {
+      {"autotune", "pipetune autotune pipeline.json"},
+      {"autotune /nonexistent/p.json --seconds 1", "/nonexistent/p.json"},
+      {"autotune p.json --seconds 0", "--seconds"},
+      // One command, two forms: a flag of the other form is refused before
+      // anything runs (the program here would fail with its own status, 1).
+      {"autotune --seconds 5 -- touch /nonexistent-dir/started", "--seconds applies to a config"},
+      {"autotune p.json --interval-ms 50", "--interval-ms applies to a program"},
+  };
+  for (const Mistake& m : mistakes) {
+    CommandResult r = RunPipetune(m.args);
+    EXPECT_EQ(r.exit_code, 2) << m.args;
+    EXPECT_THAT(r.err, HasSubstr(m.said)) << m.args;
+  }
 }
 
 }  // namespace
