@@ -39,6 +39,12 @@ class _Options(ctypes.Structure):
         ("world_size", ctypes.c_uint32),
         ("drop_last", ctypes.c_int32),
         ("trace_path", ctypes.c_char_p),
+        ("autotune", ctypes.c_int32),
+        ("autotune_refit_seconds", ctypes.c_double),
+        ("autotune_cores", ctypes.c_double),
+        ("autotune_memory", ctypes.c_uint64),
+        ("autotune_max_threads", ctypes.c_int32),
+        ("autotune_output", ctypes.c_char_p),
     ]
 
 
@@ -76,6 +82,9 @@ def _library():
             "pipetune_batch_get_info": (None, [ptr, ctypes.POINTER(_BatchInfo)]),
             "pipetune_batch_free": (None, [ptr]),
             "pipetune_loader_last_error": (ctypes.c_char_p, []),
+            "pipetune_loader_next_decision": (ctypes.c_char_p, [ptr]),
+            "pipetune_loader_autotuned_config": (ctypes.c_char_p, [ptr]),
+            "pipetune_loader_autotune_finish": (ctypes.c_int, [ptr, ctypes.POINTER(ctypes.c_char_p)]),
         }
         for name, (restype, argtypes) in signatures.items():
             function = getattr(lib, name)
@@ -146,6 +155,26 @@ def _trace_path():
     return _session.claim(path)
 
 
+def _autotune_options(options, output, refit_seconds, cores, memory, max_threads):
+    """Checks autotune's keyword arguments (a ValueError naming the one that
+    is wrong) and sets them in the C options."""
+
+    def positive(name, value, kind):
+        if value is None:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
+            raise ValueError("pipetune.Loader: %s must be a positive %s, got %r" % (
+                name, "integer" if kind is int else "number", value))
+        return value
+
+    options.autotune = 1
+    options.autotune_refit_seconds = float(positive("autotune_refit_seconds", refit_seconds, (int, float)))
+    options.autotune_cores = float(positive("autotune_cores", cores, (int, float)))
+    options.autotune_memory = positive("autotune_memory", memory, int)
+    options.autotune_max_threads = positive("autotune_max_threads", max_threads, int)
+    options.autotune_output = os.fsencode(os.path.abspath(os.fspath(output))) if output is not None else None
+
+
 class Loader:
     """Iterates a config's batches as (images, labels) torch tensors.
 
@@ -154,10 +183,26 @@ class Loader:
     seeds; every rank must use the same. rank, world_size: this process's
     shard (default: torch.distributed's when initialised, else the whole
     dataset). drop_last: replaces the config's batch setting when given.
+
+    autotune=True retunes the running engine live (docs/pytorch.md, "autotune=True"):
+    a thread of the engine's refits the model on the Loader's own trace every
+    autotune_refit_seconds (default 2) and resizes the workers and prefetch
+    buffers within the budgets (autotune_cores, autotune_memory in bytes,
+    autotune_max_threads; default: the config's resources, else the host's).
+    Each decision is printed to stderr as `pipetune autotune` prints it, and
+    kept in `decisions`. close() writes the settled config to autotune_output
+    (default: NAME.autotuned.json beside the config file; a dict config: not
+    written) and sets `autotuned_path`; autotuned_config() gives it as a dict.
     """
 
-    def __init__(self, config, *, seed=0, rank=None, world_size=None, drop_last=None):
+    def __init__(self, config, *, seed=0, rank=None, world_size=None, drop_last=None, autotune=False,
+                 autotune_output=None, autotune_refit_seconds=None, autotune_cores=None, autotune_memory=None,
+                 autotune_max_threads=None):
         self._handle = None
+        self._autotune = bool(autotune)
+        self.decisions = []
+        self.autotuned_path = None
+        self._settled = None
         lib = _library()
         if isinstance(config, dict):
             text, path = json.dumps(config), None
@@ -173,11 +218,17 @@ class Loader:
         options.seed = int(seed) & (2 ** 64 - 1)
         options.rank, options.world_size = rank, world_size
         options.drop_last = -1 if drop_last is None else int(bool(drop_last))
+        if autotune:
+            _autotune_options(options, autotune_output, autotune_refit_seconds, autotune_cores, autotune_memory,
+                              autotune_max_threads)
+        elif any(v is not None for v in (autotune_output, autotune_refit_seconds, autotune_cores, autotune_memory,
+                                         autotune_max_threads)):
+            raise ValueError("pipetune.Loader: the autotune_* options need autotune=True")
         trace = _trace_path()
         options.trace_path = trace.encode() if trace else None
         handle = ctypes.c_void_p()
         rc = lib.pipetune_loader_create(ctypes.byref(options), ctypes.byref(handle))
-        if rc != _OK and trace:
+        if rc not in (_OK, _BAD_CONFIG) and trace:
             # Tracing must never stop training: run unrecorded, and say so.
             sys.stderr.write("pipetune: the Loader is not recorded: %s\n" % _last_error())
             options.trace_path = None
@@ -226,9 +277,13 @@ class Loader:
                 if rc == _TIMEOUT:
                     continue
                 if rc == _BATCH:
+                    if self._autotune:
+                        self._print_decisions()
                     yield self._tensors(batch.value)
                     continue
                 ended = True  # the engine ended the pass itself (its end, or a failure)
+                if self._autotune:
+                    self._print_decisions()
                 if rc == _END:
                     return
                 raise RuntimeError("pipetune.Loader: %s" % _last_error())
@@ -254,12 +309,49 @@ class Loader:
         labels = _tensor_over(info.labels, 8 * n, torch.int64, owner)
         return images, labels
 
+    def _print_decisions(self):
+        """Prints the decisions made since the last look (the engine's driver
+        thread made them; this only reads a queue)."""
+        while True:
+            line = self._lib.pipetune_loader_next_decision(self._handle)
+            if not line:
+                return
+            decision = json.loads(line.decode())
+            self.decisions.append(decision)
+            sys.stderr.write("pipetune autotune: %s\n" % decision["line"])
+            sys.stderr.flush()
+
+    def autotuned_config(self):
+        """autotune=True: the config with the knobs decided so far (after
+        close(), the settled config), as a dict; None without autotune."""
+        if not self._autotune:
+            return None
+        if self._handle is None:
+            return self._settled
+        return json.loads(self._lib.pipetune_loader_autotuned_config(self._handle).decode())
+
     def close(self):
         """Stops the engine's threads and frees the Loader (batches already
-        handed out stay valid)."""
-        if self._handle is not None:
-            handle, self._handle = self._handle, None
-            self._lib.pipetune_loader_destroy(handle)
+        handed out stay valid). With autotune, writes the settled config first."""
+        if self._handle is None:
+            return
+        if self._autotune:
+            self._finish_autotune()
+        handle, self._handle = self._handle, None
+        self._lib.pipetune_loader_destroy(handle)
+
+    def _finish_autotune(self):
+        written = ctypes.c_char_p()
+        rc = self._lib.pipetune_loader_autotune_finish(self._handle, ctypes.byref(written))
+        self._print_decisions()
+        self._settled = json.loads(self._lib.pipetune_loader_autotuned_config(self._handle).decode())
+        path = (written.value or b"").decode()
+        self.autotuned_path = path or None
+        if rc != _OK:
+            # Training has ended well; a config that cannot be written must not fail it.
+            sys.stderr.write("pipetune autotune: %s\n" % _last_error())
+        elif path:
+            sys.stderr.write("pipetune autotune: settled config: %s\n" % path)
 
     def __del__(self):
         if getattr(self, "_handle", None) is not None:

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/pipeline.h"
 #include "pipetune/tracer/tracer.h"
+#include "loader_autotune.h"
 
 namespace {
 
@@ -37,11 +39,8 @@ int Error(int code, const std::string& message) {
 
 // The config as the Loader runs it (see the header): repeat dropped, channels
 // first unless the config's normalize states a layout, drop_last applied.
-StatusOr<models::PipelineConfig> LoaderConfig(const pipetune_loader_options& options) {
-  const std::string source = options.config_path != nullptr && *options.config_path != '\0'
-                                 ? options.config_path
-                                 : std::string("<config>");
-  PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig parsed, models::ParseConfig(options.config_json, source));
+StatusOr<models::PipelineConfig> LoaderConfig(const models::PipelineConfig& parsed,
+                                              const pipetune_loader_options& options, const std::string& source) {
   Json document = parsed.raw;
   Json stages = Json::array();
   size_t last_normalize = SIZE_MAX;
@@ -111,10 +110,24 @@ struct pipetune_loader {
   uint64_t handed_out_ns = 0;
   uint64_t asked_ns = 0;
   uint64_t last_wait_ns = 0;  // the last batch's wait
+  std::unique_ptr<runtime::LoaderAutotune> autotune;  // null: autotune off
+  std::string returned;  // the string last handed to the caller (decision, config)
+  std::string written;   // the settled config's file ("" none)
 
+  // With autotune, from the knobs decided so far (a new pass keeps them).
   Status Build() {
-    PIPETUNE_ASSIGN_OR_RETURN(pipeline, runtime::Pipeline::Create(config, build));
+    if (autotune != nullptr) {
+      PIPETUNE_ASSIGN_OR_RETURN(pipeline, autotune->Build(build));
+    } else {
+      PIPETUNE_ASSIGN_OR_RETURN(pipeline, runtime::Pipeline::Create(config, build));
+    }
     return Status::Ok();
+  }
+  // The pass's threads stopped and its buffers freed; the next pass builds
+  // the pipeline again.
+  void DropPipeline() {
+    if (autotune != nullptr) autotune->Detach();
+    pipeline.reset();
   }
 };
 
@@ -135,7 +148,12 @@ int pipetune_loader_create(const pipetune_loader_options* options, pipetune_load
                                                  " is not below world_size " + std::to_string(world));
   }
   auto loader = std::make_unique<pipetune_loader>();
-  StatusOr<models::PipelineConfig> config = LoaderConfig(*options);
+  const std::string source = options->config_path != nullptr && *options->config_path != '\0'
+                                 ? options->config_path
+                                 : std::string("<config>");
+  StatusOr<models::PipelineConfig> original = models::ParseConfig(options->config_json, source);
+  if (!original.ok()) return Error(PIPETUNE_LOADER_BAD_CONFIG, original.status().message());
+  StatusOr<models::PipelineConfig> config = LoaderConfig(*original, *options, source);
   if (!config.ok()) return Error(PIPETUNE_LOADER_BAD_CONFIG, config.status().message());
   loader->config = std::move(*config);
   loader->channels_first = ChannelsFirst(loader->config);
@@ -160,10 +178,21 @@ int pipetune_loader_create(const pipetune_loader_options* options, pipetune_load
     static const bool registered = [] { return std::atexit([] { (void)tracer::Stop(); }) == 0; }();
     (void)registered;
   }
+  if (options->autotune != 0) {
+    StatusOr<std::unique_ptr<runtime::LoaderAutotune>> autotune =
+        runtime::LoaderAutotune::Create(*options, std::move(*original), loader->config, loader->traced);
+    if (!autotune.ok()) {
+      if (loader->traced) (void)tracer::Stop();
+      const bool bad = autotune.status().code() == pipetune::StatusCode::kInvalidInput;
+      return Error(bad ? PIPETUNE_LOADER_BAD_CONFIG : PIPETUNE_LOADER_ERROR, autotune.status().message());
+    }
+    loader->autotune = std::move(*autotune);
+  }
   Status built = loader->Build();
   if (!built.ok()) {
     const int code = built.code() == pipetune::StatusCode::kInvalidInput ? PIPETUNE_LOADER_BAD_CONFIG
                                                                          : PIPETUNE_LOADER_ERROR;
+    loader->autotune.reset();  // its driver and temporary trace end with it
     if (loader->traced) (void)tracer::Stop();
     return Error(code, built.message());
   }
@@ -199,7 +228,7 @@ int pipetune_loader_next(pipetune_loader* loader, int64_t timeout_ms, pipetune_b
                                        : loader->pipeline->NextFor(&element, timeout_ms, &timed_out);
   if (!next.ok()) {
     loader->in_epoch = false;
-    loader->pipeline.reset();  // it stopped: the next epoch builds it again
+    loader->DropPipeline();  // it stopped: the next epoch builds it again
     return Error(PIPETUNE_LOADER_ERROR, next.status().message());
   }
   if (timed_out) return PIPETUNE_LOADER_TIMEOUT;
@@ -233,13 +262,38 @@ int pipetune_loader_next(pipetune_loader* loader, int64_t timeout_ms, pipetune_b
 
 void pipetune_loader_stop(pipetune_loader* loader) {
   loader->in_epoch = false;
-  loader->pipeline.reset();
+  loader->DropPipeline();
 }
 
 void pipetune_loader_destroy(pipetune_loader* loader) {
   if (loader == nullptr) return;
+  (void)pipetune_loader_autotune_finish(loader, nullptr);
   pipetune_loader_stop(loader);
   delete loader;
+}
+
+const char* pipetune_loader_next_decision(pipetune_loader* loader) {
+  if (loader->autotune == nullptr) return nullptr;
+  std::optional<std::string> line = loader->autotune->NextDecision();
+  if (!line) return nullptr;
+  loader->returned = std::move(*line);
+  return loader->returned.c_str();
+}
+
+const char* pipetune_loader_autotuned_config(pipetune_loader* loader) {
+  if (loader->autotune == nullptr) return nullptr;
+  loader->returned = loader->autotune->SettledConfigJson();
+  return loader->returned.c_str();
+}
+
+int pipetune_loader_autotune_finish(pipetune_loader* loader, const char** written_path) {
+  static const char* const kNone = "";
+  if (written_path != nullptr) *written_path = kNone;
+  if (loader->autotune == nullptr) return PIPETUNE_LOADER_OK;
+  Status finished = loader->autotune->Finish(&loader->written);
+  if (written_path != nullptr) *written_path = loader->written.c_str();
+  if (!finished.ok()) return Error(PIPETUNE_LOADER_ERROR, "the settled config: " + finished.message());
+  return PIPETUNE_LOADER_OK;
 }
 
 void pipetune_batch_get_info(const pipetune_batch* batch, pipetune_batch_info* info) {

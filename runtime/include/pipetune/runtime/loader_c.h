@@ -59,6 +59,22 @@ typedef struct pipetune_loader_options {
   uint32_t world_size;     /* 0 or 1: no sharding */
   int32_t drop_last;       /* -1: the config's batch says; 0 or 1: replaces it */
   const char* trace_path;  /* may be NULL: record a trace session there */
+  /* Live retuning (workflow/autotune_controller.h; docs/pytorch.md,
+   * "autotune=True"): a thread of the loader's own refits the model on the
+   * loader's trace (trace_path, else a temporary one removed at the end)
+   * every autotune_refit_seconds and resizes the running pipeline's workers
+   * and prefetch buffers within the budgets; the caller's thread never waits
+   * for a decision. Later epochs (and a pipeline rebuilt after a pass left
+   * half-read) keep the knobs decided. */
+  int32_t autotune;              /* 1: on */
+  double autotune_refit_seconds; /* 0: 2 s */
+  double autotune_cores;         /* 0: the config's resources, else the host's usable cores */
+  uint64_t autotune_memory;      /* bytes; 0: the config's resources, else 90% of the host's available */
+  int32_t autotune_max_threads;  /* the stages' threads together; 0: 256 */
+  /* Where the settled config is written by pipetune_loader_autotune_finish:
+   * NULL: STEM.autotuned.json beside config_path (with no config_path: not
+   * written; pipetune_loader_autotuned_config still gives it). */
+  const char* autotune_output;
 } pipetune_loader_options;
 
 typedef struct pipetune_batch_info {
@@ -87,8 +103,27 @@ int pipetune_loader_next(pipetune_loader* loader, int64_t timeout_ms, pipetune_b
 /* Stops every thread of the current pass and frees its buffers; the next
  * start_epoch builds the pipeline again. Idempotent. */
 void pipetune_loader_stop(pipetune_loader* loader);
-/* Stops and frees the loader (NULL: nothing). Batches stay valid. */
+/* Stops and frees the loader (NULL: nothing). Batches stay valid. With
+ * autotune, finishes it first (pipetune_loader_autotune_finish). */
 void pipetune_loader_destroy(pipetune_loader* loader);
+/* autotune: the next decision not yet read, as one JSON line ({"kind":
+ * "change"|"kept"|"rolled back"|"settled"|"declined", "seconds", "moves":
+ * [{"stage", "knob", "old", "new"}], "predicted", "measured_before",
+ * "measured", "refit_ms", "note", "line": the text `pipetune autotune`
+ * prints}); NULL when none is waiting (or autotune is off). Valid until the
+ * next call on this loader. */
+const char* pipetune_loader_next_decision(pipetune_loader* loader);
+/* autotune: the knobs decided so far, as the whole config the loader was
+ * given (its repeat stages kept), JSON; NULL when autotune is off. Valid
+ * until the next call on this loader. */
+const char* pipetune_loader_autotuned_config(pipetune_loader* loader);
+/* autotune: stops retuning (a change still waiting is judged on what the
+ * trace holds, else undone), stops a temporary trace and removes it, and
+ * writes the settled config (atomically) where autotune_output says. The
+ * pipeline keeps running with the settled knobs. Idempotent; destroy calls
+ * it. *written_path (may be NULL) gets the file written, "" for none, valid
+ * while the loader lives. PIPETUNE_LOADER_ERROR: it could not be written. */
+int pipetune_loader_autotune_finish(pipetune_loader* loader, const char** written_path);
 void pipetune_batch_get_info(const pipetune_batch* batch, pipetune_batch_info* info);
 void pipetune_batch_free(pipetune_batch* batch);
 
