@@ -112,7 +112,7 @@ StatusOr<std::unique_ptr<LoaderAutotune>> LoaderAutotune::Create(const pipetune_
 LoaderAutotune::~LoaderAutotune() {
   StopDriver();
   EndTemporaryTrace();
-  Detach();
+  if (controller_ != nullptr) Detach();  // null: Create failed before it
 }
 
 StatusOr<std::unique_ptr<Pipeline>> LoaderAutotune::Build(const BuildOptions& options) {
