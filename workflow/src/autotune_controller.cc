@@ -48,6 +48,15 @@ bool SameMoves(const std::vector<KnobMove>& a, const std::vector<KnobMove>& b) {
   });
 }
 
+// What a plan can give the consumer: its prediction of the pipeline, but no
+// more than the consumer's own rate (1 / its step time) when it has a step
+// (a training loop): the pipeline cannot be drained faster, so a plan
+// predicted beyond it gains nothing that could be measured.
+double Achievable(const tuner::Plan& plan) {
+  return plan.demand_throughput ? std::min(plan.predicted_throughput, *plan.demand_throughput)
+                                : plan.predicted_throughput;
+}
+
 std::vector<KnobMove> Reversed(std::vector<KnobMove> moves) {
   for (KnobMove& move : moves) std::swap(move.old_value, move.new_value);
   return moves;
@@ -312,16 +321,17 @@ void AutotuneController::Propose(const tuner::Plan& plan, uint64_t trace_end_ns,
   AutotuneDecision decision;
   decision.seconds = now_seconds_;
   decision.measured_before = plan.measured_throughput;
-  decision.predicted = plan.predicted_throughput;
+  decision.predicted = Achievable(plan);
   decision.refit_ms = refit_ms;
-  // Worth it only when the plan predicts more than both the rate measured
+  // Worth it only when the plan predicts (up to the consumer's own rate:
+  // Achievable) more than both the rate measured
   // and what the change already kept was predicted to give: a plan that
   // predicts no more than the running one only restates the gap between
   // model and measurement (a loaded machine stretches every worker's
   // latency, and Little's law then asks for ever more workers that the
   // cores cannot run).
   double baseline = std::max(plan.measured_throughput, kept_prediction_);
-  bool worth = plan.predicted_throughput >= baseline * (1 + options_.min_gain);
+  bool worth = decision.predicted >= baseline * (1 + options_.min_gain);
   bool tried = std::any_of(rejected_.begin(), rejected_.end(),
                            [&](const std::vector<KnobMove>& r) { return SameMoves(r, workers); });
   if (!workers.empty() && worth && !tried) {

@@ -23,6 +23,8 @@
 //    plan's knobs that differ from the running ones are applied when the
 //    plan predicts at least min_gain over the measured rate and over the
 //    prediction of the change kept before (buffers follow any applied plan);
+//    a prediction counts up to the consumer's own rate (1 / its step time,
+//    a training loop's step): no plan drains the pipeline faster;
 //  - nothing worth changing (or only what was rolled back): settled, and no
 //    further refit runs.
 // Budgets: the plan's (tuner::ResolveResources: the budget flags, the
@@ -68,7 +70,7 @@ struct AutotuneDecision {
   double seconds = 0;  // since the run started
   std::vector<KnobMove> moves;
   double measured_before = 0;      // outputs/s in the window the refit read
-  double predicted = 0;            // the plan's outputs/s
+  double predicted = 0;            // the plan's outputs/s, at most the consumer's own rate
   std::optional<double> measured;  // outputs/s after the change (kKept, kRolledBack)
   double refit_ms = 0;             // trace read + profile + solve
   std::string note;                // kDeclined / kSettled: why
