@@ -48,13 +48,24 @@ bool SameMoves(const std::vector<KnobMove>& a, const std::vector<KnobMove>& b) {
   });
 }
 
+// The consumer's own rate in the window: its steps over the time it spent in
+// them (not waiting for an output); nullopt when it recorded none.
+std::optional<double> ConsumerRate(const analyzer::CollectedTrace& trace, const analyzer::Window& window) {
+  if (window.end_frame >= trace.frames.size() || window.begin_frame >= window.end_frame) return std::nullopt;
+  const analyzer::Frame& begin = trace.frames[window.begin_frame];
+  const analyzer::Frame& end = trace.frames[window.end_frame];
+  if (end.steps <= begin.steps || end.step_busy_ns <= begin.step_busy_ns) return std::nullopt;
+  return static_cast<double>(end.steps - begin.steps) * 1e9 / static_cast<double>(end.step_busy_ns - begin.step_busy_ns);
+}
+
 // What a plan can give the consumer: its prediction of the pipeline, but no
-// more than the consumer's own rate (1 / its step time) when it has a step
-// (a training loop): the pipeline cannot be drained faster, so a plan
-// predicted beyond it gains nothing that could be measured.
-double Achievable(const tuner::Plan& plan) {
-  return plan.demand_throughput ? std::min(plan.predicted_throughput, *plan.demand_throughput)
-                                : plan.predicted_throughput;
+// more than the consumer's own rate (the plan's demand when the config states
+// a step, else the one measured): a training loop whose step takes 4 ms
+// drains no more than 250 outputs/s, so a plan predicted beyond that gains
+// nothing that could be measured.
+double Achievable(const tuner::Plan& plan, std::optional<double> consumer_rate) {
+  std::optional<double> demand = plan.demand_throughput ? plan.demand_throughput : consumer_rate;
+  return demand ? std::min(plan.predicted_throughput, *demand) : plan.predicted_throughput;
 }
 
 std::vector<KnobMove> Reversed(std::vector<KnobMove> moves) {
@@ -241,7 +252,7 @@ void AutotuneController::Refit(bool final) {
   }
   if (final) return;
   pending_error_ = refitted.rate_error;  // the "before" of a change made now
-  Propose(refitted.plan, refitted.trace_end_ns, ms);
+  Propose(refitted.plan, refitted.consumer_rate, refitted.trace_end_ns, ms);
 }
 
 // The run's trace since the last change -> profile -> plan; nullopt while
@@ -260,6 +271,7 @@ StatusOr<std::optional<AutotuneController::Refitted>> AutotuneController::Solve(
   out.trace_end_ns = trace.frames.back().time_ns;
   PIPETUNE_ASSIGN_OR_RETURN(analyzer::ProfiledRun run, analyzer::ProfileCollected(trace));
   out.rate_error = RateRelativeError(trace, run.window);
+  out.consumer_rate = ConsumerRate(trace, run.window);
   tuner::TuneInput input;
   input.profile = std::move(run.profile);
   input.config = current_;  // the knobs running now
@@ -300,7 +312,8 @@ void AutotuneController::Judge(double measured, double rate_error, uint64_t trac
   Record(std::move(judged));
 }
 
-void AutotuneController::Propose(const tuner::Plan& plan, uint64_t trace_end_ns, double refit_ms) {
+void AutotuneController::Propose(const tuner::Plan& plan, std::optional<double> consumer_rate,
+                                 uint64_t trace_end_ns, double refit_ms) {
   std::vector<KnobMove> workers, buffers;
   for (const tuner::PlannedStage& planned : plan.stages) {
     if (planned.inserted()) {
@@ -321,7 +334,7 @@ void AutotuneController::Propose(const tuner::Plan& plan, uint64_t trace_end_ns,
   AutotuneDecision decision;
   decision.seconds = now_seconds_;
   decision.measured_before = plan.measured_throughput;
-  decision.predicted = Achievable(plan);
+  decision.predicted = Achievable(plan, consumer_rate);
   decision.refit_ms = refit_ms;
   // Worth it only when the plan predicts (up to the consumer's own rate:
   // Achievable) more than both the rate measured

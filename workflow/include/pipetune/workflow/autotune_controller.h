@@ -24,7 +24,8 @@
 //    plan predicts at least min_gain over the measured rate and over the
 //    prediction of the change kept before (buffers follow any applied plan);
 //    a prediction counts up to the consumer's own rate (1 / its step time,
-//    a training loop's step): no plan drains the pipeline faster;
+//    a training loop's step, measured in the window): no plan makes the
+//    consumer drain the pipeline faster;
 //  - nothing worth changing (or only what was rolled back): settled, and no
 //    further refit runs.
 // Budgets: the plan's (tuner::ResolveResources: the budget flags, the
@@ -158,12 +159,14 @@ class AutotuneController {
     tuner::Plan plan;
     uint64_t trace_end_ns = 0;
     double rate_error = 0;  // the relative standard error of the window's rate
+    std::optional<double> consumer_rate;  // outputs/s its steps alone allow
   };
 
   void Refit(bool final);
   StatusOr<std::optional<Refitted>> Solve();
   void Judge(double measured, double rate_error, uint64_t trace_end_ns, double refit_ms);
-  void Propose(const tuner::Plan& plan, uint64_t trace_end_ns, double refit_ms);
+  void Propose(const tuner::Plan& plan, std::optional<double> consumer_rate, uint64_t trace_end_ns,
+               double refit_ms);
   void Decline(const std::string& why, double refit_ms);
   void Apply(const std::vector<KnobMove>& moves);
   void NoteOnce(const std::string& note);
