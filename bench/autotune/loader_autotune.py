@@ -14,13 +14,14 @@ batched by 16, every parallel stage at one worker and a prefetch buffer of
   then `pipetune tune` on that trace (TUNE_FLAGS, default --no-cache: a
   running pipeline gets no cache inserted, so the like-for-like plan is the
   knobs; without it the plan may cache the decoded images);
-- each round, alternately (autotune first, then tuned first, ...): a fresh
-  process with Loader(untuned, autotune=True) running epochs until the
-  `settled` decision and AFTER epochs more, and a fresh process with
-  Loader(tuned) running AFTER + 2 epochs (the first 2 left out).
-The ratio is the median over rounds of autotune's images/s over its epochs
-after settling against the tuned Loader's; printed with each round, the
-time to settle, the refits' cost and both configs' knobs.
+- each round, one fresh process: Loader(untuned, autotune=True) runs epochs
+  until its `settled` decision, then it and Loader(tuned) run AFTER epochs
+  each, alternating epoch by epoch (autotuned first, then tuned first, ...),
+  so that a burst of other load hits both alike.
+A round's ratio is the median over its epoch pairs of autotune's images/s
+against the tuned Loader's; the figure is the median over rounds. Printed
+with each round: both rates over all pairs, the time to settle, the
+refits' cost and the decisions; then both configs' knobs.
 """
 import argparse
 import json
@@ -37,28 +38,40 @@ TRAIN = textwrap.dedent("""\
     import json, sys, time
     import torch
     import pipetune
-    config, mode, after, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    kwargs = {"autotune": True, "autotune_output": out + ".autotuned.json"} if mode == "auto" else {}
-    start = time.monotonic()
-    loader = pipetune.Loader(config, **kwargs)
-    epochs, settled_epoch = [], None
-    while True:
+
+
+    def epoch(loader):
         began, images = time.monotonic(), 0
         for x, y in loader:
             images += len(y)
             time.sleep(0.003)  # the training step
-        epochs.append({"at": began - start, "seconds": time.monotonic() - began, "images": images})
-        if mode == "auto" and settled_epoch is None and any(d["kind"] == "settled" for d in loader.decisions):
-            settled_epoch = len(epochs)  # the next epoch runs settled
-        if mode == "profile" and len(epochs) == 6:
-            break
-        if mode == "tuned" and len(epochs) == after + 2:
-            break
-        if mode == "auto" and (settled_epoch is not None and len(epochs) >= settled_epoch + after
-                               or time.monotonic() - start > 90):
-            break
-    loader.close()
-    json.dump({"epochs": epochs, "settled_epoch": settled_epoch, "decisions": loader.decisions}, open(out, "w"))
+        return {"seconds": time.monotonic() - began, "images": images}
+
+
+    mode, config, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode == "profile":  # 6 epochs of the untuned config, traced by `pipetune profile`
+        loader = pipetune.Loader(config)
+        for _ in range(6):
+            epoch(loader)
+        sys.exit(0)
+    tuned, after = sys.argv[4], int(sys.argv[5])
+    start = time.monotonic()
+    auto = pipetune.Loader(config, autotune=True, autotune_output=out + ".autotuned.json")
+    explored = []
+    while not any(d["kind"] == "settled" for d in auto.decisions) and time.monotonic() - start < 90:
+        explored.append(epoch(auto))
+    settled = any(d["kind"] == "settled" for d in auto.decisions)
+    base = pipetune.Loader(tuned)
+    epoch(base)  # its first pass starts its threads
+    pairs = []
+    for i in range(after if settled else 0):
+        first, second = (auto, base) if i % 2 == 0 else (base, auto)
+        a, b = epoch(first), epoch(second)
+        pairs.append({"auto": a if first is auto else b, "tuned": b if first is auto else a})
+    auto.close()
+    base.close()
+    json.dump({"explored": explored, "settled": settled, "pairs": pairs, "decisions": auto.decisions},
+              open(out, "w"))
 """)
 
 
@@ -127,36 +140,33 @@ def main():
     python = sys.executable
 
     trace = os.path.join(out, "untuned.trace")
-    run([pipetune, "profile", "--trace", trace, "--", python, script, untuned, "profile", "0",
-         os.path.join(out, "profile.json")], env, os.path.join(out, "profile.log"))
+    run([pipetune, "profile", "--trace", trace, "--", python, script, "profile", untuned, "-"], env,
+        os.path.join(out, "profile.log"))
     tune_flags = os.environ.get("TUNE_FLAGS", "--no-cache").split()
     run([pipetune, "tune", trace, "-o", tuned] + tune_flags, env, os.path.join(out, "tune.log"))
 
     ratios = []
     for r in range(args.rounds):
-        results = {}
-        for mode in (("auto", "tuned") if r % 2 == 0 else ("tuned", "auto")):
-            result = os.path.join(out, "%s%d.json" % (mode, r))
-            run([python, script, untuned if mode == "auto" else tuned, mode, str(args.after), result], env,
-                result + ".log")
-            results[mode] = json.load(open(result))
-        auto, base = results["auto"], results["tuned"]
-        if auto["settled_epoch"] is None:
-            print("round %d: autotune did not settle in 90 s; decisions in %s" % (r, os.path.join(out, "auto%d.json.log" % r)))
+        result = os.path.join(out, "round%d.json" % r)
+        run([python, script, "compare", untuned, result, tuned, str(args.after)], env, result + ".log")
+        got = json.load(open(result))
+        if not got["settled"]:
+            print("round %d: autotune did not settle in 90 s; decisions in %s.log" % (r, result))
             continue
-        after = auto["epochs"][auto["settled_epoch"]:]
-        ratio = rate(after) / rate(base["epochs"][2:])
+        pair_ratios = [rate([p["auto"]]) / rate([p["tuned"]]) for p in got["pairs"]]
+        ratio = statistics.median(pair_ratios)
         ratios.append(ratio)
-        settled_at = next(d["seconds"] for d in auto["decisions"] if d["kind"] == "settled")
-        refits = [d["refit_ms"] for d in auto["decisions"] if d["refit_ms"] > 0]
-        print("round %d: autotune %.0f images/s over %d epochs after settling, tuned %.0f: %.3f; settled at %.1f s "
-              "(epoch %d), refit %.1f ms mean, %.1f max; untuned epoch 0 %.0f images/s" % (
-                  r, rate(after), len(after), rate(base["epochs"][2:]), ratio, settled_at, auto["settled_epoch"],
+        settled_at = next(d["seconds"] for d in got["decisions"] if d["kind"] == "settled")
+        refits = [d["refit_ms"] for d in got["decisions"] if d["refit_ms"] > 0]
+        print("round %d: %.3f (median of %d epoch pairs; over all of them %.0f against %.0f images/s); settled at "
+              "%.1f s after %d epochs, refit %.1f ms mean, %.1f max; untuned epoch 0 %.0f images/s" % (
+                  r, ratio, len(pair_ratios), rate([p["auto"] for p in got["pairs"]]),
+                  rate([p["tuned"] for p in got["pairs"]]), settled_at, len(got["explored"]),
                   statistics.mean(refits) if refits else 0, max(refits) if refits else 0,
-                  rate(auto["epochs"][:1])))
-        for d in auto["decisions"]:
+                  rate(got["explored"][:1])))
+        for d in got["decisions"]:
             print("    " + d["line"])
-    last = os.path.join(out, "auto%d.json.autotuned.json" % (args.rounds - 1))
+    last = os.path.join(out, "round%d.json.autotuned.json" % (args.rounds - 1))
     print("knobs: autotuned %s; tuned (tune %s) %s" % (
         knobs(json.load(open(last))) if os.path.exists(last) else "?", " ".join(tune_flags),
         knobs(json.load(open(tuned)))))
