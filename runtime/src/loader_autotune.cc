@@ -31,7 +31,8 @@ StatusOr<workflow::AutotuneControllerOptions> ControllerOptions(const pipetune_l
   if (options.autotune_cores > 0) out.budgets.cores = options.autotune_cores;
   if (options.autotune_memory > 0) out.budgets.memory_bytes = options.autotune_memory;
   if (options.autotune_max_threads < 0) {
-    return InvalidInput(fmt::format("autotune_max_threads: must be > 0, got {}", options.autotune_max_threads));
+    return InvalidInput(
+        fmt::format("autotune_max_threads: must be > 0, got {}", options.autotune_max_threads));
   }
   if (options.autotune_max_threads > 0) out.budgets.max_threads = options.autotune_max_threads;
   PIPETUNE_RETURN_IF_ERROR(workflow::ValidateControllerOptions(out));
@@ -48,13 +49,15 @@ StatusOr<std::string> OutputPath(const pipetune_loader_options& options) {
   fs::path folder = fs::path(output).parent_path();
   std::error_code error;
   if (!folder.empty() && !fs::is_directory(folder, error)) {
-    return InvalidInput(fmt::format("autotune_output: {}: its folder {} does not exist", output, folder.string()));
+    return InvalidInput(
+        fmt::format("autotune_output: {}: its folder {} does not exist", output, folder.string()));
   }
   return output;
 }
 
 // A trace file of the loader's own, in the temporary folder.
-StatusOr<std::string> StartTemporaryTrace(const models::PipelineConfig& running, const std::string& config_path) {
+StatusOr<std::string> StartTemporaryTrace(const models::PipelineConfig& running,
+                                          const std::string& config_path) {
   std::string path = (fs::temp_directory_path() / "pipetune-loader-autotune-XXXXXX").string();
   int fd = mkstemp(path.data());
   if (fd < 0) return Status(StatusCode::kIoError, "autotune: cannot create a temporary trace in " + path);
@@ -81,7 +84,8 @@ StatusOr<std::unique_ptr<LoaderAutotune>> LoaderAutotune::Create(const pipetune_
                                                                  models::PipelineConfig original,
                                                                  const models::PipelineConfig& running,
                                                                  bool traced) {
-  PIPETUNE_ASSIGN_OR_RETURN(workflow::AutotuneControllerOptions controller_options, ControllerOptions(options));
+  PIPETUNE_ASSIGN_OR_RETURN(workflow::AutotuneControllerOptions controller_options,
+                            ControllerOptions(options));
   std::unique_ptr<LoaderAutotune> tune(new LoaderAutotune());
   PIPETUNE_ASSIGN_OR_RETURN(tune->output_, OutputPath(options));
   const std::string config_path = options.config_path != nullptr ? options.config_path : "";
@@ -177,8 +181,8 @@ Status LoaderAutotune::Finish(std::string* written) {
   finish_status_ = Status::Ok();
   if (!output_.empty()) {
     StatusOr<workflow::TunedConfig> saved =
-        workflow::WriteTunedConfig(original_, controller_->SettledOn(original_), original_dir_, original_label_,
-                                   output_, /*with_diff=*/false);
+        workflow::WriteTunedConfig(original_, controller_->SettledOn(original_), original_dir_,
+                                   original_label_, output_, /*with_diff=*/false);
     if (saved.ok()) {
       written_ = saved->path;
     } else {

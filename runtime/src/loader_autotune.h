@@ -60,9 +60,9 @@ class LoaderAutotune {
   void EndTemporaryTrace();
 
   models::PipelineConfig original_;
-  std::string original_dir_;    // where the original's relative paths resolve ("" unknown)
-  std::string original_label_;  // its file, or "<config>"
-  std::string output_;          // "" not written
+  std::string original_dir_;     // where the original's relative paths resolve ("" unknown)
+  std::string original_label_;   // its file, or "<config>"
+  std::string output_;           // "" not written
   std::string temporary_trace_;  // "" the caller's trace
   bool temporary_running_ = false;
   std::unique_ptr<workflow::AutotuneController> controller_;

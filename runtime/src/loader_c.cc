@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "loader_autotune.h"
 #include "pipetune/base/json.h"
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/pipeline.h"
 #include "pipetune/tracer/tracer.h"
-#include "loader_autotune.h"
 
 namespace {
 
@@ -40,7 +40,8 @@ int Error(int code, const std::string& message) {
 // The config as the Loader runs it (see the header): repeat dropped, channels
 // first unless the config's normalize states a layout, drop_last applied.
 StatusOr<models::PipelineConfig> LoaderConfig(const models::PipelineConfig& parsed,
-                                              const pipetune_loader_options& options, const std::string& source) {
+                                              const pipetune_loader_options& options,
+                                              const std::string& source) {
   Json document = parsed.raw;
   Json stages = Json::array();
   size_t last_normalize = SIZE_MAX;
@@ -109,7 +110,7 @@ struct pipetune_loader {
   // caller first asked for the one it waits for now (across timeouts).
   uint64_t handed_out_ns = 0;
   uint64_t asked_ns = 0;
-  uint64_t last_wait_ns = 0;  // the last batch's wait
+  uint64_t last_wait_ns = 0;                          // the last batch's wait
   std::unique_ptr<runtime::LoaderAutotune> autotune;  // null: autotune off
   std::string returned;  // the string last handed to the caller (decision, config)
   std::string written;   // the settled config's file ("" none)

@@ -37,9 +37,10 @@ StatusOr<AutotuneResult> Autotune(const AutotuneRequest& request) {
   controller.Attach(nullptr, {});  // the run's pipeline is gone
   if (!summary.ok()) return summary.status();
   controller.Finish();
-  PIPETUNE_ASSIGN_OR_RETURN(TunedConfig written,
-                            WriteTunedConfig(config, controller.SettledOn(config), DirectoryOf(request.config_path),
-                                             request.config_path, output, /*with_diff=*/true));
+  PIPETUNE_ASSIGN_OR_RETURN(
+      TunedConfig written,
+      WriteTunedConfig(config, controller.SettledOn(config), DirectoryOf(request.config_path),
+                       request.config_path, output, /*with_diff=*/true));
   AutotuneResult result;
   static_cast<AutotuneStats&>(result) = controller.TakeStats();
   result.summary = std::move(*summary);

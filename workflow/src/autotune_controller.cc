@@ -55,7 +55,8 @@ std::optional<double> ConsumerRate(const analyzer::CollectedTrace& trace, const 
   const analyzer::Frame& begin = trace.frames[window.begin_frame];
   const analyzer::Frame& end = trace.frames[window.end_frame];
   if (end.steps <= begin.steps || end.step_busy_ns <= begin.step_busy_ns) return std::nullopt;
-  return static_cast<double>(end.steps - begin.steps) * 1e9 / static_cast<double>(end.step_busy_ns - begin.step_busy_ns);
+  return static_cast<double>(end.steps - begin.steps) * 1e9 /
+         static_cast<double>(end.step_busy_ns - begin.step_busy_ns);
 }
 
 // What a plan can give the consumer: its prediction of the pipeline, but no
@@ -152,7 +153,8 @@ std::string AutotunedConfigPath(const std::string& config_path) {
 
 Status ValidateControllerOptions(const AutotuneControllerOptions& options) {
   if (!(options.refit_every_seconds > 0))
-    return InvalidInput(fmt::format("the refit interval must be > 0 seconds, got {}", options.refit_every_seconds));
+    return InvalidInput(
+        fmt::format("the refit interval must be > 0 seconds, got {}", options.refit_every_seconds));
   if (!(options.tolerance >= 0 && options.tolerance < 1))
     return InvalidInput(fmt::format("the tolerance must be in [0, 1), got {}", options.tolerance));
   if (!(options.min_gain >= 0 && options.min_gain < 1))
@@ -367,11 +369,12 @@ void AutotuneController::Propose(const tuner::Plan& plan, std::optional<double> 
   }
   decision.kind = AutotuneDecision::Kind::kSettled;
   decision.note = workers.empty() ? "the plan keeps every stage's workers"
-                  : tried         ? "the plan is one that was rolled back"
-                                  : fmt::format("the plan predicts less than {:.0f}% over {}", 100 * options_.min_gain,
-                                                kept_prediction_ > plan.measured_throughput
-                                                    ? "the prediction of the change kept before it"
-                                                    : "the measured rate");
+                  : tried
+                      ? "the plan is one that was rolled back"
+                      : fmt::format("the plan predicts less than {:.0f}% over {}", 100 * options_.min_gain,
+                                    kept_prediction_ > plan.measured_throughput
+                                        ? "the prediction of the change kept before it"
+                                        : "the measured rate");
   settled_ = true;
   stats_.settled_at_seconds = now_seconds_;
   Record(std::move(decision));
@@ -398,7 +401,8 @@ void AutotuneController::Apply(const std::vector<KnobMove>& moves) {
       Status applied = SetKnob(pipeline_, current_.stages[*index], move);
       if (!applied.ok()) failures.push_back(applied.message());
     }
-    if (pipeline_ != nullptr) tracer::SetPipelineInfo(current_.name, models::Serialize(current_), config_path_);
+    if (pipeline_ != nullptr)
+      tracer::SetPipelineInfo(current_.name, models::Serialize(current_), config_path_);
   }
   for (const std::string& failure : failures) NoteOnce(failure);
 }

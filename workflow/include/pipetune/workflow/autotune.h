@@ -42,9 +42,9 @@ namespace pipetune::workflow {
 // gain, on_decision: called on the run's monitor thread) and the run's.
 struct AutotuneRequest : AutotuneControllerOptions {
   std::string config_path;
-  double seconds = 20;     // how long the pipeline runs (> 0)
-  std::string output;      // empty: STEM.autotuned.json beside the config
-  std::string trace_path;  // empty: OUTPUT.ptrace, kept for `report`
+  double seconds = 20;                                  // how long the pipeline runs (> 0)
+  std::string output;                                   // empty: STEM.autotuned.json beside the config
+  std::string trace_path;                               // empty: OUTPUT.ptrace, kept for `report`
   const runtime::FunctionRegistry* registry = nullptr;  // null: the built-ins
   const std::atomic<bool>* interrupt = nullptr;         // see runtime::RunOptions
 };

@@ -158,7 +158,7 @@ class AutotuneController {
   struct Refitted {
     tuner::Plan plan;
     uint64_t trace_end_ns = 0;
-    double rate_error = 0;  // the relative standard error of the window's rate
+    double rate_error = 0;                // the relative standard error of the window's rate
     std::optional<double> consumer_rate;  // outputs/s its steps alone allow
   };
 
