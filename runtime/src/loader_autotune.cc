@@ -141,9 +141,12 @@ void LoaderAutotune::Drive() {
     if (stopping_) break;
     lock.unlock();
     controller_->Step(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-    // Settled: no refit reads the trace again, so a temporary one need not
-    // be recorded any longer (its cost leaves the training loop).
-    if (controller_->settled()) EndTemporaryTrace();
+    // Settled: no refit runs again, so the driver ends, and a temporary trace
+    // need not be recorded any longer (its cost leaves the training loop).
+    if (controller_->settled()) {
+      EndTemporaryTrace();
+      return;
+    }
     lock.lock();
   }
 }
