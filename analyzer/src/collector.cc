@@ -262,6 +262,14 @@ StatusOr<CollectedTrace> CollectTrace(const std::string& path) {
   return collector.Finish(*report);
 }
 
+StatusOr<CollectedTrace> LiveTraceCollector::Read() {
+  PIPETUNE_ASSIGN_OR_RETURN(tracer::ReadReport report, tail_.ReadMore(collector_));
+  // Finish commits the frame still open; the copy leaves it open in the
+  // collector for the snapshots that come next.
+  TraceCollector copy = collector_;
+  return copy.Finish(report);
+}
+
 StatusOr<TraceSet> ReadTraceSet(const std::vector<std::string>& paths) {
   if (paths.empty()) return InvalidInput("no trace given");
   TraceSet set;

@@ -144,6 +144,50 @@ TEST_F(Reader, TruncatedTraceReadsUpToItsLastWholeChunk) {
   }
 }
 
+// Counts what a visitor is given: a tail read in pieces must give the same.
+struct Counts : TraceVisitor {
+  int headers = 0;
+  uint64_t snapshots = 0, steps = 0, ends = 0;
+  void OnHeader(const TraceHeader&) override { ++headers; }
+  void OnSnapshot(const StageSnapshot&) override { ++snapshots; }
+  void OnConsumerStep(const ConsumerStepRecord&) override { ++steps; }
+  void OnEnd(const TraceEnd&) override { ++ends; }
+};
+
+TEST_F(Reader, ATailReadAsTheTraceGrowsSeesEachRecordOnce) {
+  Counts whole;
+  StatusOr<ReadReport> whole_report = ReadTraceFromMemory(bytes(), whole);
+  ASSERT_TRUE(whole_report.ok());
+  // The file as a live writer leaves it: cut inside a chunk, then inside
+  // another, then whole.
+  std::string path = WriteTrace("tail", bytes().substr(0, bytes().size() / 3));
+  TraceTail tail(path);
+  Counts seen;
+  StatusOr<ReadReport> first = tail.ReadMore(seen);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(first->truncated());  // the chunk being written is left for later
+  uint64_t first_snapshots = seen.snapshots;
+  EXPECT_LT(first_snapshots, whole.snapshots);  // the last snapshot is in the last chunks
+
+  WriteFileBytes(path, bytes().substr(0, 2 * bytes().size() / 3));
+  ASSERT_TRUE(tail.ReadMore(seen).ok());
+  EXPECT_GE(seen.snapshots, first_snapshots);
+  WriteFileBytes(path, bytes());
+  StatusOr<ReadReport> last = tail.ReadMore(seen);
+  ASSERT_TRUE(last.ok());
+  EXPECT_FALSE(last->truncated());
+  EXPECT_TRUE(last->ended_cleanly);
+  EXPECT_EQ(last->bytes_read, bytes().size());
+  EXPECT_EQ(last->chunks_read, whole_report->chunks_read);
+  EXPECT_EQ(seen.headers, 1);
+  EXPECT_EQ(seen.snapshots, whole.snapshots);
+  EXPECT_EQ(seen.steps, whole.steps);
+  EXPECT_EQ(seen.ends, 1u);
+  // Nothing appended: nothing read again.
+  ASSERT_TRUE(tail.ReadMore(seen).ok());
+  EXPECT_EQ(seen.snapshots, whole.snapshots);
+}
+
 TEST_F(Reader, CutAtAChunkBoundaryIsNotTruncatedButHasNoEnd) {
   // The end record is the last chunk: 12 bytes of header + 8 of payload.
   std::string cut = bytes().substr(0, bytes().size() - 20);

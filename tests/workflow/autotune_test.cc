@@ -9,9 +9,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
+#include "pipetune/analyzer/collector.h"
 #include "pipetune/models/config.h"
+#include "pipetune/workflow/run.h"
 #include "test_dir.h"
 
 namespace pipetune::workflow {
@@ -68,6 +71,35 @@ TEST_F(AutotuneTest, ALatencyBoundStageGetsWorkersWhileItRunsWithinTheThreadBudg
   EXPECT_TRUE(fs::exists(result->trace_path));
   // The run sped up while it ran: the last stretch beat one worker's 250/s.
   EXPECT_GT(result->summary.throughput, 300);
+}
+
+// What a refit reads: a trace still being written, each time only what was
+// appended since, collected as the whole file would be (no record twice).
+TEST_F(AutotuneTest, ARefitReadsTheTraceOnFromWhereTheLastStopped) {
+  RunConfigOptions run;
+  run.seconds = 1;
+  run.trace_path = (dir_ / "whole.ptrace").string();
+  ASSERT_TRUE(RunConfigFile(Write("remote.json", kLatencyBound), run).ok());
+  std::ifstream in(run.trace_path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string live_path = (dir_ / "live.ptrace").string();
+  std::ofstream(live_path, std::ios::binary) << bytes.substr(0, bytes.size() * 2 / 5);  // inside a chunk
+
+  analyzer::LiveTraceCollector live(live_path);
+  StatusOr<analyzer::CollectedTrace> part = live.Read();
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  std::ofstream(live_path, std::ios::binary) << bytes;
+  StatusOr<analyzer::CollectedTrace> grown = live.Read();
+  ASSERT_TRUE(grown.ok()) << grown.status().message();
+  StatusOr<analyzer::CollectedTrace> whole = analyzer::CollectTrace(run.trace_path);
+  ASSERT_TRUE(whole.ok());
+
+  EXPECT_LT(part->frames.size(), whole->frames.size());
+  EXPECT_EQ(grown->records, whole->records);
+  EXPECT_EQ(grown->frames.size(), whole->frames.size());
+  EXPECT_EQ(grown->frames.back().steps, whole->frames.back().steps);
+  EXPECT_EQ(grown->stages.size(), whole->stages.size());
+  EXPECT_TRUE(grown->has_end);
 }
 
 TEST_F(AutotuneTest, MistakesAreNamed) {

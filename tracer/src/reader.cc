@@ -281,6 +281,58 @@ void FinishReport(ReadReport* report, uint64_t offset, const std::string& reason
                     "%) after the last whole chunk were not read (" + reason + ")";
 }
 
+// Streams the whole chunks from *offset on through `visitor`, counting them
+// in *report and moving *offset past each; *reason says why it stopped
+// before the end (a chunk not wholly there, or a bad one), empty otherwise.
+Status ReadChunks(Source& src, const std::string& name, TraceVisitor& visitor, uint64_t* offset,
+                  ReadReport* report, std::string* reason) {
+  Scratch scratch;
+  const uint64_t size = src.size();
+  while (*offset < size) {
+    if (size - *offset < internal::kChunkHeaderBytes) {
+      *reason = "the file ends inside a chunk header";
+      break;
+    }
+    std::optional<std::string_view> head = src.Read(*offset, internal::kChunkHeaderBytes);
+    if (!head) return IoError(At(name, *offset) + "cannot read");
+    ByteReader h(*head);
+    uint32_t type = h.U32();
+    uint32_t length = h.U32();
+    uint32_t crc = h.U32();
+    uint64_t available = size - *offset - internal::kChunkHeaderBytes;
+    if (length > available) {
+      *reason = "the chunk there claims " + std::to_string(length) + " bytes, the file has " +
+                std::to_string(available) + " more";
+      break;
+    }
+    if (length > kMaxChunkBytes) {
+      *reason = "the chunk there claims " + std::to_string(length) + " bytes, more than any writer makes";
+      break;
+    }
+    uint32_t actual = internal::Crc32(0, head->data(), 8);
+    std::optional<std::string_view> payload = src.Read(*offset + internal::kChunkHeaderBytes, length);
+    if (!payload) return IoError(At(name, *offset) + "cannot read");
+    actual = internal::Crc32(actual, payload->data(), payload->size());
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // see fuzz/CMakeLists.txt
+    if (actual != crc) {
+      *reason = "the chunk there has a bad checksum";
+      break;
+    }
+#else
+    (void)crc;
+#endif
+    bool known = true;
+    if (!DecodeChunk(static_cast<ChunkType>(type), *payload, visitor, scratch, &known)) {
+      *reason = "the chunk there (type " + std::to_string(type) + ") is malformed";
+      break;
+    }
+    if (static_cast<ChunkType>(type) == ChunkType::kEnd) report->ended_cleanly = true;
+    ++(known ? report->chunks_read : report->chunks_skipped);
+    *offset += internal::kChunkHeaderBytes + length;
+  }
+  return Status::Ok();
+}
+
 StatusOr<ReadReport> ReadFrom(Source& src, const std::string& name, TraceVisitor& visitor) {
   uint64_t offset = 0;
   PIPETUNE_ASSIGN_OR_RETURN(TraceHeader header, ReadHeader(src, name, &offset));
@@ -289,52 +341,8 @@ StatusOr<ReadReport> ReadFrom(Source& src, const std::string& name, TraceVisitor
   report.file_bytes = src.size();
   report.header_bytes = offset;
   visitor.OnHeader(header);
-
-  Scratch scratch;
-  const uint64_t size = src.size();
   std::string reason;
-  while (offset < size) {
-    if (size - offset < internal::kChunkHeaderBytes) {
-      reason = "the file ends inside a chunk header";
-      break;
-    }
-    std::optional<std::string_view> head = src.Read(offset, internal::kChunkHeaderBytes);
-    if (!head) return IoError(At(name, offset) + "cannot read");
-    ByteReader h(*head);
-    uint32_t type = h.U32();
-    uint32_t length = h.U32();
-    uint32_t crc = h.U32();
-    uint64_t available = size - offset - internal::kChunkHeaderBytes;
-    if (length > available) {
-      reason = "the chunk there claims " + std::to_string(length) + " bytes, the file has " +
-               std::to_string(available) + " more";
-      break;
-    }
-    if (length > kMaxChunkBytes) {
-      reason = "the chunk there claims " + std::to_string(length) + " bytes, more than any writer makes";
-      break;
-    }
-    uint32_t actual = internal::Crc32(0, head->data(), 8);
-    std::optional<std::string_view> payload = src.Read(offset + internal::kChunkHeaderBytes, length);
-    if (!payload) return IoError(At(name, offset) + "cannot read");
-    actual = internal::Crc32(actual, payload->data(), payload->size());
-#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // see fuzz/CMakeLists.txt
-    if (actual != crc) {
-      reason = "the chunk there has a bad checksum";
-      break;
-    }
-#else
-    (void)crc;
-#endif
-    bool known = true;
-    if (!DecodeChunk(static_cast<ChunkType>(type), *payload, visitor, scratch, &known)) {
-      reason = "the chunk there (type " + std::to_string(type) + ") is malformed";
-      break;
-    }
-    if (static_cast<ChunkType>(type) == ChunkType::kEnd) report.ended_cleanly = true;
-    ++(known ? report.chunks_read : report.chunks_skipped);
-    offset += internal::kChunkHeaderBytes + length;
-  }
+  PIPETUNE_RETURN_IF_ERROR(ReadChunks(src, name, visitor, &offset, &report, &reason));
   FinishReport(&report, offset, reason);
   return report;
 }
@@ -379,6 +387,25 @@ StatusOr<ReadReport> ReadTraceFromMemory(std::string_view bytes, TraceVisitor& v
                                          const std::string& name) {
   MemorySource src(bytes);
   return ReadFrom(src, name, visitor);
+}
+
+StatusOr<ReadReport> TraceTail::ReadMore(TraceVisitor& visitor) {
+  FileSource src;
+  PIPETUNE_RETURN_IF_ERROR(src.Open(path_));
+  if (offset_ == 0) {
+    PIPETUNE_ASSIGN_OR_RETURN(TraceHeader header, ReadHeader(src, path_, &offset_));
+    report_ = ReadReport{};
+    report_.path = path_;
+    report_.header_bytes = offset_;
+    visitor.OnHeader(header);
+  }
+  report_.file_bytes = src.size();
+  report_.stop_reason.clear();
+  report_.warning.clear();
+  std::string reason;
+  PIPETUNE_RETURN_IF_ERROR(ReadChunks(src, path_, visitor, &offset_, &report_, &reason));
+  FinishReport(&report_, offset_, reason);
+  return report_;
 }
 
 StatusOr<TraceHeader> ReadTraceHeader(const std::string& path) {

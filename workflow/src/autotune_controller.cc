@@ -165,9 +165,9 @@ Status ValidateControllerOptions(const AutotuneControllerOptions& options) {
 AutotuneController::AutotuneController(AutotuneControllerOptions options, models::PipelineConfig config,
                                        std::string trace_path, std::string config_path)
     : options_(std::move(options)),
-      trace_path_(std::move(trace_path)),
       config_path_(std::move(config_path)),
       current_(std::move(config)),
+      trace_(std::move(trace_path)),
       next_refit_seconds_(options_.refit_every_seconds) {}
 
 void AutotuneController::Attach(runtime::Pipeline* pipeline, const models::PipelineConfig& built_from) {
@@ -261,7 +261,7 @@ void AutotuneController::Refit(bool final) {
 // too few snapshots came since. current_ is read without the lock: only
 // this (the driver's) thread writes it.
 StatusOr<std::optional<AutotuneController::Refitted>> AutotuneController::Solve() {
-  PIPETUNE_ASSIGN_OR_RETURN(analyzer::CollectedTrace trace, analyzer::CollectTrace(trace_path_));
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::CollectedTrace trace, trace_.Read());
   if (last_change_ns_ > 0) {
     auto first = std::find_if(trace.frames.begin(), trace.frames.end(), [&](const analyzer::Frame& f) {
       return f.time_ns >= last_change_ns_ + kSettleNs;

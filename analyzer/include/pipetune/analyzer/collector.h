@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipetune/analyzer/gpu.h"
@@ -140,6 +141,21 @@ class TraceCollector : public tracer::TraceVisitor {
 // (file, byte offset); a truncated trace is not an error, its warning is in
 // read_report.
 StatusOr<CollectedTrace> CollectTrace(const std::string& path);
+
+// A trace still being written, collected as it grows: each Read folds only
+// the chunks appended since the last Read into one TraceCollector
+// (tracer::TraceTail) and returns the whole so far, as CollectTrace of the
+// file as it stands would. What `pipetune autotune`'s refits read: a refit
+// parses the seconds since the one before, not the whole run again.
+class LiveTraceCollector {
+ public:
+  explicit LiveTraceCollector(std::string path) : tail_(std::move(path)) {}
+  StatusOr<CollectedTrace> Read();
+
+ private:
+  tracer::TraceTail tail_;
+  TraceCollector collector_;
+};
 
 // Traces of one pipeline read together: the first is the one measured (and
 // diagnosed); the others, runs at other parallelism levels, only add scaling

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pipetune/base/status.h"
@@ -84,6 +85,23 @@ StatusOr<ReadReport> ReadTrace(const std::string& path, TraceVisitor& visitor);
 // The same over bytes already in memory; `name` stands for the path in messages.
 StatusOr<ReadReport> ReadTraceFromMemory(std::string_view bytes, TraceVisitor& visitor,
                                          const std::string& name = "<memory>");
+
+// A trace still being written, read as it grows (`pipetune autotune` refits
+// on its run's own trace every few seconds): each ReadMore streams only the
+// whole chunks appended since the last call through `visitor`, which must be
+// the same one every time (OnHeader comes once, on the first call). A chunk
+// not yet wholly written is left for the next call. The report covers the
+// file so far, as ReadTrace's would. Errors: ReadTrace's.
+class TraceTail {
+ public:
+  explicit TraceTail(std::string path) : path_(std::move(path)) {}
+  StatusOr<ReadReport> ReadMore(TraceVisitor& visitor);
+
+ private:
+  std::string path_;
+  uint64_t offset_ = 0;  // past the last whole chunk read; 0: the header is not read yet
+  ReadReport report_;
+};
 
 // Only the header, without reading the chunks.
 StatusOr<TraceHeader> ReadTraceHeader(const std::string& path);

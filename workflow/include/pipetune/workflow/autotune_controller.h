@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "pipetune/analyzer/collector.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
@@ -173,7 +174,6 @@ class AutotuneController {
   void Record(AutotuneDecision decision);
 
   const AutotuneControllerOptions options_;
-  const std::string trace_path_;
   const std::string config_path_;
 
   // Guards pipeline_ and current_ (written by the driver, read by others).
@@ -182,6 +182,7 @@ class AutotuneController {
   models::PipelineConfig current_;
 
   // The driver's state.
+  analyzer::LiveTraceCollector trace_;  // read on from where the last refit stopped
   double now_seconds_ = 0;
   double next_refit_seconds_;                // the first after one interval: a window to measure
   uint64_t last_change_ns_ = 0;              // trace time of the last frame read before the last change
