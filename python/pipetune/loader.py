@@ -191,8 +191,9 @@ class Loader:
     autotune_max_threads; default: the config's resources, else the host's).
     Each decision is printed to stderr as `pipetune autotune` prints it, and
     kept in `decisions`. close() writes the settled config to autotune_output
-    (default: NAME.autotuned.json beside the config file; a dict config: not
-    written) and sets `autotuned_path`; autotuned_config() gives it as a dict.
+    (default: NAME.autotuned.json beside the config file, by rank 0 alone
+    under torch.distributed; a dict config: not written) and sets
+    `autotuned_path`; autotuned_config() gives it as a dict.
     """
 
     def __init__(self, config, *, seed=0, rank=None, world_size=None, drop_last=None, autotune=False,
@@ -221,6 +222,8 @@ class Loader:
         if autotune:
             _autotune_options(options, autotune_output, autotune_refit_seconds, autotune_cores, autotune_memory,
                               autotune_max_threads)
+            if autotune_output is None and rank != 0:
+                options.autotune_output = b""  # one file per job: rank 0's (each rank tunes its own shard)
         elif any(v is not None for v in (autotune_output, autotune_refit_seconds, autotune_cores, autotune_memory,
                                          autotune_max_threads)):
             raise ValueError("pipetune.Loader: the autotune_* options need autotune=True")

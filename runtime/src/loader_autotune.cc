@@ -39,9 +39,11 @@ StatusOr<workflow::AutotuneControllerOptions> ControllerOptions(const pipetune_l
   return out;
 }
 
-// The settled config's file: the caller's, else beside the config; its
-// folder must exist now rather than fail when the training has ended.
+// The settled config's file: the caller's ("" none), else beside the
+// config; its folder must exist now rather than fail when the training has
+// ended.
 StatusOr<std::string> OutputPath(const pipetune_loader_options& options) {
+  if (options.autotune_output != nullptr && *options.autotune_output == '\0') return std::string();
   std::string output = options.autotune_output != nullptr ? options.autotune_output : "";
   if (output.empty() && options.config_path != nullptr && *options.config_path != '\0')
     output = workflow::AutotunedConfigPath(options.config_path);

@@ -153,6 +153,22 @@ TEST_F(LoaderAutotuneTest, ASlowStageGetsWorkersWhileEpochsRunAndKeepsThem) {
   pipetune_loader_destroy(loader);
 }
 
+// What a DDP job's ranks but the first are given: "" writes nothing, and
+// the settled config is still there to read.
+TEST_F(LoaderAutotuneTest, AnEmptyOutputWritesNothing) {
+  pipetune_loader_options options = Options();
+  options.autotune_output = "";
+  pipetune_loader* loader = nullptr;
+  ASSERT_EQ(pipetune_loader_create(&options, &loader), PIPETUNE_LOADER_OK) << pipetune_loader_last_error();
+  EXPECT_EQ(RunEpoch(loader, 0).outputs, kElements);
+  const char* written = nullptr;
+  ASSERT_EQ(pipetune_loader_autotune_finish(loader, &written), PIPETUNE_LOADER_OK);
+  EXPECT_STREQ(written, "");
+  EXPECT_FALSE(fs::exists(dir_ / "remote.autotuned.json"));
+  EXPECT_EQ(Json::parse(pipetune_loader_autotuned_config(loader))["stages"].size(), 4u);
+  pipetune_loader_destroy(loader);
+}
+
 TEST_F(LoaderAutotuneTest, BadOptionsAreNamed) {
   struct Case {
     void (*set)(pipetune_loader_options&, const fs::path&);

@@ -73,7 +73,8 @@ typedef struct pipetune_loader_options {
   int32_t autotune_max_threads;  /* the stages' threads together; 0: 256 */
   /* Where the settled config is written by pipetune_loader_autotune_finish:
    * NULL: STEM.autotuned.json beside config_path (with no config_path: not
-   * written; pipetune_loader_autotuned_config still gives it). */
+   * written); "": not written. pipetune_loader_autotuned_config gives it
+   * either way. */
   const char* autotune_output;
 } pipetune_loader_options;
 
