@@ -1,6 +1,8 @@
-// One line of reason per knob of a plan, in the user's words. Private to the
-// tuner: the solver fills what it knows into ExplainFacts and calls
-// ExplainPlan on the plan PlanFromCandidate built.
+// One line of reason per knob of a plan, in the user's words, the binding
+// reason, and the notes a plan's numbers need (a worker group's start-up,
+// a budget that binds). Private to the tuner: the solver fills what it knows
+// into ExplainFacts and calls ExplainPlan on the plan PlanFromCandidate built,
+// for every plan.
 #pragma once
 
 #include <map>
@@ -20,6 +22,9 @@ struct ExplainFacts {
   models::PrefetchSizing last_buffer;           // the queue model's answer for the last prefetch
   bool last_buffer_capped_by_memory = false;
   std::optional<std::string> moved_cache_reason;
+  // Worker groups: the throughput a setting over the memory budget would
+  // reach, when it beats the plan's (the memory binds).
+  std::optional<double> over_budget_throughput;
 };
 
 void ExplainPlan(const TuneInput& input, const Resources& resources, const Candidate& candidate,
