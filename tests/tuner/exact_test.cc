@@ -1,6 +1,6 @@
 // The solver against a brute-force search over every integer parallelism and
 // every cache choice, on small random instances; and its plans against every
-// budget on random profiles.
+// budget on random profiles. Worker groups: exact_group_test.cc.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
