@@ -8,12 +8,13 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/report.h"
 #include "pipetune/analyzer/what_if.h"
+#include "pipetune/tuner/rewrite.h"
 #include "pipetune/tuner/solver.h"
 
 namespace pipetune::tuner {
 namespace {
 
-using analyzer::DataLoaderKnobs;
+using tuner::DataLoaderKnobs;
 using analyzer::DataLoaderProfile;
 using analyzer::DataLoaderStage;
 using analyzer::DataLoaderStageKind;
@@ -72,7 +73,7 @@ constexpr double kConsumer = 0.041;
 
 models::Prediction PredictAt(const DataLoaderProfile& run, DataLoaderKnobs knobs, double cores) {
   models::Profile profile = analyzer::DataLoaderModelProfile(run);
-  models::Configuration config = analyzer::ConfigurationFor(profile, knobs);
+  models::Configuration config = tuner::ConfigurationFor(profile, knobs);
   config.cores = cores;
   return models::Predict(profile, config);
 }
@@ -195,7 +196,7 @@ TEST(DataLoaderModel, EachEpochPaysItsFillAndDrainOneOutputPerWorker) {
 
 TEST(DataLoaderModel, MemoryCountsTheProcessesAndTheBatchesInFlight) {
   models::Profile profile = analyzer::DataLoaderModelProfile(LoaderRun(2));
-  models::Configuration config = analyzer::ConfigurationFor(profile, {3, 4, false, false});
+  models::Configuration config = tuner::ConfigurationFor(profile, {3, 4, false, false});
   EXPECT_NEAR(models::WorkerMemoryBytes(profile, config), (400 + 3 * 300 + 12 * 20) * kMiB, 1);
 }
 
@@ -234,7 +235,7 @@ DataLoaderKnobs Tuned(const DataLoaderProfile& run, const Resources& resources, 
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   if (!plan.ok()) return {};
   if (out != nullptr) *out = *plan;
-  return analyzer::KnobsOf(input.profile, *plan->configuration);
+  return tuner::DataLoaderKnobsOf(input.profile, *plan->configuration);
 }
 
 TEST(DataLoaderTuner, PicksWorkersUpToTheCores) {

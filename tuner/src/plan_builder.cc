@@ -91,7 +91,6 @@ Plan PlanFromCandidate(const TuneInput& input, const Resources& resources, Objec
   plan.objective = objective;
   plan.resources = resources;
   plan.stages = candidate.stages;
-  plan.groups = candidate.groups;
   plan.removed_stages = candidate.removed_stages;
   plan.cache = candidate.choice;
   plan.cache_stage = candidate.cache_stage;

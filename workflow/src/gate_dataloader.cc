@@ -99,8 +99,9 @@ GateInputKind ClassifyGateInputs(const std::vector<std::string>& inputs) {
   return GateInputKind::kCommand;
 }
 
-DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings) {
-  return {settings.batch_size, settings.dataset, analyzer::CurrentKnobs(settings)};
+DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings,
+                                                const models::Profile& profile) {
+  return {settings.batch_size, settings.dataset, tuner::TracedKnobs(profile)};
 }
 
 std::vector<StageKnobs> DataLoaderStagesOf(const models::Profile& profile) {
@@ -142,7 +143,7 @@ StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, boo
     PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadSlowestRank(trace));
     PIPETUNE_RETURN_IF_ERROR(CheckWorkerTraces(run));
     models::Profile profile = analyzer::DataLoaderModelProfile(run);
-    DataLoaderGateSettings settings = DataLoaderGateSettingsOf(run.settings);
+    DataLoaderGateSettings settings = DataLoaderGateSettingsOf(run.settings, profile);
     std::vector<StageKnobs> stages = DataLoaderStagesOf(profile);
     if (index == 0) {
       measured.identity = DataLoaderIdentityHash(settings, stages);
@@ -218,29 +219,29 @@ CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettin
   CheckReport report;
   report.pipeline = baseline.pipeline;
   report.tolerance = options.tolerance;
-  const analyzer::DataLoaderKnobs before =
-      baseline.dataloader ? baseline.dataloader->knobs : analyzer::DataLoaderKnobs{};
+  const tuner::DataLoaderKnobs before =
+      baseline.dataloader ? baseline.dataloader->knobs : tuner::DataLoaderKnobs{};
   // Priced on the new run's profile: the baseline keeps only the stages'
   // parameters, not the worker group the settings act on.
-  std::function<double(const analyzer::DataLoaderKnobs&)> predict;
+  std::function<double(const tuner::DataLoaderKnobs&)> predict;
   if (now_profile != nullptr && !now_profile->groups.empty())
-    predict = [now_profile](const analyzer::DataLoaderKnobs& knobs) {
-      return models::Predict(*now_profile, analyzer::ConfigurationFor(*now_profile, knobs)).throughput;
+    predict = [now_profile](const tuner::DataLoaderKnobs& knobs) {
+      return models::Predict(*now_profile, tuner::ConfigurationFor(*now_profile, knobs)).throughput;
     };
   // Each setting that changed, with the baseline's others, to price it alone.
-  std::vector<internal::KnobDifference<analyzer::DataLoaderKnobs>> differences;
-  auto add = [&](const char* knob, auto analyzer::DataLoaderKnobs::*member, auto spell) {
+  std::vector<internal::KnobDifference<tuner::DataLoaderKnobs>> differences;
+  auto add = [&](const char* knob, auto tuner::DataLoaderKnobs::*member, auto spell) {
     if (before.*member == now.knobs.*member) return;
-    analyzer::DataLoaderKnobs alone = before;
+    tuner::DataLoaderKnobs alone = before;
     alone.*member = now.knobs.*member;
     differences.push_back(
         {{"workers", knob, spell(before.*member), spell(now.knobs.*member), std::nullopt}, alone});
   };
   auto number = [](int value) { return std::to_string(value); };
-  add(analyzer::kNumWorkersKnob, &analyzer::DataLoaderKnobs::num_workers, number);
-  add(analyzer::kPrefetchFactorKnob, &analyzer::DataLoaderKnobs::prefetch_factor, number);
-  add(analyzer::kPersistentWorkersKnob, &analyzer::DataLoaderKnobs::persistent_workers, Bool);
-  add(analyzer::kPinMemoryKnob, &analyzer::DataLoaderKnobs::pin_memory, Bool);
+  add(analyzer::kNumWorkersKnob, &tuner::DataLoaderKnobs::num_workers, number);
+  add(analyzer::kPrefetchFactorKnob, &tuner::DataLoaderKnobs::prefetch_factor, number);
+  add(analyzer::kPersistentWorkersKnob, &tuner::DataLoaderKnobs::persistent_workers, Bool);
+  add(analyzer::kPinMemoryKnob, &tuner::DataLoaderKnobs::pin_memory, Bool);
   internal::JudgeKnobs(predict, before, now.knobs, std::move(differences), options, report);
   if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
     internal::JudgeRuns(baseline, *runs, options, report);

@@ -161,7 +161,6 @@ struct Plan {
   Objective objective = Objective::kMax;
   Resources resources;
   std::vector<PlannedStage> stages;         // the tuned pipeline, in order
-  std::vector<PlannedGroup> groups;         // one per worker group of the profile
   std::vector<std::string> removed_stages;  // stages of the run the plan drops (a moved cache)
   CacheChoice cache;
   std::optional<size_t> cache_stage;  // index into `stages` of the cache stage, if any
