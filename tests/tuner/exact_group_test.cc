@@ -13,21 +13,18 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/solver.h"
+#include "test_profiles.h"
 
 namespace pipetune::tuner {
 namespace {
+
+using testing::Instance;
 
 // A random DataLoader run (one to three sample stages, CPU- or
 // latency-bound; traced with 0 to 4 workers, any prefetch_factor,
 // persistence and pin_memory, with or without CUDA; a GPU or CPU step or
 // none), under random budgets, tight enough that memory often binds.
-struct GroupInstance {
-  TuneInput input;
-  Resources resources;
-  std::string description;
-};
-
-GroupInstance RandomGroupInstance(std::mt19937& rng) {
+Instance RandomGroupInstance(std::mt19937& rng) {
   auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
   auto integer = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   auto coin = [&](double p) { return std::bernoulli_distribution(p)(rng); };
@@ -73,7 +70,7 @@ GroupInstance RandomGroupInstance(std::mt19937& rng) {
     run.epochs.push_back({static_cast<uint64_t>(per_epoch), started ? uniform(0.01, 0.5) : 0,
                           started ? run.settings.num_workers : 0});
   }
-  GroupInstance instance;
+  Instance instance;
   instance.input.profile = analyzer::DataLoaderModelProfile(run);
   instance.resources.cores = integer(1, 16);
   instance.resources.memory_bytes = static_cast<uint64_t>(std::exp(uniform(std::log(3e8), std::log(2e10))));
@@ -99,7 +96,7 @@ struct GroupSetting {
 
 // Every setting within the budgets: workers 0 to 32, buffers 1 to 8,
 // persistence both ways, pin_memory off where the run pinned without CUDA.
-std::vector<GroupSetting> BruteForceGroup(const GroupInstance& instance) {
+std::vector<GroupSetting> BruteForceGroup(const Instance& instance) {
   const models::Profile& profile = instance.input.profile;
   const models::WorkerGroup& group = profile.groups[0];
   size_t pin = *profile.FindStage("pin_memory");
@@ -149,7 +146,7 @@ TEST(ExactSolver, WorkerGroupPlansMatchBruteForceOverEverySetting) {
   const double tolerance = SolverOptions{}.tie_tolerance;
   int compared = 0, refused = 0, no_workers = 0, memory_binds = 0, persistence = 0, unpinned = 0, demand = 0;
   for (int trial = 0; trial < 60; ++trial) {
-    GroupInstance instance = RandomGroupInstance(rng);
+    Instance instance = RandomGroupInstance(rng);
     std::vector<GroupSetting> all = BruteForceGroup(instance);
     for (Objective objective : {Objective::kMax, Objective::kDemand}) {
       StatusOr<Plan> plan = Solve(instance.input, instance.resources, objective);

@@ -18,14 +18,9 @@
 namespace pipetune::tuner {
 namespace {
 
+using testing::Instance;
 using testing::MakeInput;
 using testing::StageCost;
-
-struct Instance {
-  TuneInput input;
-  Resources resources;
-  std::string description;
-};
 
 // A random pipeline: a source (finite or not), two or three maps (CPU- or
 // latency-bound, linear or not), maybe a batch, maybe a repeat after the maps,
