@@ -272,6 +272,20 @@ TEST(DataLoaderTuner, NeverOverTheMemoryBudget) {
   EXPECT_NE(none.status().message().find("memory budget"), std::string::npos);
 }
 
+// The thread limit counts the consumer's thread and one per worker, and a
+// plan it stops says so, as one the memory stops does.
+TEST(DataLoaderTuner, TheThreadLimitCapsTheWorkersAndSaysSo) {
+  Resources budget = LoaderBudget(8, 64 * 1024);
+  budget.max_threads = 3;
+  Plan plan;
+  DataLoaderKnobs knobs = Tuned(LoaderRun(), budget, &plan);
+  EXPECT_EQ(knobs.num_workers, 2);
+  EXPECT_EQ(plan.threads, 3);
+  EXPECT_NE(plan.binding_reason.find("the thread limit: 2 workers"), std::string::npos) << plan.binding_reason;
+  ASSERT_FALSE(plan.notes.empty());
+  EXPECT_NE(plan.notes[0].find("the thread limit binds"), std::string::npos) << plan.notes[0];
+}
+
 TEST(DataLoaderTuner, PersistentWorkersWhenStartUpRepeatsEveryEpoch) {
   DataLoaderProfile run = LoaderRun(2);
   run.epochs.assign(5, {20, 1.5, 2});

@@ -116,20 +116,28 @@ std::string NamedReason(const Candidate& candidate, const models::Prediction& pr
 }
 
 // What a plan with worker groups needs said beside its knobs: a memory
-// budget that stops more workers, and from what epoch length the predicted
+// budget or thread limit that stops more workers, and from what epoch length the predicted
 // rate (paid start-up over epochs as traced) is the steady one.
 void AddGroupNotes(const Candidate& candidate, const models::Prediction& prediction,
                    const ExplainFacts& facts, Plan& plan) {
   if (candidate.groups.empty()) return;
   int workers = candidate.groups[0].workers;
-  if (facts.over_budget_throughput) {
+  double beaten = plan.predicted_throughput * (1 + facts.tie_tolerance);
+  if (facts.over_memory_throughput > beaten) {
     std::string budget = FormatBytes(static_cast<double>(plan.resources.memory_bytes));
     plan.binding_reason =
         fmt::format("the memory budget: {} workers fit in {} ({:.4g} outputs/s would need more)", workers,
-                    budget, *facts.over_budget_throughput);
+                    budget, facts.over_memory_throughput);
     plan.notes.push_back(fmt::format(
         "memory binds: more workers would reach {:.4g} outputs/s but need more than the {} budget",
-        *facts.over_budget_throughput, budget));
+        facts.over_memory_throughput, budget));
+  } else if (facts.over_threads_throughput > beaten) {
+    plan.binding_reason = fmt::format(
+        "the thread limit: {} workers and the consumer fit in {} ({:.4g} outputs/s would need more)", workers,
+        plan.resources.max_threads, facts.over_threads_throughput);
+    plan.notes.push_back(fmt::format(
+        "the thread limit binds: more workers would reach {:.4g} outputs/s but need more than {} threads",
+        facts.over_threads_throughput, plan.resources.max_threads));
   }
   const std::optional<double>& epoch = candidate.profile.outputs_per_epoch;
   if (double steady_from = models::EpochOutputsForSteadyRate(prediction); steady_from > 0 && epoch) {

@@ -22,9 +22,12 @@ struct ExplainFacts {
   models::PrefetchSizing last_buffer;           // the queue model's answer for the last prefetch
   bool last_buffer_capped_by_memory = false;
   std::optional<std::string> moved_cache_reason;
-  // Worker groups: the throughput a setting over the memory budget would
-  // reach, when it beats the plan's (the memory binds).
-  std::optional<double> over_budget_throughput;
+  // Worker groups: the best throughput of the settings over the memory
+  // budget, and of those within it but over the thread limit; the
+  // explainer names a budget as binding when its figure beats the plan's.
+  double over_memory_throughput = 0;
+  double over_threads_throughput = 0;
+  double tie_tolerance = 0;
 };
 
 void ExplainPlan(const TuneInput& input, const Resources& resources, const Candidate& candidate,

@@ -205,10 +205,10 @@ Solved SolveChoice(const TuneInput& input, const Resources& resources, Objective
 
 // A worker group's settings, each priced as it is: its throughput is the
 // model's over an epoch as traced (start-up included), and a setting over
-// the memory or thread budget is no alternative. `over_budget`: the best
-// throughput such a setting would reach.
+// the memory or thread budget is no alternative; `facts` gets the best
+// throughput such settings would reach, per budget.
 StatusOr<std::vector<Solved>> SolveGroupSettings(const TuneInput& input, const Resources& resources,
-                                                 const SolverOptions& options, double& over_budget) {
+                                                 const SolverOptions& options, ExplainFacts& facts) {
   PIPETUNE_ASSIGN_OR_RETURN(Candidate traced, MakeCandidate(input, resources, CacheChoice{}));
   std::optional<double> demand = Demand(input);
   std::vector<Solved> all;
@@ -217,8 +217,12 @@ StatusOr<std::vector<Solved>> SolveGroupSettings(const TuneInput& input, const R
     models::Prediction prediction = Evaluate(setting, resources);
     double memory = Memory(setting).Total();
     least_memory = least_memory < 0 ? memory : std::min(least_memory, memory);
-    if (memory > static_cast<double>(resources.memory_bytes) || Threads(setting) > resources.max_threads) {
-      over_budget = std::max(over_budget, prediction.throughput);
+    if (memory > static_cast<double>(resources.memory_bytes)) {
+      facts.over_memory_throughput = std::max(facts.over_memory_throughput, prediction.throughput);
+      continue;
+    }
+    if (Threads(setting) > resources.max_threads) {
+      facts.over_threads_throughput = std::max(facts.over_threads_throughput, prediction.throughput);
       continue;
     }
     Solved solved;
@@ -338,11 +342,11 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   std::vector<CacheOption> rejected;
   std::map<std::string, int> fill;
   std::vector<Solved> all;
-  double over_budget = 0;  // worker groups: the best a setting over a budget would reach
+  ExplainFacts facts;
   if (input.profile.groups.empty()) {
     all = SolveCacheChoices(input, resources, objective, options, rejected, fill);
   } else {
-    PIPETUNE_ASSIGN_OR_RETURN(all, SolveGroupSettings(input, resources, options, over_budget));
+    PIPETUNE_ASSIGN_OR_RETURN(all, SolveGroupSettings(input, resources, options, facts));
   }
 
   std::vector<std::string> notes;
@@ -375,7 +379,6 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   for (const CacheOption& r : rejected) plan.cache_options.push_back(r);
   plan.notes.insert(plan.notes.end(), notes.begin(), notes.end());
 
-  ExplainFacts facts;
   facts.throughput = plan.predicted_throughput;
   facts.sized_for = chosen->sized_for;
   facts.limit = chosen->limit;
@@ -383,8 +386,9 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   facts.last_buffer = chosen->last_buffer;
   facts.last_buffer_capped_by_memory = chosen->last_buffer_capped;
   facts.moved_cache_reason = MovedCacheReason(input, resources, *chosen);
-  if (objective == Objective::kMax && over_budget > plan.predicted_throughput * (1 + options.tie_tolerance))
-    facts.over_budget_throughput = over_budget;
+  // A budget binds a group's plan only where throughput is what is wanted.
+  if (objective != Objective::kMax) facts.over_memory_throughput = facts.over_threads_throughput = 0;
+  facts.tie_tolerance = options.tie_tolerance;
   ExplainPlan(input, resources, *chosen->candidate, facts, plan);
   return plan;
 }
