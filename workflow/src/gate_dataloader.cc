@@ -16,6 +16,7 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/what_if.h"
+#include "pipetune/base/check.h"
 #include "pipetune/base/json.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/workflow/dataloader.h"
@@ -132,10 +133,11 @@ Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run) {
 
 namespace internal {
 
-StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, bool diagnose) {
+RunKind DataLoaderRunKind() {
   // The last run read, so that its diagnosis does not read it again.
   auto last = std::make_shared<std::optional<analyzer::DataLoaderProfile>>();
   RunKind dataloader;
+  dataloader.main_traces = MainTracesOf;
   dataloader.run = RunProgram;
   dataloader.read = [last](const std::string& trace, size_t index, const std::string& first_trace,
                            MeasuredRuns& measured) -> StatusOr<models::Profile> {
@@ -160,35 +162,30 @@ StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, boo
     return profile;
   };
   dataloader.diagnose = [last](const std::string&) { return analyzer::DiagnoseDataLoader(**last); };
-  BaselineRequest mains = request;
-  mains.traces = MainTracesOf(request.traces);
-  return MeasureRunsOf(dataloader, mains, diagnose);
-}
-
-StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baseline& baseline) {
-  if (baseline.kind != kDataLoaderBaseline)
-    return InvalidInput(fmt::format(
-        "{}: a baseline of the pipeline config {}, not of a DataLoader: record one with `pipetune "
-        "baseline -o FILE -- python3 SCRIPT`",
-        request.baseline_path, baseline.pipeline));
-  if (!request.config_path.empty())
-    return InvalidInput(
-        fmt::format("{}: a DataLoader's baseline: check it with `-- python3 SCRIPT` or its "
-                    "traces, not the config {}",
-                    request.baseline_path, request.config_path));
-  if (request.traces.empty() && request.command.empty())
-    return InvalidInput("a DataLoader's baseline needs a program (-- python3 SCRIPT) or its traces");
-  BaselineRequest runs{"", request.traces, request.runs, request.seconds, "", request.command};
-  PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured, MeasureDataLoaderRuns(runs, /*diagnose=*/true));
-  PIPETUNE_RETURN_IF_ERROR(
-      SameDataLoader(baseline, *measured.dataloader, measured.stages, request.baseline_path));
-  CheckReport report =
-      JudgeDataLoader(baseline, *measured.dataloader, &measured.first_profile, &measured.runs, request.judge);
-  internal::ReportRuns(baseline, measured, report);
-  if (!baseline.host.hostname.empty() && baseline.host.hostname != measured.host.hostname)
-    report.notes.push_back(fmt::format("the baseline was recorded on {}, these runs on {}",
-                                       baseline.host.hostname, measured.host.hostname));
-  return report;
+  dataloader.prepare = [](const CheckRequest& request, const Baseline& baseline) -> Status {
+    if (baseline.kind != kDataLoaderBaseline)
+      return InvalidInput(fmt::format(
+          "{}: a baseline of the pipeline config {}, not of a DataLoader: record one with `pipetune "
+          "baseline -o FILE -- python3 SCRIPT`",
+          request.baseline_path, baseline.pipeline));
+    if (!request.config_path.empty())
+      return InvalidInput(
+          fmt::format("{}: a DataLoader's baseline: check it with `-- python3 SCRIPT` or its "
+                      "traces, not the config {}",
+                      request.baseline_path, request.config_path));
+    if (request.traces.empty() && request.command.empty())
+      return InvalidInput("a DataLoader's baseline needs a program (-- python3 SCRIPT) or its traces");
+    return Status::Ok();
+  };
+  dataloader.same = [](const Baseline& baseline, const MeasuredRuns& measured, const std::string& name) {
+    return SameDataLoader(baseline, *measured.dataloader, measured.stages, name);
+  };
+  dataloader.judge = [](const Baseline& baseline, const MeasuredRuns* measured, const JudgeOptions& options) {
+    PIPETUNE_CHECK(measured != nullptr);  // judges_without_runs is false
+    return JudgeDataLoader(baseline, *measured->dataloader, &measured->first_profile, &measured->runs,
+                           options);
+  };
+  return dataloader;
 }
 
 }  // namespace internal
