@@ -248,7 +248,7 @@ StatusOr<std::vector<Solved>> SolveGroupSettings(const TuneInput& input, const R
 
 // The one tie-break: the least departure from the traced settings, then
 // fewer cores, then less memory, then fewer threads.
-bool Cheaper(const Solved& a, const Solved& b) {
+bool Preferred(const Solved& a, const Solved& b) {
   if (a.departure != b.departure) return a.departure < b.departure;
   if (a.cores_needed != b.cores_needed) return a.cores_needed < b.cores_needed;
   if (a.memory != b.memory) return a.memory < b.memory;
@@ -265,7 +265,7 @@ const Solved* PickMax(const std::vector<Solved>& all, double tolerance) {
     if (!s.candidate) continue;
     bool tied = std::isinf(best) ? std::isinf(s.best) : s.best >= best * (1 - tolerance);
     if (!tied) continue;
-    if (chosen == nullptr || Cheaper(s, *chosen) || (!Cheaper(*chosen, s) && s.best > chosen->best))
+    if (chosen == nullptr || Preferred(s, *chosen) || (!Preferred(*chosen, s) && s.best > chosen->best))
       chosen = &s;
   }
   return chosen;
@@ -275,7 +275,7 @@ const Solved* PickDemand(const std::vector<Solved>& all) {
   const Solved* chosen = nullptr;
   for (const Solved& s : all) {
     if (!s.candidate || !s.meets_demand) continue;
-    if (chosen == nullptr || Cheaper(s, *chosen)) chosen = &s;
+    if (chosen == nullptr || Preferred(s, *chosen)) chosen = &s;
   }
   return chosen;
 }
