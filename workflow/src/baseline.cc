@@ -212,13 +212,16 @@ RunKind ConfigRunKind() {
   return config;
 }
 
-RunKind RunKindFor(bool dataloader) { return dataloader ? DataLoaderRunKind() : ConfigRunKind(); }
+RunKind RunKindFor(const BaselineRequest& request, const Baseline* baseline) {
+  bool dataloader = (baseline != nullptr && baseline->kind == kDataLoaderBaseline) ||
+                    !request.command.empty() || OpenRecording(request.traces).is_dataloader();
+  return dataloader ? DataLoaderRunKind() : ConfigRunKind();
+}
 
 }  // namespace internal
 
 StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
-  bool dataloader = !request.command.empty() || OpenRecording(request.traces).is_dataloader();
-  return internal::MeasureRunsOf(internal::RunKindFor(dataloader), request, diagnose);
+  return internal::MeasureRunsOf(internal::RunKindFor(request), request, diagnose);
 }
 
 StatusOr<Baseline> RecordBaseline(const BaselineRequest& request) {

@@ -11,7 +11,6 @@
 #include "gate_judge.h"
 #include "pipetune/base/numbers.h"
 #include "pipetune/models/rate_model.h"
-#include "pipetune/workflow/recording.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -359,14 +358,12 @@ StatusOr<CheckReport> Check(const CheckRequest& request) {
     return InvalidInput(
         fmt::format("--tolerance: expected a percentage in [0, 100), got {}", request.judge.tolerance * 100));
   PIPETUNE_ASSIGN_OR_RETURN(Baseline baseline, LoadBaseline(request.baseline_path));
-  internal::RunKind kind =
-      internal::RunKindFor(baseline.kind == kDataLoaderBaseline || !request.command.empty() ||
-                           OpenRecording(request.traces).is_dataloader());
+  BaselineRequest runs{request.config_path, request.traces, request.runs, request.seconds, "",
+                       request.command};
+  internal::RunKind kind = internal::RunKindFor(runs, &baseline);
   PIPETUNE_RETURN_IF_ERROR(kind.prepare(request, baseline));
   std::optional<MeasuredRuns> measured;
   if (!request.traces.empty() || request.runs > 0 || !kind.judges_without_runs) {
-    BaselineRequest runs{request.config_path, request.traces, request.runs, request.seconds, "",
-                         request.command};
     PIPETUNE_ASSIGN_OR_RETURN(measured, internal::MeasureRunsOf(kind, runs, /*diagnose=*/true));
     PIPETUNE_RETURN_IF_ERROR(kind.same(baseline, *measured, request.baseline_path));
   }

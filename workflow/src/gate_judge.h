@@ -135,8 +135,10 @@ struct RunKind {
 // fresh kind (it may hold what `prepare` read).
 RunKind ConfigRunKind();
 RunKind DataLoaderRunKind();
-// The kind of runs `dataloader` says (the one place the gate asks).
-RunKind RunKindFor(bool dataloader);
+// The kind of the runs `request` names (the one place the gate asks): a
+// DataLoader's when `baseline` (null: none yet) is one's, a program is
+// given, or the traces are a DataLoader's; else a config's.
+RunKind RunKindFor(const BaselineRequest& request, const Baseline* baseline = nullptr);
 
 // The runs of `request` (its traces, or `request.runs` new runs made by
 // `kind.run` in request.trace_dir or a temporary directory) read by
