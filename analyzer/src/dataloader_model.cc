@@ -334,30 +334,6 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
   return profile;
 }
 
-DataLoaderKnobs CurrentKnobs(const DataLoaderSettings& s) {
-  return {s.num_workers, s.num_workers > 0 ? s.prefetch_factor : 2, s.persistent_workers, s.pin_memory};
-}
-
-DataLoaderKnobs KnobsOf(const models::Profile& profile, const models::Configuration& config) {
-  DataLoaderKnobs knobs;
-  knobs.num_workers = config.group_workers.at(0);
-  knobs.prefetch_factor = config.group_buffer.at(0);
-  knobs.persistent_workers = config.group_persistent.at(0);
-  std::optional<size_t> pin = profile.FindStage("pin_memory");
-  knobs.pin_memory = pin && config.stage_enabled.at(*pin);
-  return knobs;
-}
-
-models::Configuration ConfigurationFor(const models::Profile& profile, const DataLoaderKnobs& knobs) {
-  models::Configuration config = models::ObservedConfiguration(profile);
-  config.group_workers.at(0) = knobs.num_workers;
-  config.group_buffer.at(0) = knobs.prefetch_factor;
-  config.group_persistent.at(0) = knobs.persistent_workers;
-  if (std::optional<size_t> pin = profile.FindStage("pin_memory"))
-    config.stage_enabled.at(*pin) = knobs.pin_memory;
-  return config;
-}
-
 StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const DiagnoseOptions& options) {
   models::Profile profile = DataLoaderModelProfile(run);
   internal::Recording recording;

@@ -1,6 +1,6 @@
 // The solver against a brute-force search over every integer parallelism and
 // every cache choice, on small random instances; and its plans against every
-// budget on random profiles.
+// budget on random profiles. Worker groups: exact_group_test.cc.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -18,14 +18,9 @@
 namespace pipetune::tuner {
 namespace {
 
+using testing::Instance;
 using testing::MakeInput;
 using testing::StageCost;
-
-struct Instance {
-  TuneInput input;
-  Resources resources;
-  std::string description;
-};
 
 // A random pipeline: a source (finite or not), two or three maps (CPU- or
 // latency-bound, linear or not), maybe a batch, maybe a repeat after the maps,

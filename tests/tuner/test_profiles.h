@@ -24,6 +24,14 @@ struct StageCost {
   std::vector<std::pair<int, double>> scaling;
 };
 
+// One random case of the exactness tests: what the solver takes, and the
+// words a failure prints.
+struct Instance {
+  TuneInput input;
+  Resources resources;
+  std::string description;
+};
+
 inline models::PipelineConfig ParseOrDie(const std::string& json) {
   StatusOr<models::PipelineConfig> config = models::ParseConfig(json);
   EXPECT_TRUE(config.ok()) << config.status().message();

@@ -67,7 +67,7 @@ Baseline LoaderBaseline() {
   b.kind = kDataLoaderBaseline;
   b.model = analyzer::DataLoaderModelProfile(run);
   b.pipeline = b.model.pipeline_name;
-  b.dataloader = DataLoaderGateSettingsOf(run.settings);
+  b.dataloader = DataLoaderGateSettingsOf(run.settings, analyzer::DataLoaderModelProfile(run));
   b.stages = DataLoaderStagesOf(b.model);
   b.identity = DataLoaderIdentityHash(*b.dataloader, b.stages);
   b.runs = LoaderRecords(2);
@@ -110,7 +110,7 @@ TEST(GateDataLoaderTest, FewerWorkersIsASettingsChangePricedByTheModel) {
   b.dataloader->knobs.num_workers = 3;  // the baseline ran 3 workers; now 1
   analyzer::DataLoaderProfile run = LoaderRun(2);
   models::Profile now = analyzer::DataLoaderModelProfile(run);
-  CheckReport report = JudgeDataLoader(b, DataLoaderGateSettingsOf(run.settings), &now, nullptr, {});
+  CheckReport report = JudgeDataLoader(b, DataLoaderGateSettingsOf(run.settings, now), &now, nullptr, {});
   ASSERT_EQ(report.knobs.size(), 1u);
   EXPECT_EQ(report.knobs[0].knob, "num_workers");
   EXPECT_EQ(report.knobs[0].baseline, "3");

@@ -2,6 +2,7 @@
 // shifts, each bad input, and one real baseline -> check round trip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -359,6 +360,7 @@ TEST(GateRoundTripTest, RecordedBaselineChecksItsOwnPipelineAndFlagsAHeavierStag
   StatusOr<Baseline> baseline = RecordBaseline({same, {}, 3, 0.4, ""});
   ASSERT_TRUE(baseline.ok()) << baseline.status().message();
   ASSERT_EQ(baseline->runs.size(), 3u);
+  baseline->host.hostname = "the-old-runner";  // recorded elsewhere: the check says so
   ASSERT_TRUE(SaveBaseline(*baseline, (dir / "base.json").string()).ok());
 
   CheckRequest request;
@@ -373,6 +375,9 @@ TEST(GateRoundTripTest, RecordedBaselineChecksItsOwnPipelineAndFlagsAHeavierStag
   EXPECT_TRUE(Find(*report, "work")->regressed) << FormatCheckText(*report);
   EXPECT_FALSE(Find(*report, "light")->regressed) << FormatCheckText(*report);
   EXPECT_TRUE(report->bottleneck.has_value());
+  EXPECT_TRUE(std::any_of(report->notes.begin(), report->notes.end(), [](const std::string& note) {
+    return note.find("the baseline was recorded on the-old-runner") != std::string::npos;
+  })) << FormatCheckText(*report);
   fs::remove_all(dir);
 }
 

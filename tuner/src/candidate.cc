@@ -69,6 +69,7 @@ PlannedStage FromProfile(const TuneInput& input, size_t index) {
   planned.useful_parallelism = stage.parallel ? UsefulParallelism(stage) : 0;
   planned.old_parallelism = stage.parallelism;
   planned.parallelism = stage.parallel ? 1 : stage.parallelism;
+  planned.enabled = planned.old_enabled = stage.enabled;
   planned.bytes_per_element = stage.bytes_per_element;
   planned.input_bytes_per_element = index > 0 ? input.profile.stages[index - 1].bytes_per_element : 0;
   const models::StageConfig* config = ConfigStage(input, stage.name);
@@ -135,6 +136,12 @@ std::optional<int64_t> PerEpochOrderSeed(const TuneInput& input, size_t index) {
     }
   }
   return seed;
+}
+
+// Switchable stages a plan may turn off: those the profile says buy nothing
+// the model sees.
+bool MaySwitchOff(const models::StageProfile& stage) {
+  return stage.switchable && stage.enabled && stage.may_switch_off;
 }
 
 PlannedStage Inserted(const std::string& name, Op op, double bytes_per_element) {
@@ -299,7 +306,14 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
     return InvalidInput(
         fmt::format("no cache after stage #{}: the profile has no such stage to cache", choice.after + 1));
   }
-  if (candidate.stages.back().op != Op::kPrefetch) {
+  for (const models::WorkerGroup& group : profile.groups) {
+    PlannedGroup planned;
+    planned.workers = planned.old_workers = group.workers;
+    planned.buffer_per_worker = planned.old_buffer_per_worker = group.buffer_per_worker;
+    planned.persistent = planned.old_persistent = group.persistent;
+    candidate.groups.push_back(planned);
+  }
+  if (candidate.stages.back().op != Op::kPrefetch && profile.groups.empty()) {
     PlannedStage prefetch = Inserted(UniqueName(candidate.stages, candidate.removed_stages, "prefetch"),
                                      Op::kPrefetch, candidate.stages.back().bytes_per_element);
     prefetch.buffer = 1;
@@ -332,6 +346,16 @@ models::Configuration CandidateConfiguration(const Candidate& candidate, const R
                                         ? resources.storage_bytes_per_second
                                         : candidate.profile.storage_bytes_per_second;
   config.step_time_seconds = candidate.profile.step_time_seconds;
+  for (const PlannedGroup& group : candidate.groups) {
+    config.group_workers.push_back(group.workers);
+    config.group_buffer.push_back(group.buffer_per_worker);
+    config.group_persistent.push_back(group.persistent);
+  }
+  bool switchable = std::any_of(candidate.profile.stages.begin(), candidate.profile.stages.end(),
+                                [](const models::StageProfile& s) { return s.switchable; });
+  if (!candidate.groups.empty() || switchable) {
+    for (const PlannedStage& stage : candidate.stages) config.stage_enabled.push_back(stage.enabled);
+  }
   return config;
 }
 
@@ -340,6 +364,15 @@ models::Prediction Evaluate(const Candidate& candidate, const Resources& resourc
 }
 
 models::MemoryEstimate Memory(const Candidate& candidate) {
+  if (!candidate.groups.empty()) {
+    models::Configuration config = CandidateConfiguration(candidate, Resources{});
+    models::MemoryEstimate memory;
+    memory.processes = candidate.profile.base_memory_bytes;
+    for (size_t g = 0; g < candidate.groups.size(); ++g)
+      memory.processes += candidate.groups[g].workers * candidate.profile.groups[g].memory_bytes_per_worker;
+    memory.prefetch = models::WorkerMemoryBytes(candidate.profile, config) - memory.processes;
+    return memory;
+  }
   std::vector<models::StageMemoryInput> inputs;
   for (const PlannedStage& stage : candidate.stages) {
     models::StageMemoryInput input;
@@ -358,9 +391,60 @@ models::MemoryEstimate Memory(const Candidate& candidate) {
 }
 
 int Threads(const Candidate& candidate) {
+  if (!candidate.groups.empty()) {
+    int threads = 1;  // the consumer's
+    for (const PlannedGroup& group : candidate.groups) threads += group.workers;
+    return threads;
+  }
   int threads = 0;
   for (const PlannedStage& stage : candidate.stages) threads += stage.parallel ? stage.parallelism : 1;
   return threads;
+}
+
+std::vector<Candidate> GroupSettings(const Candidate& traced, int max_workers) {
+  std::vector<Candidate> out;
+  if (traced.groups.empty()) return out;
+  const models::WorkerGroup& group = traced.profile.groups[0];
+  std::vector<bool> persistence{group.persistent};
+  if (!group.persistent_knob.empty()) persistence.push_back(!group.persistent);
+  std::vector<size_t> switches;
+  for (size_t i = 0; i < traced.stages.size(); ++i) {
+    if (MaySwitchOff(traced.profile.stages[i])) switches.push_back(i);
+  }
+  for (int workers = group.may_run_on_consumer ? 0 : 1; workers <= max_workers; ++workers) {
+    for (int buffer = 1; buffer <= (workers > 0 ? kMaxWorkerBuffer : 1); ++buffer) {
+      for (bool persistent : persistence) {
+        if (workers == 0 && persistent != group.persistent) continue;  // no workers to keep
+        for (size_t mask = 0; mask < (size_t{1} << switches.size()); ++mask) {
+          Candidate c = traced;
+          c.groups[0].workers = workers;
+          c.groups[0].buffer_per_worker = workers > 0 ? buffer : group.buffer_per_worker;
+          c.groups[0].persistent = persistent;
+          for (size_t k = 0; k < switches.size(); ++k) c.stages[switches[k]].enabled = !(mask >> k & 1);
+          out.push_back(std::move(c));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::array<int, 4> Departure(const Candidate& candidate) {
+  std::array<int, 4> departure{};
+  for (const PlannedGroup& group : candidate.groups) {
+    int buffer = group.workers > 0 ? group.buffer_per_worker : group.old_buffer_per_worker;
+    int traced = group.old_buffer_per_worker;
+    departure[0] += group.workers;
+    departure[1] += buffer >= traced ? buffer - traced : 2 * (traced - buffer);
+    departure[2] += group.persistent != group.old_persistent ? 1 : 0;
+  }
+  for (size_t i = 0; i < candidate.stages.size(); ++i) {
+    const models::StageProfile& stage = candidate.profile.stages[i];
+    if (!stage.switchable) continue;
+    bool preferred = stage.enabled && !MaySwitchOff(stage);
+    departure[3] += candidate.stages[i].enabled != preferred;
+  }
+  return departure;
 }
 
 }  // namespace pipetune::tuner

@@ -81,6 +81,75 @@ std::string LastBufferReason(const ExplainFacts& facts, const PlannedStage& stag
   return reason;
 }
 
+// A worker group's or switchable stage's knob (Knob::kNamed), by the name
+// it has in the profile.
+std::string NamedReason(const Candidate& candidate, const models::Prediction& prediction,
+                        const Resources& resources, const KnobChange& knob) {
+  const models::Profile& profile = candidate.profile;
+  for (size_t g = 0; g < candidate.groups.size(); ++g) {
+    const models::WorkerGroup& traced = profile.groups[g];
+    const PlannedGroup& group = candidate.groups[g];
+    if (knob.stage == traced.workers_knob) {
+      if (group.workers == 0)
+        return "the consumer's thread keeps up with the input stages: workers would only cost memory";
+      if (prediction.binding.kind == models::BoundKind::kCpu)
+        return fmt::format("enough workers to keep the {:.4g} cores busy", resources.cores);
+      return fmt::format("the fewest workers that reach {:.4g} outputs/s", prediction.throughput);
+    }
+    if (knob.stage == traced.buffer_knob) {
+      int in_flight = group.workers * group.buffer_per_worker;
+      return fmt::format("{} outputs in flight ({} of memory)", in_flight,
+                         FormatBytes(in_flight * profile.stages[traced.last_stage].bytes_per_element));
+    }
+    if (knob.stage == traced.persistent_knob) {
+      if (!group.persistent) return "one epoch only: start-up is paid once anyway";
+      return fmt::format("workers start once, not every epoch ({:.3f} s for {})",
+                         traced.startup_seconds_fixed + group.workers * traced.startup_seconds_per_worker,
+                         group.workers);
+    }
+  }
+  for (size_t i = 0; i < candidate.stages.size(); ++i) {
+    if (!profile.stages[i].switchable || knob.stage != profile.stages[i].switch_knob) continue;
+    return knob.changed ? fmt::format("{} only costs time here", profile.stages[i].name) : "kept";
+  }
+  return knob.reason;
+}
+
+// What a plan with worker groups needs said beside its knobs: a memory
+// budget or thread limit that stops more workers, and from what epoch length the predicted
+// rate (paid start-up over epochs as traced) is the steady one.
+void AddGroupNotes(const Candidate& candidate, const models::Prediction& prediction,
+                   const ExplainFacts& facts, Plan& plan) {
+  if (candidate.groups.empty()) return;
+  int workers = candidate.groups[0].workers;
+  double beaten = plan.predicted_throughput * (1 + facts.tie_tolerance);
+  if (facts.over_memory_throughput > beaten) {
+    std::string budget = FormatBytes(static_cast<double>(plan.resources.memory_bytes));
+    plan.binding_reason =
+        fmt::format("the memory budget: {} workers fit in {} ({:.4g} outputs/s would need more)", workers,
+                    budget, facts.over_memory_throughput);
+    plan.notes.push_back(fmt::format(
+        "memory binds: more workers would reach {:.4g} outputs/s but need more than the {} budget",
+        facts.over_memory_throughput, budget));
+  } else if (facts.over_threads_throughput > beaten) {
+    plan.binding_reason = fmt::format(
+        "the thread limit: {} workers and the consumer fit in {} ({:.4g} outputs/s would need more)", workers,
+        plan.resources.max_threads, facts.over_threads_throughput);
+    plan.notes.push_back(fmt::format(
+        "the thread limit binds: more workers would reach {:.4g} outputs/s but need more than {} threads",
+        facts.over_threads_throughput, plan.resources.max_threads));
+  }
+  const std::optional<double>& epoch = candidate.profile.outputs_per_epoch;
+  if (double steady_from = models::EpochOutputsForSteadyRate(prediction); steady_from > 0 && epoch) {
+    plan.notes.push_back(fmt::format(
+        "predicted for epochs of {:.0f} outputs as traced: {} workers' start-up ({:.2f} s) and each epoch's "
+        "fill and drain ({:.2f} s) included; the steady {:.4g} outputs/s holds within 5% from epochs of "
+        "{:.0f} outputs",
+        *epoch, workers, prediction.startup_seconds_per_epoch, prediction.epoch_end_seconds,
+        prediction.steady_throughput, steady_from));
+  }
+}
+
 std::string BindingReason(const Plan& plan, const Resources& resources, const ExplainFacts& facts,
                           const TuneInput& input) {
   switch (plan.binding) {
@@ -95,8 +164,10 @@ std::string BindingReason(const Plan& plan, const Resources& resources, const Ex
       return fmt::format("the consumer: it takes {:.4g} outputs/s ({} steps)",
                          plan.demand_throughput.value_or(0), Ms(input.profile.step_time_seconds.value_or(0)));
     case models::BoundKind::kConsumer:
+      return fmt::format("the consumer's thread: its step and the stages it runs itself{}",
+                         plan.binding_stage ? fmt::format(", stage \"{}\" most", *plan.binding_stage) : "");
     case models::BoundKind::kStartup:
-      return models::BoundKindName(plan.binding);  // only worker-group plans (worker_groups.cc) meet these
+      return "worker start-up: it takes most of each epoch";
   }
   return "";
 }
@@ -107,6 +178,10 @@ void ExplainPlan(const TuneInput& input, const Resources& resources, const Candi
                  const ExplainFacts& facts, Plan& plan) {
   models::Prediction prediction = Evaluate(candidate, resources);
   for (KnobChange& knob : plan.knobs) {
+    if (knob.knob == Knob::kNamed) {
+      knob.reason = NamedReason(candidate, prediction, resources, knob);
+      continue;
+    }
     auto found = std::find_if(candidate.stages.begin(), candidate.stages.end(),
                               [&](const PlannedStage& s) { return s.name == knob.stage; });
     if (found == candidate.stages.end()) {  // a removed stage
@@ -140,6 +215,7 @@ void ExplainPlan(const TuneInput& input, const Resources& resources, const Candi
     }
   }
   plan.binding_reason = BindingReason(plan, resources, facts, input);
+  AddGroupNotes(candidate, prediction, facts, plan);
 }
 
 }  // namespace pipetune::tuner

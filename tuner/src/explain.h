@@ -1,6 +1,8 @@
-// One line of reason per knob of a plan, in the user's words. Private to the
-// tuner: the solver fills what it knows into ExplainFacts and calls
-// ExplainPlan on the plan PlanFromCandidate built.
+// One line of reason per knob of a plan, in the user's words, the binding
+// reason, and the notes a plan's numbers need (a worker group's start-up,
+// a budget that binds). Private to the tuner: the solver fills what it knows
+// into ExplainFacts and calls ExplainPlan on the plan PlanFromCandidate built,
+// for every plan.
 #pragma once
 
 #include <map>
@@ -20,6 +22,12 @@ struct ExplainFacts {
   models::PrefetchSizing last_buffer;           // the queue model's answer for the last prefetch
   bool last_buffer_capped_by_memory = false;
   std::optional<std::string> moved_cache_reason;
+  // Worker groups: the best throughput of the settings over the memory
+  // budget, and of those within it but over the thread limit; the
+  // explainer names a budget as binding when its figure beats the plan's.
+  double over_memory_throughput = 0;
+  double over_threads_throughput = 0;
+  double tie_tolerance = 0;
 };
 
 void ExplainPlan(const TuneInput& input, const Resources& resources, const Candidate& candidate,

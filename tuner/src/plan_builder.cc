@@ -27,6 +27,31 @@ std::string InsertedValue(const PlannedStage& stage) {
   return stage.op_name;
 }
 
+std::string BoolText(bool b) { return b ? "True" : "False"; }
+
+// The worker groups' and switchable stages' knobs, by the names the user
+// sets them by (a group without workers has no buffer or persistence to set).
+void AddGroupKnobs(const Candidate& candidate, Plan& plan) {
+  auto add = [&](const std::string& name, const std::string& old_value, const std::string& new_value) {
+    if (name.empty()) return;
+    plan.knobs.push_back({name, Knob::kNamed, old_value, new_value, old_value != new_value, ""});
+  };
+  for (size_t g = 0; g < candidate.groups.size(); ++g) {
+    const PlannedGroup& group = candidate.groups[g];
+    const models::WorkerGroup& traced = candidate.profile.groups[g];
+    add(traced.workers_knob, std::to_string(group.old_workers), std::to_string(group.workers));
+    if (group.workers == 0) continue;
+    add(traced.buffer_knob, group.old_workers > 0 ? std::to_string(group.old_buffer_per_worker) : "-",
+        std::to_string(group.buffer_per_worker));
+    add(traced.persistent_knob, BoolText(group.old_persistent), BoolText(group.persistent));
+  }
+  for (size_t i = 0; i < candidate.stages.size(); ++i) {
+    if (!candidate.profile.stages[i].switchable) continue;
+    const PlannedStage& stage = candidate.stages[i];
+    add(candidate.profile.stages[i].switch_knob, BoolText(stage.old_enabled), BoolText(stage.enabled));
+  }
+}
+
 void AddKnobs(const Candidate& candidate, Plan& plan) {
   for (const std::string& name : candidate.removed_stages) {
     plan.knobs.push_back(
@@ -51,6 +76,7 @@ void AddKnobs(const Candidate& candidate, Plan& plan) {
                             LocationText(stage.location), stage.location != stage.old_location, ""});
     }
   }
+  AddGroupKnobs(candidate, plan);
   for (KnobChange& knob : plan.knobs) {
     if (knob.reason.empty()) knob.reason = knob.changed ? "set by the plan" : "unchanged";
   }
@@ -92,6 +118,7 @@ Plan PlanFromCandidate(const TuneInput& input, const Resources& resources, Objec
   plan.memory = Memory(candidate);
   plan.threads = Threads(candidate);
   plan.notes = candidate.notes;
+  if (!candidate.groups.empty()) plan.configuration = CandidateConfiguration(candidate, resources);
   return plan;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -11,7 +12,7 @@
 
 #include "explain.h"
 #include "pipetune/base/check.h"
-#include "pipetune/tuner/worker_groups.h"
+#include "pipetune/base/size.h"
 #include "search.h"
 
 namespace pipetune::tuner {
@@ -19,9 +20,17 @@ namespace {
 
 using models::Op;
 
-// Everything the solver worked out for one cache choice.
+// The cores a plan needs at a prediction: whole cores, within the budget.
+int CoresNeeded(double cores, const Resources& resources) {
+  return std::max(1, static_cast<int>(std::ceil(std::min(cores, resources.cores) - 1e-9)));
+}
+
+// Everything the solver worked out for one alternative: a cache choice, or a
+// worker group's setting.
 struct Solved {
   CacheOption option;
+  bool offered = true;                   // listed among the plan's cache options (a group's settings are not)
+  std::array<int, 4> departure{};        // from the traced settings (Departure)
   std::unique_ptr<Candidate> candidate;  // null: not admissible or nothing fits
   double best = 0;                       // the exact optimum X of this choice
   double sized_for = 0;                  // the X the parallelism is sized for
@@ -182,8 +191,7 @@ Solved SolveChoice(const TuneInput& input, const Resources& resources, Objective
   if (objective == Objective::kDemand && solved.meets_demand) {
     cores = solved.sized_for * CpuPerOutput(*candidate) + candidate->profile.other_cpu_cores;
   }
-  cores = std::min(cores, resources.cores);
-  solved.cores_needed = std::max(1, static_cast<int>(std::ceil(cores - 1e-9)));
+  solved.cores_needed = CoresNeeded(cores, resources);
   solved.memory = Memory(*candidate).Total();
   solved.threads = Threads(*candidate);
   solved.option.feasible = true;
@@ -195,8 +203,53 @@ Solved SolveChoice(const TuneInput& input, const Resources& resources, Objective
   return solved;
 }
 
-// Fewer cores, then less memory, then fewer threads.
-bool Cheaper(const Solved& a, const Solved& b) {
+// A worker group's settings, each priced as it is: its throughput is the
+// model's over an epoch as traced (start-up included), and a setting over
+// the memory or thread budget is no alternative; `facts` gets the best
+// throughput such settings would reach, per budget.
+StatusOr<std::vector<Solved>> SolveGroupSettings(const TuneInput& input, const Resources& resources,
+                                                 const SolverOptions& options, ExplainFacts& facts) {
+  PIPETUNE_ASSIGN_OR_RETURN(Candidate traced, MakeCandidate(input, resources, CacheChoice{}));
+  std::optional<double> demand = Demand(input);
+  std::vector<Solved> all;
+  double least_memory = -1;
+  for (Candidate& setting : GroupSettings(traced, options.max_group_workers)) {
+    models::Prediction prediction = Evaluate(setting, resources);
+    double memory = Memory(setting).Total();
+    least_memory = least_memory < 0 ? memory : std::min(least_memory, memory);
+    if (memory > static_cast<double>(resources.memory_bytes)) {
+      facts.over_memory_throughput = std::max(facts.over_memory_throughput, prediction.throughput);
+      continue;
+    }
+    if (Threads(setting) > resources.max_threads) {
+      facts.over_threads_throughput = std::max(facts.over_threads_throughput, prediction.throughput);
+      continue;
+    }
+    Solved solved;
+    solved.offered = false;
+    solved.departure = Departure(setting);
+    solved.best = solved.sized_for = prediction.throughput;
+    // The throughput is predicted, not searched for: the tolerance says
+    // when it meets the demand, as when it ties.
+    solved.meets_demand = demand && prediction.throughput >= *demand * (1 - options.tie_tolerance);
+    solved.cores_needed = CoresNeeded(prediction.cores_used, resources);
+    solved.memory = memory;
+    solved.threads = Threads(setting);
+    solved.candidate = std::make_unique<Candidate>(std::move(setting));
+    all.push_back(std::move(solved));
+  }
+  if (all.empty()) {
+    return InvalidInput(fmt::format("no setting fits the {} memory budget: the least needs {}",
+                                    FormatBytes(static_cast<double>(resources.memory_bytes)),
+                                    FormatBytes(least_memory)));
+  }
+  return all;
+}
+
+// The one tie-break: the least departure from the traced settings, then
+// fewer cores, then less memory, then fewer threads.
+bool Preferred(const Solved& a, const Solved& b) {
+  if (a.departure != b.departure) return a.departure < b.departure;
   if (a.cores_needed != b.cores_needed) return a.cores_needed < b.cores_needed;
   if (a.memory != b.memory) return a.memory < b.memory;
   return a.threads < b.threads;
@@ -212,7 +265,7 @@ const Solved* PickMax(const std::vector<Solved>& all, double tolerance) {
     if (!s.candidate) continue;
     bool tied = std::isinf(best) ? std::isinf(s.best) : s.best >= best * (1 - tolerance);
     if (!tied) continue;
-    if (chosen == nullptr || Cheaper(s, *chosen) || (!Cheaper(*chosen, s) && s.best > chosen->best))
+    if (chosen == nullptr || Preferred(s, *chosen) || (!Preferred(*chosen, s) && s.best > chosen->best))
       chosen = &s;
   }
   return chosen;
@@ -222,7 +275,7 @@ const Solved* PickDemand(const std::vector<Solved>& all) {
   const Solved* chosen = nullptr;
   for (const Solved& s : all) {
     if (!s.candidate || !s.meets_demand) continue;
-    if (chosen == nullptr || Cheaper(s, *chosen)) chosen = &s;
+    if (chosen == nullptr || Preferred(s, *chosen)) chosen = &s;
   }
   return chosen;
 }
@@ -247,6 +300,32 @@ std::optional<std::string> MovedCacheReason(const TuneInput& input, const Resour
   return fmt::format("replaced by the {}", DescribeChoice(input, chosen.option.choice));
 }
 
+// Every cache choice, solved exactly; the cache-less plan first: its
+// workers are what cached stages get for filling the cache.
+std::vector<Solved> SolveCacheChoices(const TuneInput& input, const Resources& resources, Objective objective,
+                                      const SolverOptions& options, std::vector<CacheOption>& rejected,
+                                      std::map<std::string, int>& fill) {
+  std::vector<CacheChoice> choices = CacheChoices(input, resources, &rejected);
+  if (!options.only_cache_after.empty()) {
+    std::optional<size_t> point = input.profile.FindStage(options.only_cache_after);
+    std::erase_if(choices,
+                  [&](const CacheChoice& c) { return c.kind != CacheKind::kNone && c.after != point; });
+    std::erase_if(rejected, [&](const CacheOption& r) { return r.choice.after != point; });
+  }
+  std::vector<Solved> all;
+  for (const CacheChoice& choice : choices) {
+    Solved solved = SolveChoice(input, resources, objective, options, choice, fill);
+    if (choice.kind == CacheKind::kNone && solved.candidate) {
+      for (const PlannedStage& stage : solved.candidate->stages) fill[stage.name] = stage.parallelism;
+    }
+    // The cache-less plan of an alternative made for one cache point is the
+    // traced pipeline's again: solved for the fill, not offered.
+    if (choice.kind == CacheKind::kNone && !options.only_cache_after.empty()) continue;
+    all.push_back(std::move(solved));
+  }
+  return all;
+}
+
 }  // namespace
 
 StatusOr<double> MaximiseThroughput(Candidate& candidate, const Resources& resources, double tolerance) {
@@ -260,31 +339,14 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
                      const SolverOptions& options) {
   PIPETUNE_RETURN_IF_ERROR(CheckResources(resources));
   if (input.profile.stages.empty()) return InvalidInput("the profile has no stages: nothing to tune");
-  // Worker groups (a DataLoader) are tuned by their own exhaustive search
-  // over the same model; a config's pipeline has none.
-  if (!input.profile.groups.empty()) return SolveWorkerGroups(input, resources, objective);
   std::vector<CacheOption> rejected;
-  std::vector<CacheChoice> choices = CacheChoices(input, resources, &rejected);
-  if (!options.only_cache_after.empty()) {
-    std::optional<size_t> point = input.profile.FindStage(options.only_cache_after);
-    std::erase_if(choices,
-                  [&](const CacheChoice& c) { return c.kind != CacheKind::kNone && c.after != point; });
-    std::erase_if(rejected, [&](const CacheOption& r) { return r.choice.after != point; });
-  }
-
-  // The cache-less plan first: its workers are what cached stages get for
-  // filling the cache.
-  std::vector<Solved> all;
   std::map<std::string, int> fill;
-  for (const CacheChoice& choice : choices) {
-    Solved solved = SolveChoice(input, resources, objective, options, choice, fill);
-    if (choice.kind == CacheKind::kNone && solved.candidate) {
-      for (const PlannedStage& stage : solved.candidate->stages) fill[stage.name] = stage.parallelism;
-    }
-    // The cache-less plan of an alternative made for one cache point is the
-    // traced pipeline's again: solved for the fill, not offered.
-    if (choice.kind == CacheKind::kNone && !options.only_cache_after.empty()) continue;
-    all.push_back(std::move(solved));
+  std::vector<Solved> all;
+  ExplainFacts facts;
+  if (input.profile.groups.empty()) {
+    all = SolveCacheChoices(input, resources, objective, options, rejected, fill);
+  } else {
+    PIPETUNE_ASSIGN_OR_RETURN(all, SolveGroupSettings(input, resources, options, facts));
   }
 
   std::vector<std::string> notes;
@@ -310,13 +372,13 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   Plan plan = PlanFromCandidate(input, resources, objective, *chosen->candidate);
   plan.cores_needed = chosen->cores_needed;
   for (const Solved& s : all) {
+    if (!s.offered) continue;
     plan.cache_options.push_back(s.option);
     plan.cache_options.back().chosen = &s == chosen;
   }
   for (const CacheOption& r : rejected) plan.cache_options.push_back(r);
   plan.notes.insert(plan.notes.end(), notes.begin(), notes.end());
 
-  ExplainFacts facts;
   facts.throughput = plan.predicted_throughput;
   facts.sized_for = chosen->sized_for;
   facts.limit = chosen->limit;
@@ -324,6 +386,9 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   facts.last_buffer = chosen->last_buffer;
   facts.last_buffer_capped_by_memory = chosen->last_buffer_capped;
   facts.moved_cache_reason = MovedCacheReason(input, resources, *chosen);
+  // A budget binds a group's plan only where throughput is what is wanted.
+  if (objective != Objective::kMax) facts.over_memory_throughput = facts.over_threads_throughput = 0;
+  facts.tie_tolerance = options.tie_tolerance;
   ExplainPlan(input, resources, *chosen->candidate, facts, plan);
   return plan;
 }

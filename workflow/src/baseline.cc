@@ -130,7 +130,7 @@ RunRecord RecordOf(const models::Profile& profile) {
 namespace internal {
 
 StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& kind, const BaselineRequest& request, bool diagnose) {
-  std::vector<std::string> traces = request.traces;
+  std::vector<std::string> traces = kind.main_traces ? kind.main_traces(request.traces) : request.traces;
   std::optional<RunDirectory> dir;  // lives until the traces are read
   if (traces.empty()) {
     if (request.runs < 1) return InvalidInput("--runs: at least one run is needed to measure");
@@ -154,14 +154,10 @@ StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& kind, const BaselineRequest&
   return measured;
 }
 
-}  // namespace internal
-
-StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
-  if (!request.command.empty() || OpenRecording(request.traces).is_dataloader())
-    return internal::MeasureDataLoaderRuns(request, diagnose);
-  internal::RunKind config;
+RunKind ConfigRunKind() {
+  RunKind config;
   config.run = [](const BaselineRequest& request,
-                  const internal::RunDirectory& dir) -> StatusOr<std::vector<std::string>> {
+                  const RunDirectory& dir) -> StatusOr<std::vector<std::string>> {
     std::vector<std::string> traces;
     for (int run = 0; run < request.runs; ++run) {
       RunConfigOptions options;
@@ -193,7 +189,39 @@ StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose
     return std::move(traced.input.profile);
   };
   config.diagnose = [](const std::string& trace) { return analyzer::DiagnoseTraces({trace}); };
-  return internal::MeasureRunsOf(config, request, diagnose);
+  // The config judged: the file the check names, else the first run's.
+  auto judged = std::make_shared<std::optional<models::PipelineConfig>>();
+  config.prepare = [judged](const CheckRequest& request, const Baseline& baseline) -> Status {
+    if (request.config_path.empty()) return Status::Ok();
+    PIPETUNE_ASSIGN_OR_RETURN(*judged, models::LoadConfig(request.config_path));
+    // Refuse another pipeline before spending time on runs.
+    return SamePipeline(baseline, **judged, request.baseline_path);
+  };
+  config.same = [judged](const Baseline& baseline, const MeasuredRuns& measured,
+                         const std::string& name) -> Status {
+    if (*judged) return Status::Ok();  // compared before the runs
+    *judged = measured.config;
+    return SamePipeline(baseline, measured.config, name);
+  };
+  config.judge = [judged](const Baseline& baseline, const MeasuredRuns* measured,
+                          const JudgeOptions& options) {
+    return Judge(baseline, judged->value_or(models::PipelineConfig{}), measured ? &measured->runs : nullptr,
+                 options);
+  };
+  config.judges_without_runs = true;
+  return config;
+}
+
+RunKind RunKindFor(const BaselineRequest& request, const Baseline* baseline) {
+  bool dataloader = (baseline != nullptr && baseline->kind == kDataLoaderBaseline) ||
+                    !request.command.empty() || OpenRecording(request.traces).is_dataloader();
+  return dataloader ? DataLoaderRunKind() : ConfigRunKind();
+}
+
+}  // namespace internal
+
+StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
+  return internal::MeasureRunsOf(internal::RunKindFor(request), request, diagnose);
 }
 
 StatusOr<Baseline> RecordBaseline(const BaselineRequest& request) {

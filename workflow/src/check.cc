@@ -11,7 +11,6 @@
 #include "gate_judge.h"
 #include "pipetune/base/numbers.h"
 #include "pipetune/models/rate_model.h"
-#include "pipetune/workflow/recording.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -273,6 +272,9 @@ void ReportRuns(const Baseline& baseline, const MeasuredRuns& measured, CheckRep
   if (now.UsableCores() > 0 && before.cores_allowed > 0 && now.cores_allowed != before.cores_allowed)
     report.notes.push_back(fmt::format("the baseline was recorded with {} cores allowed, these runs had {}",
                                        before.cores_allowed, now.cores_allowed));
+  if (!before.hostname.empty() && before.hostname != now.hostname)
+    report.notes.push_back(
+        fmt::format("the baseline was recorded on {}, these runs on {}", before.hostname, now.hostname));
 }
 
 void Conclude(CheckReport& report) {
@@ -356,30 +358,16 @@ StatusOr<CheckReport> Check(const CheckRequest& request) {
     return InvalidInput(
         fmt::format("--tolerance: expected a percentage in [0, 100), got {}", request.judge.tolerance * 100));
   PIPETUNE_ASSIGN_OR_RETURN(Baseline baseline, LoadBaseline(request.baseline_path));
-  if (baseline.kind == kDataLoaderBaseline || !request.command.empty() ||
-      OpenRecording(request.traces).is_dataloader())
-    return internal::CheckDataLoader(request, baseline);
+  BaselineRequest runs{request.config_path, request.traces, request.runs, request.seconds, "",
+                       request.command};
+  internal::RunKind kind = internal::RunKindFor(runs, &baseline);
+  PIPETUNE_RETURN_IF_ERROR(kind.prepare(request, baseline));
   std::optional<MeasuredRuns> measured;
-  models::PipelineConfig config;
-  bool timed = !request.traces.empty() || request.runs > 0;
-  if (!request.config_path.empty()) {
-    StatusOr<models::PipelineConfig> loaded = models::LoadConfig(request.config_path);
-    if (!loaded.ok()) return loaded.status();
-    config = *loaded;
-    // Refuse another pipeline before spending time on runs.
-    PIPETUNE_RETURN_IF_ERROR(SamePipeline(baseline, config, request.baseline_path));
+  if (!request.traces.empty() || request.runs > 0 || !kind.judges_without_runs) {
+    PIPETUNE_ASSIGN_OR_RETURN(measured, internal::MeasureRunsOf(kind, runs, /*diagnose=*/true));
+    PIPETUNE_RETURN_IF_ERROR(kind.same(baseline, *measured, request.baseline_path));
   }
-  if (timed) {
-    BaselineRequest runs{request.config_path, request.traces, request.runs, request.seconds, ""};
-    StatusOr<MeasuredRuns> result = MeasureRuns(runs, /*diagnose=*/true);
-    if (!result.ok()) return result.status();
-    measured = std::move(*result);
-    if (request.config_path.empty()) {
-      config = measured->config;
-      PIPETUNE_RETURN_IF_ERROR(SamePipeline(baseline, config, request.baseline_path));
-    }
-  }
-  CheckReport report = Judge(baseline, config, measured ? &measured->runs : nullptr, request.judge);
+  CheckReport report = kind.judge(baseline, measured ? &*measured : nullptr, request.judge);
   if (measured) {
     internal::ReportRuns(baseline, *measured, report);
   } else {

@@ -130,7 +130,7 @@ std::string DataLoaderKwargsPath(const std::string& requested, const std::string
   return (p.parent_path() / (p.stem().string() + ".dataloader.json")).string();
 }
 
-Json DataLoaderKwargs(const analyzer::DataLoaderKnobs& k) {
+Json DataLoaderKwargs(const tuner::DataLoaderKnobs& k) {
   Json j;
   j["num_workers"] = k.num_workers;
   j["prefetch_factor"] = k.num_workers > 0 ? Json(k.prefetch_factor) : Json();
@@ -139,7 +139,7 @@ Json DataLoaderKwargs(const analyzer::DataLoaderKnobs& k) {
   return j;
 }
 
-std::string DataLoaderCodeChange(const analyzer::DataLoaderKnobs& k) {
+std::string DataLoaderCodeChange(const tuner::DataLoaderKnobs& k) {
   auto flag = [](bool b) { return b ? "True" : "False"; };
   if (k.num_workers == 0)
     return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})", flag(k.pin_memory));
@@ -205,12 +205,12 @@ std::string JobNote(const analyzer::JobTuning& tuning, const tuner::Resources& r
 // The CPU the other ranks on the planned rank's node use at the job's rate
 // with `knobs` applied: each rank's CPU grows with its throughput, and DDP
 // holds every rank to the job's.
-double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers,
-                  const analyzer::DataLoaderKnobs& knobs, double job_rate) {
+double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers, const tuner::DataLoaderKnobs& knobs,
+                  double job_rate) {
   double cores = 0;
   for (const analyzer::DataLoaderProfile& peer : peers) {
     models::Profile profile = analyzer::DataLoaderModelProfile(peer);
-    models::Prediction alone = models::Predict(profile, analyzer::ConfigurationFor(profile, knobs));
+    models::Prediction alone = models::Predict(profile, tuner::ConfigurationFor(profile, knobs));
     if (alone.throughput > 0) cores += alone.cores_used * std::min(1.0, job_rate / alone.throughput);
   }
   return cores;
@@ -221,11 +221,11 @@ double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers,
 // plan's setting and the job's rate. What the planned rank
 // would reach with the rest of the node (a setting of its own), and, when
 // that pays (5% or more), its knobs, written under "ranks" in the kwargs.
-std::optional<analyzer::DataLoaderKnobs> PerRankSetting(const analyzer::JobTuning& tuning,
-                                                        const tuner::TuneInput& input,
-                                                        const tuner::Resources& even, double node_cores,
-                                                        tuner::Objective objective, tuner::Plan& plan,
-                                                        const analyzer::DataLoaderKnobs& knobs) {
+std::optional<tuner::DataLoaderKnobs> PerRankSetting(const analyzer::JobTuning& tuning,
+                                                     const tuner::TuneInput& input,
+                                                     const tuner::Resources& even, double node_cores,
+                                                     tuner::Objective objective, tuner::Plan& plan,
+                                                     const tuner::DataLoaderKnobs& knobs) {
   if (tuning.ranks_per_node < 2 || tuning.node_peers.empty() || !tuning.rank) return std::nullopt;
   const int others = static_cast<int>(tuning.node_peers.size());
   const double peers = PeersCores(tuning.node_peers, knobs, plan.predicted_throughput) +
@@ -236,7 +236,7 @@ std::optional<analyzer::DataLoaderKnobs> PerRankSetting(const analyzer::JobTunin
   StatusOr<tuner::Plan> own = tuner::Solve(input, more, objective);
   if (!own.ok() || !own->configuration || plan.predicted_throughput <= 0) return std::nullopt;
   const double gain = own->predicted_throughput / plan.predicted_throughput;
-  analyzer::DataLoaderKnobs own_knobs = analyzer::KnobsOf(input.profile, *own->configuration);
+  tuner::DataLoaderKnobs own_knobs = tuner::DataLoaderKnobsOf(input.profile, *own->configuration);
   if (gain < 1.05 || own_knobs == knobs) {
     plan.notes.push_back(fmt::format(
         "a setting of rank {}'s own would gain {:.0f}% (the other ranks on its node need {:.2f} cores at the "
@@ -273,9 +273,9 @@ StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& 
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(input, resources, request.objective));
   if (tuning.processes > 1) plan.notes.push_back(JobNote(tuning, resources));
   DataLoaderTuneResult result;
-  result.knobs = analyzer::KnobsOf(input.profile, *plan.configuration);
+  result.knobs = tuner::DataLoaderKnobsOf(input.profile, *plan.configuration);
   Json kwargs = DataLoaderKwargs(result.knobs);
-  if (std::optional<analyzer::DataLoaderKnobs> own =
+  if (std::optional<tuner::DataLoaderKnobs> own =
           PerRankSetting(tuning, input, resources, node_cores, request.objective, plan, result.knobs)) {
     kwargs["ranks"][std::to_string(*tuning.rank)] = DataLoaderKwargs(*own);
   }
@@ -306,7 +306,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     return InvalidInput("--verify: no program: pipetune tune --verify -- COMMAND ...");
   DataLoaderVerifyResult result;
   std::string kwargs_path;
-  std::optional<analyzer::DataLoaderKnobs> applied_knobs;  // none: the script's own settings
+  std::optional<tuner::DataLoaderKnobs> applied_knobs;  // none: the script's own settings
   double predicted = 0;
   auto step = [&](int round, bool plan_next) -> StatusOr<LoopStep> {
     DataLoaderRound r;
@@ -344,7 +344,8 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     result.rounds.push_back(r);
     LoopStep step_result{r.measured_batches_per_second, 1 + r.workers, tuned->plan.demand_throughput, false};
     if (plan_next) {
-      step_result.plan_changes_something = !(tuned->knobs == analyzer::CurrentKnobs(tuned->run.settings));
+      step_result.plan_changes_something =
+          !(tuned->knobs == tuner::TracedKnobs(analyzer::DataLoaderModelProfile(tuned->run)));
       kwargs_path = tuned->output;
       applied_knobs = tuned->knobs;
       predicted = tuned->plan.predicted_throughput;
@@ -362,7 +363,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     // the file changes nothing.
     StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(best.trace);
     if (!profile.ok()) return profile.status();
-    result.knobs = analyzer::CurrentKnobs(profile->settings);
+    result.knobs = tuner::TracedKnobs(analyzer::DataLoaderModelProfile(*profile));
   }
   result.output = DataLoaderKwargsPath(options.output, options.trace);
   PIPETUNE_RETURN_IF_ERROR(

@@ -16,6 +16,7 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/what_if.h"
+#include "pipetune/base/check.h"
 #include "pipetune/base/json.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/workflow/dataloader.h"
@@ -99,8 +100,9 @@ GateInputKind ClassifyGateInputs(const std::vector<std::string>& inputs) {
   return GateInputKind::kCommand;
 }
 
-DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings) {
-  return {settings.batch_size, settings.dataset, analyzer::CurrentKnobs(settings)};
+DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings,
+                                                const models::Profile& profile) {
+  return {settings.batch_size, settings.dataset, tuner::TracedKnobs(profile)};
 }
 
 std::vector<StageKnobs> DataLoaderStagesOf(const models::Profile& profile) {
@@ -131,10 +133,11 @@ Status CheckWorkerTraces(const analyzer::DataLoaderProfile& run) {
 
 namespace internal {
 
-StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, bool diagnose) {
+RunKind DataLoaderRunKind() {
   // The last run read, so that its diagnosis does not read it again.
   auto last = std::make_shared<std::optional<analyzer::DataLoaderProfile>>();
   RunKind dataloader;
+  dataloader.main_traces = MainTracesOf;
   dataloader.run = RunProgram;
   dataloader.read = [last](const std::string& trace, size_t index, const std::string& first_trace,
                            MeasuredRuns& measured) -> StatusOr<models::Profile> {
@@ -142,7 +145,7 @@ StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, boo
     PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderProfile run, analyzer::ReadSlowestRank(trace));
     PIPETUNE_RETURN_IF_ERROR(CheckWorkerTraces(run));
     models::Profile profile = analyzer::DataLoaderModelProfile(run);
-    DataLoaderGateSettings settings = DataLoaderGateSettingsOf(run.settings);
+    DataLoaderGateSettings settings = DataLoaderGateSettingsOf(run.settings, profile);
     std::vector<StageKnobs> stages = DataLoaderStagesOf(profile);
     if (index == 0) {
       measured.identity = DataLoaderIdentityHash(settings, stages);
@@ -159,35 +162,30 @@ StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, boo
     return profile;
   };
   dataloader.diagnose = [last](const std::string&) { return analyzer::DiagnoseDataLoader(**last); };
-  BaselineRequest mains = request;
-  mains.traces = MainTracesOf(request.traces);
-  return MeasureRunsOf(dataloader, mains, diagnose);
-}
-
-StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baseline& baseline) {
-  if (baseline.kind != kDataLoaderBaseline)
-    return InvalidInput(fmt::format(
-        "{}: a baseline of the pipeline config {}, not of a DataLoader: record one with `pipetune "
-        "baseline -o FILE -- python3 SCRIPT`",
-        request.baseline_path, baseline.pipeline));
-  if (!request.config_path.empty())
-    return InvalidInput(
-        fmt::format("{}: a DataLoader's baseline: check it with `-- python3 SCRIPT` or its "
-                    "traces, not the config {}",
-                    request.baseline_path, request.config_path));
-  if (request.traces.empty() && request.command.empty())
-    return InvalidInput("a DataLoader's baseline needs a program (-- python3 SCRIPT) or its traces");
-  BaselineRequest runs{"", request.traces, request.runs, request.seconds, "", request.command};
-  PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured, MeasureDataLoaderRuns(runs, /*diagnose=*/true));
-  PIPETUNE_RETURN_IF_ERROR(
-      SameDataLoader(baseline, *measured.dataloader, measured.stages, request.baseline_path));
-  CheckReport report =
-      JudgeDataLoader(baseline, *measured.dataloader, &measured.first_profile, &measured.runs, request.judge);
-  internal::ReportRuns(baseline, measured, report);
-  if (!baseline.host.hostname.empty() && baseline.host.hostname != measured.host.hostname)
-    report.notes.push_back(fmt::format("the baseline was recorded on {}, these runs on {}",
-                                       baseline.host.hostname, measured.host.hostname));
-  return report;
+  dataloader.prepare = [](const CheckRequest& request, const Baseline& baseline) -> Status {
+    if (baseline.kind != kDataLoaderBaseline)
+      return InvalidInput(fmt::format(
+          "{}: a baseline of the pipeline config {}, not of a DataLoader: record one with `pipetune "
+          "baseline -o FILE -- python3 SCRIPT`",
+          request.baseline_path, baseline.pipeline));
+    if (!request.config_path.empty())
+      return InvalidInput(
+          fmt::format("{}: a DataLoader's baseline: check it with `-- python3 SCRIPT` or its "
+                      "traces, not the config {}",
+                      request.baseline_path, request.config_path));
+    if (request.traces.empty() && request.command.empty())
+      return InvalidInput("a DataLoader's baseline needs a program (-- python3 SCRIPT) or its traces");
+    return Status::Ok();
+  };
+  dataloader.same = [](const Baseline& baseline, const MeasuredRuns& measured, const std::string& name) {
+    return SameDataLoader(baseline, *measured.dataloader, measured.stages, name);
+  };
+  dataloader.judge = [](const Baseline& baseline, const MeasuredRuns* measured, const JudgeOptions& options) {
+    PIPETUNE_CHECK(measured != nullptr);  // judges_without_runs is false
+    return JudgeDataLoader(baseline, *measured->dataloader, &measured->first_profile, &measured->runs,
+                           options);
+  };
+  return dataloader;
 }
 
 }  // namespace internal
@@ -218,29 +216,29 @@ CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettin
   CheckReport report;
   report.pipeline = baseline.pipeline;
   report.tolerance = options.tolerance;
-  const analyzer::DataLoaderKnobs before =
-      baseline.dataloader ? baseline.dataloader->knobs : analyzer::DataLoaderKnobs{};
+  const tuner::DataLoaderKnobs before =
+      baseline.dataloader ? baseline.dataloader->knobs : tuner::DataLoaderKnobs{};
   // Priced on the new run's profile: the baseline keeps only the stages'
   // parameters, not the worker group the settings act on.
-  std::function<double(const analyzer::DataLoaderKnobs&)> predict;
+  std::function<double(const tuner::DataLoaderKnobs&)> predict;
   if (now_profile != nullptr && !now_profile->groups.empty())
-    predict = [now_profile](const analyzer::DataLoaderKnobs& knobs) {
-      return models::Predict(*now_profile, analyzer::ConfigurationFor(*now_profile, knobs)).throughput;
+    predict = [now_profile](const tuner::DataLoaderKnobs& knobs) {
+      return models::Predict(*now_profile, tuner::ConfigurationFor(*now_profile, knobs)).throughput;
     };
   // Each setting that changed, with the baseline's others, to price it alone.
-  std::vector<internal::KnobDifference<analyzer::DataLoaderKnobs>> differences;
-  auto add = [&](const char* knob, auto analyzer::DataLoaderKnobs::*member, auto spell) {
+  std::vector<internal::KnobDifference<tuner::DataLoaderKnobs>> differences;
+  auto add = [&](const char* knob, auto tuner::DataLoaderKnobs::*member, auto spell) {
     if (before.*member == now.knobs.*member) return;
-    analyzer::DataLoaderKnobs alone = before;
+    tuner::DataLoaderKnobs alone = before;
     alone.*member = now.knobs.*member;
     differences.push_back(
         {{"workers", knob, spell(before.*member), spell(now.knobs.*member), std::nullopt}, alone});
   };
   auto number = [](int value) { return std::to_string(value); };
-  add(analyzer::kNumWorkersKnob, &analyzer::DataLoaderKnobs::num_workers, number);
-  add(analyzer::kPrefetchFactorKnob, &analyzer::DataLoaderKnobs::prefetch_factor, number);
-  add(analyzer::kPersistentWorkersKnob, &analyzer::DataLoaderKnobs::persistent_workers, Bool);
-  add(analyzer::kPinMemoryKnob, &analyzer::DataLoaderKnobs::pin_memory, Bool);
+  add(analyzer::kNumWorkersKnob, &tuner::DataLoaderKnobs::num_workers, number);
+  add(analyzer::kPrefetchFactorKnob, &tuner::DataLoaderKnobs::prefetch_factor, number);
+  add(analyzer::kPersistentWorkersKnob, &tuner::DataLoaderKnobs::persistent_workers, Bool);
+  add(analyzer::kPinMemoryKnob, &tuner::DataLoaderKnobs::pin_memory, Bool);
   internal::JudgeKnobs(predict, before, now.knobs, std::move(differences), options, report);
   if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
     internal::JudgeRuns(baseline, *runs, options, report);

@@ -1,6 +1,6 @@
 // The CI gate written once for the two kinds of baseline (a config's,
 // baseline.cc and check.cc; a DataLoader's, gate_dataloader.cc): one
-// measuring loop (MeasureRunsOf over a RunKind), one stage-identity
+// measuring loop (MeasureRunsOf over a RunKind), one Check, one stage-identity
 // comparison (SameStages), one judgement of the knobs (JudgeKnobs) and of
 // the runs (JudgeRuns, Conclude). A kind supplies only how its runs are
 // made and read and what its knobs are, so that both are measured and
@@ -84,17 +84,23 @@ void JudgeKnobs(const std::function<double(const Knobs&)>& predict, const Knobs&
 }
 
 // What the new runs add to a judged report, for either kind: the last
-// run's bottleneck and why, and a note when they had another number of
-// cores allowed than the baseline's (the same machine on other terms).
+// run's bottleneck and why, a note when they had another number of cores
+// allowed than the baseline's (the same machine on other terms), and one
+// when they ran on another host.
 void ReportRuns(const Baseline& baseline, const MeasuredRuns& measured, CheckReport& report);
 
 // The verdict from what was judged: a regression when a stage, the
 // throughput or the knobs regressed; else machine when the machine drifted.
 void Conclude(CheckReport& report);
 
-// How one kind of run is measured for the gate. The loop (MeasureRunsOf) is
-// written once; a kind supplies only how its runs are made and read.
+// How one kind of run is measured and checked by the gate. The loop
+// (MeasureRunsOf) and the check (Check, check.cc) are written once; a kind
+// supplies only how its runs are made and read, and what it compares and
+// judges them by.
 struct RunKind {
+  // The main traces among those given (a DataLoader's workers' traces are
+  // read beside their main trace); empty: all of them.
+  std::function<std::vector<std::string>(const std::vector<std::string>& traces)> main_traces;
   // Makes `request.runs` traced runs (request.runs >= 1), each trace in `dir`.
   std::function<StatusOr<std::vector<std::string>>(const BaselineRequest& request, const RunDirectory& dir)>
       run;
@@ -107,17 +113,37 @@ struct RunKind {
       read;
   // The diagnosis of the last run read (`trace`).
   std::function<StatusOr<analyzer::Diagnosis>(const std::string& trace)> diagnose;
+
+  // The check. `prepare` refuses a request this kind cannot check against
+  // `baseline` (bad input, naming what is wrong), and reads what is judged
+  // before any run is made (a config file, refused when of another
+  // pipeline). `same`: Ok when the new runs are of the baseline's pipeline,
+  // else what differs. `judge`: the knobs and, with runs (null: none), the
+  // runs against the baseline, concluded (Judge, JudgeDataLoader).
+  std::function<Status(const CheckRequest& request, const Baseline& baseline)> prepare;
+  std::function<Status(const Baseline& baseline, const MeasuredRuns& measured,
+                       const std::string& baseline_name)>
+      same;
+  std::function<CheckReport(const Baseline& baseline, const MeasuredRuns* measured,
+                            const JudgeOptions& options)>
+      judge;
+  bool judges_without_runs = false;  // a config's knobs are judged on the baseline's profile alone
 };
+
+// The kinds: a config's runs (baseline.cc) and a DataLoader's, the program
+// under the bootstrap or its traces (gate_dataloader.cc). Each call makes a
+// fresh kind (it may hold what `prepare` read).
+RunKind ConfigRunKind();
+RunKind DataLoaderRunKind();
+// The kind of the runs `request` names (the one place the gate asks): a
+// DataLoader's when `baseline` (null: none yet) is one's, a program is
+// given, or the traces are a DataLoader's; else a config's.
+RunKind RunKindFor(const BaselineRequest& request, const Baseline* baseline = nullptr);
 
 // The runs of `request` (its traces, or `request.runs` new runs made by
 // `kind.run` in request.trace_dir or a temporary directory) read by
 // `kind.read` into one record each, the first run's profile kept; with
 // `diagnose`, the last run's bottleneck and why.
 StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& kind, const BaselineRequest& request, bool diagnose);
-
-// A DataLoader's runs (gate_dataloader.cc): the program run `request.runs`
-// times, or its traces read; and `check` against a baseline already loaded.
-StatusOr<MeasuredRuns> MeasureDataLoaderRuns(const BaselineRequest& request, bool diagnose);
-StatusOr<CheckReport> CheckDataLoader(const CheckRequest& request, const Baseline& baseline);
 
 }  // namespace pipetune::workflow::internal

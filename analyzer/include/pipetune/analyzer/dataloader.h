@@ -60,23 +60,9 @@ struct DataLoaderSection {
 };
 
 // The run as the model sees it. The window is the consumer's whole loop
-// (its waits and steps), so start-up is inside what was measured.
+// (its waits and steps), so start-up is inside what was measured. Plans of
+// it turn into keyword arguments in the tuner (tuner/rewrite.h).
 models::Profile DataLoaderModelProfile(const DataLoaderProfile& run);
-
-// The DataLoader keyword arguments a configuration of that profile stands
-// for: num_workers, prefetch_factor (absent at 0 workers),
-// persistent_workers, pin_memory.
-struct DataLoaderKnobs {
-  int num_workers = 0;
-  int prefetch_factor = 2;
-  bool persistent_workers = false;
-  bool pin_memory = false;
-  bool operator==(const DataLoaderKnobs&) const = default;
-};
-DataLoaderKnobs CurrentKnobs(const DataLoaderSettings& settings);
-DataLoaderKnobs KnobsOf(const models::Profile& profile, const models::Configuration& config);
-// The configuration of `profile` with `knobs` set (everything else as traced).
-models::Configuration ConfigurationFor(const models::Profile& profile, const DataLoaderKnobs& knobs);
 
 // The diagnosis of a DataLoader run: the one diagnosis over
 // DataLoaderModelProfile, with the run's settings in `dataloader`.

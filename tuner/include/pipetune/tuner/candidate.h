@@ -1,13 +1,16 @@
 // The pipeline the solver searches over, for one cache choice: the traced
 // stages, with a prefetch inserted at the end when the run had none, the
 // run's own cache removed when the plan may move it, and a cache stage
-// inserted where the choice puts one. Its knobs (parallelism, buffers) are
-// plain fields; Evaluate, Memory and Threads say what they give and cost.
+// inserted where the choice puts one. Its knobs (parallelism, buffers, and
+// for a profile with worker groups each group's workers, buffer and
+// persistence and whether a switchable stage runs) are plain fields;
+// Evaluate, Memory and Threads say what they give and cost.
 //
 // Public so that the peer algorithms of the quality benchmark (bench/tuner)
 // and the tests search the same model as the solver.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -34,6 +37,9 @@ inline constexpr double kMinWorkerGain = 0.05;
 // shared with a memory cache (the element's own record: ids, shape, the
 // shared pointer): what a shuffle after a memory cache holds per element.
 inline constexpr double kSharedElementBytes = 128;
+// The most outputs one worker of a group may hold ready that a plan tries
+// (a DataLoader's prefetch_factor).
+inline constexpr int kMaxWorkerBuffer = 8;
 
 // The workers beyond which each adds less than kMinWorkerGain of one worker's
 // throughput (or the throughput falls, past a USL peak), from the stage's
@@ -43,6 +49,7 @@ int UsefulParallelism(const models::StageProfile& stage);
 struct Candidate {
   CacheChoice choice;
   std::vector<PlannedStage> stages;
+  std::vector<PlannedGroup> groups;  // one per profile.groups entry
   // The model's view: one StageProfile per entry of `stages` (inserted ones
   // synthesised), visit ratios consistent with the inserted stages.
   models::Profile profile;
@@ -59,7 +66,9 @@ std::vector<CacheChoice> CacheChoices(const TuneInput& input, const Resources& r
                                       std::vector<CacheOption>* rejected);
 
 // Builds the candidate for `choice`, every knob at its minimum (parallelism 1,
-// buffers 1), cached stages marked. kInvalidInput when the choice is not
+// buffers 1), cached stages marked; worker groups and switchable stages as
+// traced. A profile with worker groups gets no prefetch inserted: each
+// worker's buffer is its prefetch. kInvalidInput when the choice is not
 // admissible (the message says why).
 StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resources,
                                   const CacheChoice& choice);
@@ -68,8 +77,29 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
 // budgets' cores and storage bandwidth, the profile's step time.
 models::Configuration CandidateConfiguration(const Candidate& candidate, const Resources& resources);
 models::Prediction Evaluate(const Candidate& candidate, const Resources& resources);
+// With worker groups: the processes (the consumer's and each worker's) and
+// the outputs the workers hold (models::WorkerMemoryBytes), in place of the
+// stages' queues, which a DataLoader does not have.
 models::MemoryEstimate Memory(const Candidate& candidate);
+// With worker groups: the consumer's thread and one per worker.
 int Threads(const Candidate& candidate);
+
+// Every setting of the first worker group the search tries, as copies of
+// `traced` (MakeCandidate's, for a profile with groups) with its knobs set:
+// workers 0 (where the group may run on the consumer's thread) to
+// `max_workers`, each worker's buffer 1 to kMaxWorkerBuffer, persistence
+// both ways (when the group has a persistence knob), and each switchable
+// stage off where the profile allows it. Further groups keep their traced
+// settings (the profiles this serves have one). Empty without groups.
+std::vector<Candidate> GroupSettings(const Candidate& traced, int max_workers);
+
+// How far a candidate's settings depart from the traced run, the search's
+// tie-break, least first: the groups' workers, a buffer away from the traced
+// one (below it counts double: it is taken only where memory forces),
+// persistence changed, switchable stages not in their preferred state (off
+// where the profile allows it: such a stage only costs time, and a plan
+// that kept it would contradict the report). All zero without groups.
+std::array<int, 4> Departure(const Candidate& candidate);
 
 // "no cache", "memory cache after \"decode\"", "disk cache after \"decode\"".
 std::string DescribeChoice(const TuneInput& input, const CacheChoice& choice);

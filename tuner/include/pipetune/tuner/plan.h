@@ -90,7 +90,10 @@ struct PlannedStage {
   std::optional<int64_t> old_buffer;
   std::optional<models::CacheLocation> location;  // cache stages
   std::optional<models::CacheLocation> old_location;
-  bool cached = false;                 // replayed by the cache after the first epoch
+  bool cached = false;  // replayed by the cache after the first epoch
+  // Switchable stages (pin_memory): whether it runs, and ran in the trace.
+  bool enabled = true;
+  bool old_enabled = true;
   double bytes_per_element = 0;        // S of its output
   double input_bytes_per_element = 0;  // S of its input
   double state_bytes = 0;              // shuffle buffer, partial batch
@@ -100,6 +103,18 @@ struct PlannedStage {
   Json args = Json::object();
 
   bool inserted() const { return !profile_index.has_value(); }
+};
+
+// One worker group's settings (a DataLoader's num_workers, prefetch_factor,
+// persistent_workers), as planned and as traced: the group's knobs, as
+// parallelism and buffers are a stage's.
+struct PlannedGroup {
+  int workers = 0;  // 0: its stages run on the consumer's thread
+  int old_workers = 0;
+  int buffer_per_worker = 1;  // outputs each worker may hold ready
+  int old_buffer_per_worker = 1;
+  bool persistent = false;
+  bool old_persistent = false;
 };
 
 // What a plan changes on a stage: one of its knobs, or the stage itself

@@ -17,6 +17,14 @@
 //    reachable within the budgets" is monotone in X and a binary search over
 //    the sorted candidate values finds the optimum exactly.
 //
+// A profile with worker groups (a PyTorch DataLoader) has no cache choice and
+// no parallel stage; its alternatives are the groups' settings instead
+// (GroupSettings, candidate.h), each priced by the same model, memory and
+// thread accounting, and picked by the same rule: the highest throughput
+// (or, for demand, the consumer's rate), ties within tie_tolerance to the
+// least departure from the traced settings (Departure), then the fewest
+// cores, the least memory, the fewest threads.
+//
 // The plan never exceeds a budget: cores (the CPU bound is one of the
 // bounds), memory (buffers, in-flight elements, state and a memory cache,
 // estimated by the memory model) and threads. Once X is fixed, what budget is
@@ -67,6 +75,8 @@ struct SolverOptions {
   // fusion.h). The cache-less plan is still solved, for the workers that fill
   // the cache, but not offered. Empty: every admissible cache point.
   std::string only_cache_after;
+  // Worker groups: the most workers a setting tries.
+  int max_group_workers = 32;
 };
 
 // Errors (kInvalidInput): budgets that make no sense (cores or memory <= 0,

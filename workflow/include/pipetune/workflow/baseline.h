@@ -33,6 +33,7 @@
 #include "pipetune/models/config.h"
 #include "pipetune/models/profile.h"
 #include "pipetune/tracer/records.h"
+#include "pipetune/tuner/rewrite.h"
 
 namespace pipetune::workflow {
 
@@ -65,9 +66,9 @@ struct StageKnobs {
 
 // A DataLoader's settings as the gate keeps them.
 struct DataLoaderGateSettings {
-  int batch_size = 1;               // identity
-  std::string dataset;              // identity: the dataset's class
-  analyzer::DataLoaderKnobs knobs;  // what the tuner turns
+  int batch_size = 1;            // identity
+  std::string dataset;           // identity: the dataset's class
+  tuner::DataLoaderKnobs knobs;  // what the tuner turns
 };
 
 inline constexpr const char* kConfigBaseline = "config";
@@ -101,7 +102,8 @@ RunRecord RecordOf(const models::Profile& profile);
 // its stages as the baseline lists them (the model profile's, in order, op
 // the stage's kind), and the hash of batch size, dataset class and stage
 // names (16 hex digits, as IdentityHash).
-DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings);
+DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings,
+                                                const models::Profile& profile);
 std::vector<StageKnobs> DataLoaderStagesOf(const models::Profile& profile);
 std::string DataLoaderIdentityHash(const DataLoaderGateSettings& settings,
                                    const std::vector<StageKnobs>& stages);

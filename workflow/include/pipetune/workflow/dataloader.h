@@ -14,6 +14,7 @@
 #include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/tuner/plan.h"
+#include "pipetune/tuner/rewrite.h"
 #include "pipetune/tuner/tune_input.h"
 
 namespace pipetune::workflow {
@@ -42,8 +43,8 @@ StatusOr<Json> ReadDataLoaderKwargs(const std::string& path);
 // keyword arguments the bootstrap applies, {"num_workers": N,
 // "prefetch_factor": P or null, "persistent_workers": B, "pin_memory": B},
 // and the one-line code change.
-Json DataLoaderKwargs(const analyzer::DataLoaderKnobs& knobs);
-std::string DataLoaderCodeChange(const analyzer::DataLoaderKnobs& knobs);
+Json DataLoaderKwargs(const tuner::DataLoaderKnobs& knobs);
+std::string DataLoaderCodeChange(const tuner::DataLoaderKnobs& knobs);
 
 struct DataLoaderTuneRequest {
   std::string trace;
@@ -55,7 +56,7 @@ struct DataLoaderTuneRequest {
 struct DataLoaderTuneResult {
   analyzer::DataLoaderProfile run;
   tuner::Plan plan;  // the one solver's, over analyzer::DataLoaderModelProfile
-  analyzer::DataLoaderKnobs knobs;
+  tuner::DataLoaderKnobs knobs;
   std::string output;  // the JSON of keyword arguments written
   Json kwargs;         // what it holds (DataLoaderKwargs, and "ranks" when a rank has its own)
   std::string code_change;
@@ -92,7 +93,7 @@ struct DataLoaderRound {
   int index = 0;
   // The settings the round ran with: none in round 0 (the script's own),
   // else the plan's, as knobs and as the keyword arguments written.
-  std::optional<analyzer::DataLoaderKnobs> knobs;
+  std::optional<tuner::DataLoaderKnobs> knobs;
   Json applied;  // null in round 0
   std::string trace;
   double measured_batches_per_second = 0;
@@ -105,7 +106,7 @@ struct DataLoaderVerifyResult {
   size_t best = 0;          // RunTuningLoop's (verify.h): the one loop for configs and DataLoaders
   std::string stop_reason;  // "1 round of tuning", "the plan changed nothing"
   std::string output;
-  analyzer::DataLoaderKnobs knobs;  // the best round's, as written to `output`
+  tuner::DataLoaderKnobs knobs;  // the best round's, as written to `output`
   std::string code_change;
 };
 std::string DataLoaderRoundTrace(const std::string& trace, int round);

@@ -8,12 +8,13 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/report.h"
 #include "pipetune/analyzer/what_if.h"
+#include "pipetune/tuner/rewrite.h"
 #include "pipetune/tuner/solver.h"
 
 namespace pipetune::tuner {
 namespace {
 
-using analyzer::DataLoaderKnobs;
+using tuner::DataLoaderKnobs;
 using analyzer::DataLoaderProfile;
 using analyzer::DataLoaderStage;
 using analyzer::DataLoaderStageKind;
@@ -72,7 +73,7 @@ constexpr double kConsumer = 0.041;
 
 models::Prediction PredictAt(const DataLoaderProfile& run, DataLoaderKnobs knobs, double cores) {
   models::Profile profile = analyzer::DataLoaderModelProfile(run);
-  models::Configuration config = analyzer::ConfigurationFor(profile, knobs);
+  models::Configuration config = tuner::ConfigurationFor(profile, knobs);
   config.cores = cores;
   return models::Predict(profile, config);
 }
@@ -195,7 +196,7 @@ TEST(DataLoaderModel, EachEpochPaysItsFillAndDrainOneOutputPerWorker) {
 
 TEST(DataLoaderModel, MemoryCountsTheProcessesAndTheBatchesInFlight) {
   models::Profile profile = analyzer::DataLoaderModelProfile(LoaderRun(2));
-  models::Configuration config = analyzer::ConfigurationFor(profile, {3, 4, false, false});
+  models::Configuration config = tuner::ConfigurationFor(profile, {3, 4, false, false});
   EXPECT_NEAR(models::WorkerMemoryBytes(profile, config), (400 + 3 * 300 + 12 * 20) * kMiB, 1);
 }
 
@@ -234,7 +235,7 @@ DataLoaderKnobs Tuned(const DataLoaderProfile& run, const Resources& resources, 
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   if (!plan.ok()) return {};
   if (out != nullptr) *out = *plan;
-  return analyzer::KnobsOf(input.profile, *plan->configuration);
+  return tuner::DataLoaderKnobsOf(input.profile, *plan->configuration);
 }
 
 TEST(DataLoaderTuner, PicksWorkersUpToTheCores) {
@@ -269,6 +270,20 @@ TEST(DataLoaderTuner, NeverOverTheMemoryBudget) {
   StatusOr<Plan> none = Solve(input, LoaderBudget(16, 300), Objective::kMax);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("memory budget"), std::string::npos);
+}
+
+// The thread limit counts the consumer's thread and one per worker, and a
+// plan it stops says so, as one the memory stops does.
+TEST(DataLoaderTuner, TheThreadLimitCapsTheWorkersAndSaysSo) {
+  Resources budget = LoaderBudget(8, 64 * 1024);
+  budget.max_threads = 3;
+  Plan plan;
+  DataLoaderKnobs knobs = Tuned(LoaderRun(), budget, &plan);
+  EXPECT_EQ(knobs.num_workers, 2);
+  EXPECT_EQ(plan.threads, 3);
+  EXPECT_NE(plan.binding_reason.find("the thread limit: 2 workers"), std::string::npos) << plan.binding_reason;
+  ASSERT_FALSE(plan.notes.empty());
+  EXPECT_NE(plan.notes[0].find("the thread limit binds"), std::string::npos) << plan.notes[0];
 }
 
 TEST(DataLoaderTuner, PersistentWorkersWhenStartUpRepeatsEveryEpoch) {
