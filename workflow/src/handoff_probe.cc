@@ -2,21 +2,15 @@
 #include "handoff_probe.h"
 
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "pipetune/base/clock.h"
 #include "pipetune/runtime/pipeline.h"
 
 namespace pipetune::workflow {
 namespace {
-
-double ProcessCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 // Process CPU seconds one run of `json` took; nullopt when it failed.
 std::optional<double> CpuOfRun(const std::string& json) {
