@@ -178,7 +178,8 @@ Totals StageTotalsNow(StageState& stage) {
   for (WorkerEntry& e : stage.workers) {
     Totals w = WorkerAccess::Read(e);
     if (!WorkerAccess::ReportedCpu(*e.worker, &w.cpu_ns)) {
-      if (std::optional<uint64_t> cpu = ReadClockNs(e.cpu_clock)) e.last_cpu_ns = Minus(*cpu, e.cpu_at_attach_ns);
+      if (std::optional<uint64_t> cpu = ReadClockNs(e.cpu_clock))
+        e.last_cpu_ns = Minus(*cpu, e.cpu_at_attach_ns);
       w.cpu_ns = e.last_cpu_ns;
     }
     t += w;
