@@ -40,15 +40,15 @@ bool HasAdjacentMaps(const models::PipelineConfig& config);
 // could not run.
 std::optional<double> MeasureStageHandoff();
 
-// The hand-off cost the plans of one command price a map fusion with: the
-// user's figure when given (`--handoff-ns`; the probe never runs), else the
-// probe's, measured at the first plan that needs it and reused after (the
-// rounds of `tune --verify` share one). `given_ns` must be finite and >= 0
-// (ValidateGivenHandoff).
 // kInvalidInput naming --handoff-ns unless `given_ns` is unset or a finite
 // number >= 0.
 Status ValidateGivenHandoff(std::optional<double> given_ns);
 
+// The hand-off cost the plans of one command price a map fusion with: the
+// user's figure when given (`--handoff-ns`; the probe never runs), else the
+// probe's, measured at the first plan that needs it and reused after (the
+// rounds of `tune --verify` share one). `given_ns` must have passed
+// ValidateGivenHandoff.
 class HandoffCost {
  public:
   explicit HandoffCost(std::optional<double> given_ns) : given_ns_(given_ns) {}
