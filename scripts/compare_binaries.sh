@@ -9,6 +9,8 @@
 # the trace (text and JSON), tune's JSON plan and its tuned config.
 # Prints one line per difference and the count; exits 1 when any differ.
 # COMPARE_KEEP=DIR keeps both sides of each difference there (old.F, new.F).
+# COMPARE_HANDOFF_NS=N: the hand-off cost both give `tune` when both take
+# --handoff-ns (default 8000), in place of the host's probe.
 set -euo pipefail
 old="$(realpath "$1")"; new="$(realpath "$2")"; shift 2
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,10 +27,19 @@ fi
 # The hand-off probe (workflow/handoff_probe.h) measures this host afresh at
 # every tune of a config with adjacent maps: its figure moves between two
 # runs of one binary, and with it every throughput and gain the plan
-# derives from it. In such a plan every decimal number is masked; what it
-# decides (the options, the chosen one, each stage's knobs as integers, the
-# notes' words) and the tuned config are still compared exactly.
+# derives from it. When both binaries take `tune --handoff-ns`, both are
+# given one figure (COMPARE_HANDOFF_NS, default 8000: within what the probe
+# measures here) and their plans are compared exactly. Otherwise (a
+# baseline from before the flag) every decimal number of such a plan is
+# masked; what it decides (the options, the chosen one, each stage's knobs
+# as integers, the notes' words) and the tuned config are still compared
+# exactly.
+handoff_args=()
+if "$old" tune --help 2>&1 | grep -q -- --handoff-ns && "$new" tune --help 2>&1 | grep -q -- --handoff-ns; then
+  handoff_args=(--handoff-ns "${COMPARE_HANDOFF_NS:-8000}")
+fi
 mask_handoff_probe() {
+  (( ${#handoff_args[@]} == 0 )) || return 0
   python3 - "$1" <<'PY'
 import re, sys
 path = sys.argv[1]
@@ -64,7 +75,8 @@ tune_outputs() {
   set +e
   local bin="$1" trace="$2" dir="$3"
   rm -f "$dir/tuned.json"
-  "$bin" tune "$trace" --format json -o "$dir/tuned.json" >"$dir/plan" 2>&1; echo "rc=$?" >>"$dir/plan"
+  "$bin" tune "$trace" --format json "${handoff_args[@]}" -o "$dir/tuned.json" >"$dir/plan" 2>&1
+  echo "rc=$?" >>"$dir/plan"
   sed -i "s#$dir#DIR#g" "$dir/plan" "$dir/tuned.json" 2>/dev/null
   mask_handoff_probe "$dir/plan"
   set -e
@@ -78,7 +90,9 @@ for trace in "${traces[@]}"; do
   outputs "$new" "$trace" "$work/new/$name"
   # Where the probe's figure decides between two plans (a fusion chosen or
   # not), tune runs again, twice at most: a change the refactor made stays.
+  # With the figure given, a plan that differs differs every time.
   for attempt in 1 2; do
+    (( ${#handoff_args[@]} == 0 )) || break
     { same "$name" plan && same "$name" tuned.json; } && break
     tune_outputs "$old" "$trace" "$work/old/$name"; tune_outputs "$new" "$trace" "$work/new/$name"
   done

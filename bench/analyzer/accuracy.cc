@@ -16,7 +16,6 @@
 //
 //   analyzer_accuracy [--seconds 6] [--only NAME] [--keep-traces DIR] [--cores N]
 #include <fmt/format.h>
-#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -27,6 +26,7 @@
 #include <thread>
 
 #include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/base/clock.h"
 #include "pipetune/workflow/run.h"
 #include "traced_run.h"
 
@@ -135,9 +135,7 @@ double FreeCores(int cores) {
     threads.emplace_back([&, i] {
       volatile uint64_t sink = 0;
       while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(400)) sink = sink + 1;
-      timespec ts;
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-      cpu[static_cast<size_t>(i)] = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+      cpu[static_cast<size_t>(i)] = ThreadCpuSeconds();
     });
   }
   for (std::thread& t : threads) t.join();

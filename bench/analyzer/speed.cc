@@ -19,6 +19,7 @@
 
 #include "pipetune/analyzer/collector.h"
 #include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/base/clock.h"
 #include "pipetune/tracer/tracer.h"
 
 namespace {
@@ -96,8 +97,7 @@ int Analyze(const std::string& path) {
              trace->records, trace->spans, trace->frames.size(), trace->drops.Total());
   // CPU time as well as wall time: on a shared host the wall clock also
   // counts the time other programs held the core.
-  double cpu = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-               static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  double cpu = ProcessCpuSeconds();
   fmt::print(
       "analysed in {:.2f} s wall, {:.2f} s CPU: {:.1f} M records/s wall, {:.1f} M records per CPU-second, "
       "{:.0f} MiB/s; peak RSS {:.1f} MiB\n",

@@ -34,8 +34,6 @@
 //
 // Every result line is "key value"; compare.sh greps them.
 #include <glob.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,6 +48,7 @@
 
 #include "image_jpeg.h"     // runtime/src: DecodeJpegRegion, libjpeg's part of the fused decode
 #include "image_kernels.h"  // runtime/src: SampleResizedCrop, to tell Pillow the crop
+#include "pipetune/base/clock.h"
 #include "pipetune/base/rng.h"
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/function_registry.h"
@@ -59,19 +58,7 @@ namespace {
 
 using namespace pipetune;
 
-double ThreadCpuMicros() {
-  timespec now;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return now.tv_sec * 1e6 + now.tv_nsec / 1e3;
-}
-
-// CPU seconds of the whole process (every pipeline thread) so far.
-double ProcessCpuSeconds() {
-  rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
-         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
+double ThreadCpuMicros() { return static_cast<double>(ThreadCpuNs()) / 1e3; }
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "pipetune_image_bench: %s\n", message.c_str());

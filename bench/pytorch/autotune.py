@@ -21,7 +21,13 @@ over the rounds:
 - the decisions' cost (ms, median) and the time to settled (s);
 - the settled kwargs (`-o`) run whole like a grid entry, in the same
   round (the grid's order reversed every other round), over the grid's
-  best: the choice itself, apart from when it was made.
+  best: the choice itself, apart from when it was made;
+- autotune's retuned epochs over the same epochs of that run whole: what
+  retuning live costs the epochs after it settled, the setting being the
+  same (the decision that settles falls in the first of them), in
+  batches/s and in CPU per batch (the main process's and its ended
+  children's: the workers, and the settling decision's `tune`; another
+  program's load on a shared machine moves it far less than the rate).
 The last lines: autotune over the grid's best, for each way.
 """
 import argparse
@@ -40,7 +46,7 @@ from costly import costly_dataset  # noqa: E402
 EPOCHS = 6
 
 TRAIN = textwrap.dedent("""
-    import json, sys, time
+    import json, os, sys, time
     import torch
     from torch.utils.data import DataLoader, Dataset
 
@@ -52,17 +58,23 @@ TRAIN = textwrap.dedent("""
         multiprocessing.set_start_method("fork", force=True)
         torch.set_num_threads(1)
         loader = DataLoader(Costly(samples), batch_size=4, shuffle=True, num_workers=0)
-        rates = []
+        rates, cpu_ms = [], []
         for epoch in range(epochs):
             if way == "new":
                 loader = DataLoader(Costly(samples), batch_size=4, shuffle=True, num_workers=0)
             start, batches = time.monotonic(), 0
+            cpu = time.process_time() + sum(os.times()[2:4])
             for x, y in loader:
                 time.sleep(0.002)  # the step
                 batches += 1
             rates.append(batches / (time.monotonic() - start))
+            # The epoch's CPU, this process's and its ended workers' (each
+            # epoch's workers are joined by its end unless persistent).
+            cpu_ms.append(1000 * (time.process_time() + sum(os.times()[2:4]) - cpu) / batches)
         with open(out, "w") as f:
             json.dump(rates, f)
+        with open(out + ".cpu", "w") as f:
+            json.dump(cpu_ms, f)
 """)
 
 
@@ -102,6 +114,12 @@ def autotune_run(pipetune, tmp, script, way, samples, cores):
     return rates, int(settled.group(1)), float(summary.group(2)), float(summary.group(1)), changes
 
 
+def cpu_of_last_run(tmp):
+    """CPU ms per batch of each epoch of the last run (the script's .cpu file)."""
+    with open(os.path.join(tmp, "rates.json.cpu")) as f:
+        return json.load(f)
+
+
 def mean_from(rates, first_epoch):
     return statistics.mean(rates[first_epoch - 1:])
 
@@ -122,11 +140,12 @@ def main():
         with open(script, "w") as f:
             f.write(TRAIN)
         for way in args.ways.split(","):
-            retuned, whole, costs, settle_s, settled_runs = [], [], [], [], []
+            retuned, whole, costs, settle_s, settled_runs, live, live_cpu = [], [], [], [], [], [], []
             grid_rates = {n: [] for n in grid}
             for round_index in range(args.rounds):
                 rates, first, cost, seconds, changes = autotune_run(pipetune, tmp, script, way, args.samples,
                                                                     args.cores)
+                auto_cpu = cpu_of_last_run(tmp)
                 if round_index == 0:
                     print("%s, round 1:\n  %s" % (way, "\n  ".join(changes)))
                 settled_kwargs = os.path.join(tmp, "settled.json")
@@ -134,9 +153,15 @@ def main():
                 # Odd rounds run the grid in reverse: a load that drifts
                 # through a round falls on either end alike.
                 order = grid + ["settled"] if round_index % 2 == 0 else ["settled"] + grid[::-1]
-                runs = {n: grid_run(pipetune, tmp, script, way, args.samples,
-                                    settled_kwargs if n == "settled" else n) for n in order}
-                settled_runs.append(mean_from(runs.pop("settled"), 1) / max(mean_from(runs[n], 1) for n in grid))
+                runs = {}
+                for n in order:
+                    runs[n] = grid_run(pipetune, tmp, script, way, args.samples, settled_kwargs if n == "settled" else n)
+                    if n == "settled":
+                        settled_cpu = cpu_of_last_run(tmp)
+                settled_run = runs.pop("settled")
+                settled_runs.append(mean_from(settled_run, 1) / max(mean_from(runs[n], 1) for n in grid))
+                live.append(mean_from(rates, first) / mean_from(settled_run, first))
+                live_cpu.append(mean_from(auto_cpu, first) / mean_from(settled_cpu, first))
                 best_after = max(mean_from(runs[n], first) for n in grid)
                 best_whole = max(mean_from(runs[n], 1) for n in grid)
                 retuned.append(mean_from(rates, first) / best_after)
@@ -146,9 +171,10 @@ def main():
                 for n in grid:
                     grid_rates[n].append(mean_from(runs[n], 1))
                 print("  round %d: settled from epoch %d: %s batches/s per epoch; retuned/grid best %.3f, all "
-                      "epochs %.3f; the settled kwargs run whole/grid best %.3f" % (
+                      "epochs %.3f; the settled kwargs run whole/grid best %.3f; retuned/the same epochs run whole "
+                      "%.3f (%s), its CPU per batch %.3f" % (
                           round_index + 1, first, " ".join("%.1f" % r for r in rates), retuned[-1], whole[-1],
-                          settled_runs[-1]))
+                          settled_runs[-1], live[-1], " ".join("%.1f" % r for r in settled_run), live_cpu[-1]))
             for n in grid:
                 print("  num_workers=%d: median %.1f batches/s over 6 epochs" % (n, statistics.median(grid_rates[n])))
             print("%s: decisions %.0f ms (median), settled %.1f s after the first epoch began (median)" % (
@@ -157,6 +183,10 @@ def main():
                 way, statistics.median(retuned), " ".join("%.3f" % r for r in retuned), statistics.median(whole)))
             print("%s: the settled kwargs, run whole like the grid, over the grid's best: %.3f (median; rounds %s)" % (
                 way, statistics.median(settled_runs), " ".join("%.3f" % r for r in settled_runs)))
+            print("%s: autotune's retuned epochs over the same epochs of the settled kwargs run whole: %.3f (median; "
+                  "rounds %s); their CPU per batch (this process and its workers) %.3f (median; rounds %s)" % (
+                      way, statistics.median(live), " ".join("%.3f" % r for r in live), statistics.median(live_cpu),
+                      " ".join("%.3f" % r for r in live_cpu)))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@
 // Each prints its ratio (or rate) as the last counter. Run on an otherwise
 // idle machine; docs/benchmarks-runtime.md has the figures and the command.
 #include <sched.h>
-#include <time.h>
 
 #include <cmath>
 #include <cstdio>
@@ -22,6 +21,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "pipetune/base/clock.h"
 #include "pipetune/models/config.h"
 #include "pipetune/runtime/pipeline.h"
 #include "pipetune/tracer/tracer.h"
@@ -34,13 +34,6 @@ int CoresAllowed() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
   return CPU_COUNT(&set);
-}
-
-// CPU seconds this process has used, all threads.
-double ProcessCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 const FunctionRegistry& BenchRegistry() {

@@ -42,6 +42,7 @@ struct TuneFlags {
   std::string source;                // --source: the C++ file building the pipeline, rewritten in place
   std::string source_build_dir;      // --source-build-dir: its compile_commands.json
   std::vector<std::string> command;  // after --: a Python program (--verify of a DataLoader)
+  std::optional<double> handoff_ns;  // --handoff-ns: in place of the hand-off probe
 };
 
 StatusOr<tuner::BudgetFlags> BudgetsFrom(const TuneFlags& flags) {
@@ -89,6 +90,7 @@ int TuneTraces(const TuneFlags& flags) {
   request.graph_rewrites = flags.source.empty();  // a C++ source takes knobs only
   request.source = flags.source;
   request.source_build_dir = flags.source_build_dir;
+  request.handoff_ns = flags.handoff_ns;
   StatusOr<workflow::TuneResult> result = workflow::Tune(request);
   if (!result.ok()) return ReportError(result.status());
   for (const std::string& warning : result->warnings) fmt::print(stderr, "pipetune: WARNING: {}\n", warning);
@@ -139,6 +141,7 @@ int TuneVerify(const TuneFlags& flags) {
   options.objective = ObjectiveFrom(flags);
   options.budgets = *budgets;
   options.trace_dir = flags.trace_dir;
+  options.handoff_ns = flags.handoff_ns;
   if (show_progress) {
     options.on_phase = [phase](const workflow::Phase& p) {
       *phase = p;
@@ -222,6 +225,11 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
                   "--verify: plans to run after the first run (default 3 for a config, 1 for a DataLoader)")
       ->check(NonNegative("rounds", /*whole=*/true));
   sub->add_option("--trace-dir", flags->trace_dir, "--verify: keep each round's trace in this directory");
+  sub->add_option("--handoff-ns", flags->handoff_ns,
+                  "CPU nanoseconds an element's hand-off between two stages costs, used to price fusing "
+                  "adjacent maps in place of measuring it on this host (the plan says which it used): the "
+                  "same plan from run to run")
+      ->check(NonNegative("nanoseconds"));
   sub->add_option("--progress", flags->progress,
                   "Live progress on stderr: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));

@@ -1,23 +1,17 @@
 // Entropy decoding's share of a JPEG decode on this host (jpeg_probe.h).
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 
 #include "image_jpeg.h"
+#include "pipetune/base/clock.h"
 #include "pipetune/base/files.h"
 #include "pipetune/runtime/jpeg_probe.h"
 
 namespace pipetune::runtime {
 namespace {
-
-double ThreadCpuSeconds() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
-}
 
 // The CPU one decode of `region` takes; the decode's error, naming `path`.
 StatusOr<double> TimeDecode(const std::string& path, const std::vector<uint8_t>& data,

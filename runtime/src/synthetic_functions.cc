@@ -8,13 +8,13 @@
 // from the element's id: it varies between elements, the mean stays put, and
 // the same element costs the same in every epoch and every run.
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "pipetune/base/clock.h"
 #include "pipetune/runtime/function_registry.h"
 #include "stage.h"
 
@@ -30,12 +30,6 @@ uint64_t Spin(uint64_t iterations, uint64_t x) {
     asm volatile("" : "+r"(x));
   }
   return x;
-}
-
-uint64_t ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // Spin iterations per nanosecond of this thread's CPU time: the median of a

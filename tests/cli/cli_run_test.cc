@@ -63,6 +63,7 @@ TEST(CliUsage, EveryNumericFlagRefusesBadValuesWithASentence) {
   std::vector<Case> cases = {
       {"tune t.trace", "--cores", "a positive number of cores", {"0", "-2"}},
       {"tune t.trace", "--max-threads", "a whole number of threads, 1 or more", {"0", "2.5", "99999999999"}},
+      {"tune t.trace", "--handoff-ns", "a number of nanoseconds, 0 or more", {"-1", "-0.5"}},
       {"tune p.json --verify", "--seconds", "a positive number of seconds", {"0", "-1"}},
       {"tune p.json --verify", "--rounds", "a whole number of rounds, 0 or more", {"-1", "1.5"}},
       {"check p.json --baseline b.json", "--runs", "a whole number of runs, 0 or more", {"-1", "0.5"}},

@@ -13,6 +13,7 @@ namespace pipetune::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A CPU-bound map at parallelism 1 with a bigger budget than it uses, an
 // unknown key the rewrite must keep, and no prefetch at the end.
@@ -160,6 +161,44 @@ TEST_F(CliTune, TunedConfigElsewhereKeepsReadingTheSameFiles) {
 // layout): the trace says how many files an epoch has, so the tuner prices a
 // cache after the expensive stage, moves the repeat after it, and keeps the
 // per-epoch order with a shuffle of the whole epoch.
+// Two cheap maps one after the other: whether fusing them pays turns on what
+// a hand-off between stages costs. `--handoff-ns` gives that figure in place
+// of the host's probe: the plan follows it (no fusion when a hand-off is
+// free, the fusion when it costs more than the maps' work), says it was
+// given, and is the same on every run.
+constexpr const char* kAdjacentMaps = R"({"name": "two_maps", "resources": {"cores": 2, "memory": "256MiB"},
+  "stages": [
+    {"name": "numbers", "op": "range", "args": {"bytes": 64}},
+    {"name": "first", "op": "map", "fn": "cpu_work", "args": {"us": 20}, "parallelism": 1},
+    {"name": "second", "op": "map", "fn": "cpu_work", "args": {"us": 20}, "parallelism": 1}]})";
+
+TEST_F(CliTune, HandoffNsDecidesTheFusionInPlaceOfTheProbeAndTheSamePlanEachRun) {
+  WriteFile(Path("maps.json"), kAdjacentMaps);
+  CommandResult run = RunPipetune("run " + Path("maps.json") + " --seconds 1 --trace " + Path("maps.ptrace"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto plan = [&](const std::string& ns) {
+    CommandResult tune = RunPipetune("tune " + Path("maps.ptrace") + " --format json --handoff-ns " + ns +
+                                     " -o " + Path("maps." + ns + ".json"));
+    EXPECT_EQ(tune.exit_code, 0) << tune.err;
+    return tune.out;
+  };
+  const std::string costly = plan("100000");
+  Json fused = Json::parse(costly);
+  ASSERT_TRUE(fused.contains("rewrites")) << costly;
+  EXPECT_EQ(fused["rewrites"][0]["kind"], "fuse_maps");
+  EXPECT_THAT(costly, HasSubstr("100.0 us of CPU per element (given with --handoff-ns)"));
+  EXPECT_THAT(costly, Not(HasSubstr("measured on this host")));
+  EXPECT_EQ(plan("100000"), costly) << "the same trace and hand-off gave another plan";
+
+  Json free_handoff = Json::parse(plan("0"));
+  EXPECT_FALSE(free_handoff.contains("rewrites")) << free_handoff.dump(2);
+  // Where no fusion is priced (one map), the flag changes nothing.
+  CommandResult one_map = RunPipetune("tune " + Path("run.ptrace") + " --format json --handoff-ns 5000 -o " +
+                                      Path("one_map.json"));
+  ASSERT_EQ(one_map.exit_code, 0) << one_map.err;
+  EXPECT_THAT(one_map.out, Not(HasSubstr("hand-off")));
+}
+
 TEST_F(CliTune, FindsTheCacheUnderARepeatRightAfterAFileSource) {
   std::filesystem::create_directories(Path("epochs/data"));
   for (int i = 0; i < 20; ++i) WriteFile(Path("epochs/data/f" + std::to_string(i) + ".txt"), "payload");

@@ -1,7 +1,6 @@
 // The registry and the synthetic element functions, as a stage uses them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "pipetune/base/clock.h"
 #include "pipetune/runtime/function_registry.h"
 #include "test_util.h"
 
@@ -25,12 +25,6 @@ models::StageConfig MapStage(const std::string& fn, Json args) {
   stage.fn = fn;
   stage.args = std::move(args);
   return stage;
-}
-
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 TEST(RegistryTest, BuiltinsHaveTheSyntheticAndImageFunctions) {

@@ -7,8 +7,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-#include <time.h>
 
+#include "pipetune/base/clock.h"
 #include "pipetune/tracer/tracer.h"
 #include "test_util.h"
 
@@ -97,19 +97,14 @@ TEST(CpuAttribution, ReportedCpuSplitsOneThreadBetweenItsStages) {
   std::thread runner([&] {
     ScopedWorker b(big);
     ScopedWorker s(small);
-    auto thread_cpu_ns = [] {
-      timespec ts;
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-      return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-    };
     for (int i = 0; i < 4; ++i) {
-      uint64_t begin = NowNs(), cpu = thread_cpu_ns();
+      uint64_t begin = NowNs(), cpu = ThreadCpuNs();
       testing::BurnThreadCpu(60);
-      b->WorkCpu(thread_cpu_ns() - cpu);
+      b->WorkCpu(ThreadCpuNs() - cpu);
       b->Work(begin, NowNs(), i);
-      begin = NowNs(), cpu = thread_cpu_ns();
+      begin = NowNs(), cpu = ThreadCpuNs();
       testing::BurnThreadCpu(15);
-      s->WorkCpu(thread_cpu_ns() - cpu);
+      s->WorkCpu(ThreadCpuNs() - cpu);
       s->Work(begin, NowNs(), i);
     }
   });

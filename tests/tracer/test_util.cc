@@ -1,7 +1,6 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +9,8 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "pipetune/base/clock.h"
 
 namespace pipetune::tracer::testing {
 
@@ -86,13 +87,11 @@ Trace LoadOrFail(const std::string& path) {
 }
 
 void BurnThreadCpu(int cpu_ms) {
-  timespec start{}, now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+  const uint64_t start = ThreadCpuNs();
   volatile uint64_t sink = 0;
   do {
     for (int i = 0; i < 10000; ++i) sink = sink + static_cast<uint64_t>(i) * 2654435761u;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < cpu_ms);
+  } while ((ThreadCpuNs() - start) / 1000000 < static_cast<uint64_t>(cpu_ms));
 }
 
 }  // namespace pipetune::tracer::testing

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -151,6 +152,13 @@ TEST(VerifyTune, BadOptionsAreInvalidInput) {
   StatusOr<VerifyResult> result = VerifyTune(config, options);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidInput);
+  // A library caller's hand-off figure is checked as the CLI's flag is.
+  options.seconds = 1;
+  options.handoff_ns = std::numeric_limits<double>::quiet_NaN();
+  result = VerifyTune(config, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(result.status().message().find("--handoff-ns"), std::string::npos) << result.status().message();
 }
 
 }  // namespace

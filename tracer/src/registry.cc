@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <new>
+#include <optional>
 
 #include "pipetune/base/check.h"
+#include "pipetune/base/clock.h"
 
 namespace pipetune::tracer {
 namespace internal {
@@ -82,12 +84,6 @@ struct WorkerAccess {
 namespace {
 
 constexpr uint32_t kConsumerRing = 1024;
-
-uint64_t ClockNs(clockid_t clock, bool* ok) {
-  timespec ts;
-  *ok = clock_gettime(clock, &ts) == 0;
-  return *ok ? static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec) : 0;
-}
 
 uint64_t Minus(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
@@ -182,9 +178,8 @@ Totals StageTotalsNow(StageState& stage) {
   for (WorkerEntry& e : stage.workers) {
     Totals w = WorkerAccess::Read(e);
     if (!WorkerAccess::ReportedCpu(*e.worker, &w.cpu_ns)) {
-      bool ok = false;
-      uint64_t cpu = ClockNs(e.cpu_clock, &ok);
-      if (ok) e.last_cpu_ns = Minus(cpu, e.cpu_at_attach_ns);
+      if (std::optional<uint64_t> cpu = ReadClockNs(e.cpu_clock))
+        e.last_cpu_ns = Minus(*cpu, e.cpu_at_attach_ns);
       w.cpu_ns = e.last_cpu_ns;
     }
     t += w;
@@ -485,8 +480,7 @@ Worker* AttachWorker(StageId id, WorkerCounters* counters) {
   StageState* stage = internal::FindStage(id);
   internal::WorkerEntry entry;
   pthread_getcpuclockid(pthread_self(), &entry.cpu_clock);
-  bool ok = false;
-  entry.cpu_at_attach_ns = internal::ClockNs(CLOCK_THREAD_CPUTIME_ID, &ok);
+  entry.cpu_at_attach_ns = ThreadCpuNs();
   entry.def.stage = stage != nullptr ? id : kInvalidStage;
   entry.def.os_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   entry.def.attach_ns = NowNs();
@@ -506,8 +500,7 @@ Worker* AttachWorker(StageId id, WorkerCounters* counters) {
 
 void DetachWorker(Worker* worker) {
   if (worker == nullptr) return;
-  bool ok = false;
-  uint64_t cpu_now = internal::ClockNs(CLOCK_THREAD_CPUTIME_ID, &ok);
+  const std::optional<uint64_t> cpu_now = ReadClockNs(CLOCK_THREAD_CPUTIME_ID);
   StageState* stage = internal::WorkerAccess::State(*worker);
   if (stage != nullptr) {
     Registry& r = GetRegistry();
@@ -517,7 +510,7 @@ void DetachWorker(Worker* worker) {
     PIPETUNE_CHECK(it != stage->workers.end());
     internal::Totals final_totals = internal::WorkerAccess::Read(*it);
     if (!internal::WorkerAccess::ReportedCpu(*worker, &final_totals.cpu_ns)) {
-      final_totals.cpu_ns = ok ? internal::Minus(cpu_now, it->cpu_at_attach_ns) : it->last_cpu_ns;
+      final_totals.cpu_ns = cpu_now ? internal::Minus(*cpu_now, it->cpu_at_attach_ns) : it->last_cpu_ns;
     }
     // Spans still in the ring wait for the next tick; beyond the cap they are
     // drops like any other.

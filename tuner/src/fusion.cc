@@ -257,10 +257,10 @@ StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resour
   std::vector<std::string> declined;
   if (input.profile.handoff_cpu_seconds) {
     declined.push_back(
-        fmt::format("a hand-off between two stages costs {:.1f} us of CPU per element on this host "
-                    "(measured): what fusing "
+        fmt::format("a hand-off between two stages costs {:.1f} us of CPU per element {}: what fusing "
                     "adjacent maps into one stage saves per boundary",
-                    *input.profile.handoff_cpu_seconds * 1e6));
+                    *input.profile.handoff_cpu_seconds * 1e6,
+                    input.profile.handoff_given ? "(given with --handoff-ns)" : "on this host (measured)"));
   }
   // Fewer rewrites first: a rewrite added to a plan must pay for itself
   // (kMinRewriteGain over the best plan with fewer rewrites), not only the

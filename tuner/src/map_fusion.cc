@@ -11,6 +11,11 @@ namespace {
 
 using models::Op;
 
+// Where the profile's hand-off cost came from, as the plan says it.
+const char* HandoffOrigin(const models::Profile& profile) {
+  return profile.handoff_given ? "given with --handoff-ns" : "measured on this host";
+}
+
 // The steps a map stage runs: its own function, or a chain's steps.
 Json StepsOf(const models::StageConfig& stage) {
   if (stage.fn == "chain" && stage.args.is_object() && stage.args.contains("steps"))
@@ -128,13 +133,13 @@ std::optional<RewrittenInput> ProposeMapFusion(const TuneInput& input, size_t fi
   rewrite.description =
       fmt::format("{} -> \"{}\": one stage running the {} functions in turn", joined, names.front(), steps);
   rewrite.reason =
-      fmt::format("{} hand-off{} of {:.1f} us of CPU each saved per element (measured on this host)", removed,
-                  removed == 1 ? "" : "s", *profile.handoff_cpu_seconds * 1e6);
+      fmt::format("{} hand-off{} of {:.1f} us of CPU each saved per element ({})", removed,
+                  removed == 1 ? "" : "s", *profile.handoff_cpu_seconds * 1e6, HandoffOrigin(profile));
   fused.pricing = fmt::format(
-      "{} fused is priced at the stages' measured CPU added, less {} hand-off{} of {:.1f} us (measured on "
-      "this "
-      "host: the same work as two stages and as one)",
-      joined, removed, removed == 1 ? "" : "s", *profile.handoff_cpu_seconds * 1e6);
+      "{} fused is priced at the stages' measured CPU added, less {} hand-off{} of {:.1f} us ({})", joined,
+      removed, removed == 1 ? "" : "s", *profile.handoff_cpu_seconds * 1e6,
+      profile.handoff_given ? HandoffOrigin(profile)
+                            : "measured on this host: the same work as two stages and as one");
   return fused;
 }
 

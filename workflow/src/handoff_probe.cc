@@ -2,21 +2,16 @@
 #include "handoff_probe.h"
 
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "pipetune/base/clock.h"
 #include "pipetune/runtime/pipeline.h"
 
 namespace pipetune::workflow {
 namespace {
-
-double ProcessCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 // Process CPU seconds one run of `json` took; nullopt when it failed.
 std::optional<double> CpuOfRun(const std::string& json) {
@@ -58,6 +53,29 @@ std::optional<double> MeasureStageHandoff() {
   }
   std::sort(differences.begin(), differences.end());
   return std::max(0.0, differences[differences.size() / 2]);
+}
+
+Status ValidateGivenHandoff(std::optional<double> given_ns) {
+  if (given_ns && !(std::isfinite(*given_ns) && *given_ns >= 0)) {
+    return InvalidInput(
+        fmt::format("--handoff-ns: expected a number of nanoseconds, 0 or more, got {}", *given_ns));
+  }
+  return Status::Ok();
+}
+
+void HandoffCost::PriceInto(const models::PipelineConfig& config, models::Profile& profile) {
+  if (!HasAdjacentMaps(config)) return;
+  if (given_ns_) {
+    profile.handoff_cpu_seconds = *given_ns_ / 1e9;
+    profile.handoff_given = true;
+    return;
+  }
+  if (!probed_) {
+    measured_seconds_ = MeasureStageHandoff();
+    probed_ = true;
+  }
+  profile.handoff_cpu_seconds = measured_seconds_;
+  profile.handoff_given = false;
 }
 
 }  // namespace pipetune::workflow

@@ -146,8 +146,8 @@ StatusOr<TuneResult> TunePipeline(const TuneRequest& request) {
   PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(request.traces));
   // Only a plan with graph rewrites prices a map fusion: the probe's 1.5 s is
   // spent here, not in every profile (the CI gate reads many).
-  if (request.graph_rewrites && traced.input.config && HasAdjacentMaps(*traced.input.config)) {
-    traced.input.profile.handoff_cpu_seconds = MeasureStageHandoff();
+  if (request.graph_rewrites && traced.input.config) {
+    HandoffCost(request.handoff_ns).PriceInto(*traced.input.config, traced.input.profile);
   }
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                             tuner::ResolveResources(traced.input, traced.Limits(), request.budgets));
@@ -181,6 +181,7 @@ StatusOr<TuneResult> TunePipeline(const TuneRequest& request) {
 }  // namespace
 
 StatusOr<TuneResult> Tune(const TuneRequest& request) {
+  PIPETUNE_RETURN_IF_ERROR(ValidateGivenHandoff(request.handoff_ns));
   const Recording recording = OpenRecording(request.traces);
   PIPETUNE_ASSIGN_OR_RETURN(TuneResult result,
                             recording.is_dataloader() ? TuneDataLoader(request) : TunePipeline(request));

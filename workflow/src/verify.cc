@@ -124,6 +124,7 @@ StatusOr<LoopOutcome> RunTuningLoop(
 StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const VerifyOptions& options) {
   if (!(options.seconds > 0)) return InvalidInput("--seconds must be > 0");
   if (options.rounds < 0) return InvalidInput("--rounds must be >= 0");
+  PIPETUNE_RETURN_IF_ERROR(ValidateGivenHandoff(options.handoff_ns));
   PIPETUNE_RETURN_IF_ERROR(models::Validate(config));
   PIPETUNE_ASSIGN_OR_RETURN(internal::RunDirectory dir,
                             internal::RunDirectory::Make(options.trace_dir, "pipetune-verify"));
@@ -131,8 +132,7 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
   VerifyResult result;
   std::vector<std::string> traces;  // newest first: the newest is profiled, the rest add scaling points
   models::PipelineConfig current = config;
-  std::optional<double> handoff;
-  bool handoff_measured = false;
+  HandoffCost handoff(options.handoff_ns);
   auto step = [&](int r, bool plan_next) -> StatusOr<LoopStep> {
     Announce(options, r, "running");
     Round round;
@@ -154,14 +154,8 @@ StatusOr<VerifyResult> VerifyTune(const models::PipelineConfig& config, const Ve
       result.rounds.push_back(std::move(round));
       return ran;
     }
-    // The host's hand-off cost, measured once for the loop (handoff_probe.h).
-    if (traced.input.config && HasAdjacentMaps(*traced.input.config)) {
-      if (!handoff_measured) {
-        handoff = MeasureStageHandoff();
-        handoff_measured = true;
-      }
-      traced.input.profile.handoff_cpu_seconds = handoff;
-    }
+    // The host's hand-off cost, measured once for the loop or given (handoff_probe.h).
+    if (traced.input.config) handoff.PriceInto(*traced.input.config, traced.input.profile);
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                               tuner::ResolveResources(traced.input, traced.Limits(), options.budgets));
     PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::SolveWithRewrites(traced.input, resources,

@@ -232,6 +232,10 @@ struct Profile {
   // Each stage's measured CPU includes its share of it; a fused stage pays
   // it once less per boundary removed. Absent: no map fusion is priced.
   std::optional<double> handoff_cpu_seconds;
+  // The user gave handoff_cpu_seconds (`tune --handoff-ns`) in place of the
+  // probe's figure, so that a plan near the fusion's bar is reproducible;
+  // the plan says which it used.
+  bool handoff_given = false;
 
   // Every assumption the model made, one sentence each, for the report.
   std::vector<std::string> assumptions;

@@ -83,6 +83,11 @@ struct TuneRequest {
   // keyword arguments).
   std::string source;
   std::string source_build_dir;
+  // `--handoff-ns`: the CPU an element's hand-off between two stages costs,
+  // in place of the host's probe (workflow/src/handoff_probe.h), so that the
+  // plan of a config with adjacent maps is the same from run to run. Unset:
+  // measured. A finite number >= 0.
+  std::optional<double> handoff_ns;
 };
 
 struct TuneResult {
@@ -101,7 +106,7 @@ struct TuneResult {
 // Decides the traces' kind once (OpenRecording), collects them, resolves the
 // budgets, solves and writes the tuned config (a DataLoader's: its keyword
 // arguments, beside the trace by default). Errors: the traces', the
-// budgets' (kInvalidInput naming the flag), no plan within the budgets,
+// budgets' and --handoff-ns's (kInvalidInput naming the flag), no plan within the budgets,
 // `output` given for a trace with no config, more than one DataLoader
 // trace, the tuned config or the source cannot be written.
 StatusOr<TuneResult> Tune(const TuneRequest& request);

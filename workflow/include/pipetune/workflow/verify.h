@@ -47,6 +47,9 @@ struct VerifyOptions {
   // directory, removed when the loop ends.
   std::string trace_dir;
   const runtime::FunctionRegistry* registry = nullptr;  // null: the built-ins
+  // `--handoff-ns`: the hand-off cost every round's plan prices a map fusion
+  // with (TuneRequest::handoff_ns); unset: measured once for the loop.
+  std::optional<double> handoff_ns;
   std::function<void(const Phase&)> on_phase;
   std::function<void(const runtime::Progress&)> on_run_progress;
 };
