@@ -105,6 +105,12 @@ class Normalizer {
   // for those pixels of the whole image.
   void Pixels(const uint8_t* in, size_t first, size_t count, size_t image_pixels, float* out) const;
 
+  // out = in * scale()[c] + bias()[c], multiplied then added in float: for
+  // kernels that compute the same floats from 8-bit values in registers.
+  bool channels_first() const { return channels_first_; }
+  const std::array<float, kChannels>& scale() const { return scale_; }
+  const std::array<float, kChannels>& bias() const { return bias_; }
+
  private:
   std::array<float, kChannels> scale_{}, bias_{};
   bool channels_first_;
