@@ -68,10 +68,17 @@ using HorizontalFn = void (*)(const AxisPlan&, const int16_t*, int, uint8_t*);
 using HorizontalFloatsFn = void (*)(const AxisPlan&, const int16_t*, int, const float* scale,
                                     const float* bias, float*);
 
+// The same with planar output (CHW): the row's reds, greens and blues go to
+// r, g and b.
+using HorizontalPlanesFn = void (*)(const AxisPlan&, const int16_t*, int, const float* scale,
+                                    const float* bias, float* r, float* g, float* b);
+
 struct Kernels {
   VerticalFn vertical;
   HorizontalFn horizontal;
-  HorizontalFloatsFn horizontal_floats;  // nullptr: `horizontal`, then a Normalizer
+  // nullptr: `horizontal`, then a Normalizer.
+  HorizontalFloatsFn horizontal_floats;
+  HorizontalPlanesFn horizontal_planes;
 };
 
 // The passes of kernel set `isa` (which must be supported by this build),

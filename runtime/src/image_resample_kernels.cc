@@ -281,6 +281,45 @@ PIPETUNE_AVX2 void HorizontalFloatsAvx2(const AxisPlan& x_plan, const int16_t* r
     }
   }
 }
+
+// HorizontalFloatsAvx2 into three planes: four pixels per step, their
+// [r g b junk] vectors transposed into one vector per channel; the last
+// pixels one at a time.
+template <int kPairs>
+PIPETUNE_AVX2 void HorizontalPlanesAvx2(const AxisPlan& x_plan, const int16_t* row, int out_width,
+                                        const float* scale, const float* bias, float* r, float* g, float* b) {
+  const int pairs = kPairs > 0 ? kPairs : x_plan.taps / 2;
+  const int32_t* offsets = x_plan.row_offsets.data();
+  const int32_t* weight_pairs = x_plan.weight_pairs.data();
+  const __m256i interleave = _mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13,  //
+                                              0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13);
+  const __m256 lane_scale = _mm256_setr_ps(scale[0], scale[1], scale[2], 0, scale[0], scale[1], scale[2], 0);
+  const __m256 lane_bias = _mm256_setr_ps(bias[0], bias[1], bias[2], 0, bias[0], bias[1], bias[2], 0);
+  const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi32(255);
+  int x = 0;
+  for (; x + 4 <= out_width; x += 4) {
+    const __m256 first = TwoPixelFloats<kPairs>(row, offsets, weight_pairs, pairs, x, interleave, zero, top,
+                                                lane_scale, lane_bias);
+    const __m256 second = TwoPixelFloats<kPairs>(row, offsets, weight_pairs, pairs, x + 2, interleave, zero,
+                                                 top, lane_scale, lane_bias);
+    __m128 p0 = _mm256_castps256_ps128(first), p1 = _mm256_extractf128_ps(first, 1);
+    __m128 p2 = _mm256_castps256_ps128(second), p3 = _mm256_extractf128_ps(second, 1);
+    _MM_TRANSPOSE4_PS(p0, p1, p2, p3);  // p0: the four reds, p1 greens, p2 blues, p3 junk
+    _mm_storeu_ps(r + x, p0);
+    _mm_storeu_ps(g + x, p1);
+    _mm_storeu_ps(b + x, p2);
+  }
+  for (; x < out_width; x += 2) {
+    alignas(32) float last[8];
+    _mm256_store_ps(last, TwoPixelFloats<kPairs>(row, offsets, weight_pairs, pairs, x, interleave, zero, top,
+                                                 lane_scale, lane_bias));
+    for (int k = 0; k < 2 && x + k < out_width; ++k) {
+      r[x + k] = last[4 * k];
+      g[x + k] = last[4 * k + 1];
+      b[x + k] = last[4 * k + 2];
+    }
+  }
+}
 #endif  // PIPETUNE_HAVE_AVX2_KERNELS
 
 // The horizontal pass for a tap count: the common counts unrolled.
@@ -313,6 +352,10 @@ template <int kPairs>
 struct Avx2HorizontalFloats {
   static constexpr HorizontalFloatsFn run = HorizontalFloatsAvx2<kPairs>;
 };
+template <int kPairs>
+struct Avx2HorizontalPlanes {
+  static constexpr HorizontalPlanesFn run = HorizontalPlanesAvx2<kPairs>;
+};
 #endif
 
 }  // namespace
@@ -322,18 +365,19 @@ Kernels KernelsFor(Isa isa, [[maybe_unused]] int x_taps) {
     case Isa::kAvx2:
 #if PIPETUNE_HAVE_AVX2_KERNELS
       return {VerticalPassAvx2, ByTaps<Avx2Horizontal>(x_taps),
-              ByTaps<Avx2HorizontalFloats, HorizontalFloatsFn>(x_taps)};
+              ByTaps<Avx2HorizontalFloats, HorizontalFloatsFn>(x_taps),
+              ByTaps<Avx2HorizontalPlanes, HorizontalPlanesFn>(x_taps)};
 #endif
       [[fallthrough]];
     case Isa::kSse2:
 #if defined(__SSE2__)
-      return {VerticalPassSse2, ByTaps<Sse2Horizontal>(x_taps), nullptr};
+      return {VerticalPassSse2, ByTaps<Sse2Horizontal>(x_taps), nullptr, nullptr};
 #endif
       [[fallthrough]];
     case Isa::kPortable:
       break;
   }
-  return {VerticalPassPortable, HorizontalPassPortable, nullptr};
+  return {VerticalPassPortable, HorizontalPassPortable, nullptr, nullptr};
 }
 
 }  // namespace pipetune::runtime::image::resample
