@@ -119,8 +119,9 @@ class Normalizer {
 
 // ResampleCrop then NormalizeToFloat in one pass (normalize folded into the
 // resample's output loop): each output row is resampled into per-thread
-// scratch and normalised from there into `out`, out_height x out_width x 3
-// floats (or 3 planes where params.channels_first). The same floats as the
+// scratch and normalised from there (with AVX2, in the resample's registers)
+// into `out`, out_height x out_width x 3 floats (or 3 planes where
+// params.channels_first). The same floats as the
 // two calls one after the other, bit for bit; the 8-bit image is never
 // written out. Preconditions as ResampleCrop's.
 void ResampleCropNormalized(const ImageView& src, const CropRect& crop, int out_height, int out_width,
