@@ -89,9 +89,7 @@ StatusOr<std::unique_ptr<MapFunction>> FunctionRegistry::MakeChain(const models:
   // Every step is valid as written; now fold what folds, left to right (a
   // folded step may fold the next one in too).
   for (size_t k = 0; k + 1 < made.size();) {
-    auto fold = chain_folds_.find({configs[k].fn, configs[k + 1].fn});
-    std::optional<Json> args;
-    if (fold != chain_folds_.end()) args = fold->second(configs[k].args, configs[k + 1].args);
+    std::optional<Json> args = FoldedArgs(configs[k], configs[k + 1]);
     if (!args) {
       ++k;
       continue;
@@ -104,6 +102,23 @@ StatusOr<std::unique_ptr<MapFunction>> FunctionRegistry::MakeChain(const models:
     configs.erase(configs.begin() + static_cast<std::ptrdiff_t>(k + 1));
   }
   return std::unique_ptr<MapFunction>(new ChainFunction(std::move(made)));
+}
+
+std::optional<Json> FunctionRegistry::FoldedArgs(const models::StageConfig& first,
+                                                 const models::StageConfig& second) const {
+  auto fold = chain_folds_.find({first.fn, second.fn});
+  if (fold == chain_folds_.end()) return std::nullopt;
+  return fold->second(first.args, second.args);
+}
+
+bool FunctionRegistry::Folds(const models::StageConfig& first, const models::StageConfig& second) const {
+  // A stage without args holds null where a chain's step holds {}.
+  auto as_step = [](const models::StageConfig& stage) {
+    models::StageConfig step = stage;
+    if (step.args.is_null()) step.args = Json::object();
+    return step;
+  };
+  return FoldedArgs(as_step(first), as_step(second)).has_value();
 }
 
 void FunctionRegistry::RegisterChainFold(const std::string& first, const std::string& second,

@@ -105,6 +105,12 @@ class Normalizer {
   // for those pixels of the whole image.
   void Pixels(const uint8_t* in, size_t first, size_t count, size_t image_pixels, float* out) const;
 
+  // out = in * scale()[c] + bias()[c], multiplied then added in float: for
+  // kernels that compute the same floats from 8-bit values in registers.
+  bool channels_first() const { return channels_first_; }
+  const std::array<float, kChannels>& scale() const { return scale_; }
+  const std::array<float, kChannels>& bias() const { return bias_; }
+
  private:
   std::array<float, kChannels> scale_{}, bias_{};
   bool channels_first_;
@@ -113,8 +119,9 @@ class Normalizer {
 
 // ResampleCrop then NormalizeToFloat in one pass (normalize folded into the
 // resample's output loop): each output row is resampled into per-thread
-// scratch and normalised from there into `out`, out_height x out_width x 3
-// floats (or 3 planes where params.channels_first). The same floats as the
+// scratch and normalised from there (with AVX2, in the resample's registers)
+// into `out`, out_height x out_width x 3 floats (or 3 planes where
+// params.channels_first). The same floats as the
 // two calls one after the other, bit for bit; the 8-bit image is never
 // written out. Preconditions as ResampleCrop's.
 void ResampleCropNormalized(const ImageView& src, const CropRect& crop, int out_height, int out_width,

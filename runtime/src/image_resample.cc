@@ -271,13 +271,29 @@ void ResampleCropNormalized(const ImageView& src, const CropRect& crop, int out_
                             bool flip, bool antialias, const NormalizeParams& params, float* out) {
   // One row of 8-bit output at a time, normalised while it is in L1: the
   // same bytes ResampleCrop writes, then the same floats NormalizeToFloat
-  // makes of them, without the 8-bit image ever reaching memory.
+  // makes of them, without the 8-bit image ever reaching memory. The AVX2
+  // kernels normalise in registers instead (either layout): no 8-bit row, and
+  // the float stores interleaved with the filter's arithmetic, which hides
+  // most of their cost (docs/benchmarks-image.md: 40 us of 600 KB of floats
+  // per 224 x 224 image).
   thread_local std::vector<uint8_t> pixels;
   pixels.resize(static_cast<size_t>(out_width) * kChannels);
   const Normalizer normalizer(params);
   const size_t image_pixels = static_cast<size_t>(out_height) * out_width;
   ResampleRows(src, crop, out_height, out_width, flip, antialias,
                [&](int y, const Kernels& kernels, const AxisPlan& x_plan, const int16_t* row) {
+                 const size_t first = static_cast<size_t>(y) * out_width;
+                 if (kernels.horizontal_floats != nullptr && !normalizer.channels_first()) {
+                   kernels.horizontal_floats(x_plan, row, out_width, normalizer.scale().data(),
+                                             normalizer.bias().data(), out + first * kChannels);
+                   return;
+                 }
+                 if (kernels.horizontal_planes != nullptr && normalizer.channels_first()) {
+                   kernels.horizontal_planes(x_plan, row, out_width, normalizer.scale().data(),
+                                             normalizer.bias().data(), out + first,
+                                             out + image_pixels + first, out + 2 * image_pixels + first);
+                   return;
+                 }
                  kernels.horizontal(x_plan, row, out_width, pixels.data());
                  normalizer.Pixels(pixels.data(), static_cast<size_t>(y) * out_width, out_width, image_pixels,
                                    out);

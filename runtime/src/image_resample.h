@@ -61,10 +61,24 @@ struct AxisPlan {
 // `row` (16-bit lanes), the horizontal one filters `row` into output pixels.
 using VerticalFn = void (*)(const ImageView&, const AxisPlan&, int, int, int, int16_t*);
 using HorizontalFn = void (*)(const AxisPlan&, const int16_t*, int, uint8_t*);
+// The horizontal pass with normalize folded into its registers (interleaved
+// output): each 8-bit result, as `horizontal` computes it, times scale[c]
+// plus bias[c] in float, the Normalizer's arithmetic, so the same floats;
+// the 8-bit row is never stored.
+using HorizontalFloatsFn = void (*)(const AxisPlan&, const int16_t*, int, const float* scale,
+                                    const float* bias, float*);
+
+// The same with planar output (CHW): the row's reds, greens and blues go to
+// r, g and b.
+using HorizontalPlanesFn = void (*)(const AxisPlan&, const int16_t*, int, const float* scale,
+                                    const float* bias, float* r, float* g, float* b);
 
 struct Kernels {
   VerticalFn vertical;
   HorizontalFn horizontal;
+  // nullptr: `horizontal`, then a Normalizer.
+  HorizontalFloatsFn horizontal_floats;
+  HorizontalPlanesFn horizontal_planes;
 };
 
 // The passes of kernel set `isa` (which must be supported by this build),

@@ -37,6 +37,37 @@ int Error(int code, const std::string& message) {
   return code;
 }
 
+// The args object of the last normalize the stages run, where the Loader's
+// layout is stated: a normalize stage's, a chain step's, or the `normalize`
+// arg of a resampling function it is folded into (`true` made `{}`, the same
+// defaults). A normalize without args gets an empty object. nullptr: no
+// normalize.
+Json* LastNormalizeArgs(Json& stages) {
+  Json* found = nullptr;
+  auto consider = [&found](Json& step) {
+    if (step.value("fn", "") == "normalize") {
+      Json& args = step["args"];
+      if (!args.is_object()) args = Json::object();
+      found = &args;
+    } else if (step.contains("args") && step["args"].is_object() && step["args"].contains("normalize")) {
+      Json& folded = step["args"]["normalize"];
+      if (folded == true) folded = Json::object();
+      if (folded.is_object()) found = &folded;
+    }
+  };
+  for (Json& stage : stages) {
+    if (stage.value("op", "") != "map") continue;
+    if (stage.value("fn", "") != "chain") {
+      consider(stage);
+      continue;
+    }
+    Json& args = stage["args"];
+    if (!args.is_object() || !args.contains("steps") || !args["steps"].is_array()) continue;
+    for (Json& step : args["steps"]) consider(step);
+  }
+  return found;
+}
+
 // The config as the Loader runs it (see the header): repeat dropped, channels
 // first unless the config's normalize states a layout, drop_last applied.
 StatusOr<models::PipelineConfig> LoaderConfig(const models::PipelineConfig& parsed,
@@ -44,17 +75,12 @@ StatusOr<models::PipelineConfig> LoaderConfig(const models::PipelineConfig& pars
                                               const std::string& source) {
   Json document = parsed.raw;
   Json stages = Json::array();
-  size_t last_normalize = SIZE_MAX;
   for (const Json& stage : document["stages"]) {
     if (stage.value("op", "") == "repeat") continue;
-    if (stage.value("op", "") == "map" && stage.value("fn", "") == "normalize")
-      last_normalize = stages.size();
     stages.push_back(stage);
   }
-  if (last_normalize != SIZE_MAX) {
-    Json& args = stages[last_normalize]["args"];
-    if (!args.is_object()) args = Json::object();
-    if (!args.contains("layout")) args["layout"] = "chw";
+  if (Json* normalize = LastNormalizeArgs(stages); normalize && !normalize->contains("layout")) {
+    (*normalize)["layout"] = "chw";
   }
   for (Json& stage : stages) {
     if (stage.value("op", "") != "batch" || options.drop_last < 0) continue;
@@ -67,10 +93,9 @@ StatusOr<models::PipelineConfig> LoaderConfig(const models::PipelineConfig& pars
 }
 
 bool ChannelsFirst(const models::PipelineConfig& config) {
-  for (auto it = config.stages.rbegin(); it != config.stages.rend(); ++it) {
-    if (it->op == models::Op::kMap && it->fn == "normalize") return it->args.value("layout", "hwc") == "chw";
-  }
-  return false;
+  Json stages = config.raw.value("stages", Json::array());
+  const Json* normalize = LastNormalizeArgs(stages);
+  return normalize != nullptr && normalize->value("layout", "hwc") == "chw";
 }
 
 // Batches per epoch from the source's elements: through take and batch;

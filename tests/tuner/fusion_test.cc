@@ -9,6 +9,7 @@
 #include <string>
 
 #include "pipetune/models/decode_crop.h"
+#include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/rewrite.h"
 #include "test_profiles.h"
 
@@ -112,6 +113,39 @@ TEST(FusionTest, APlanOfAnotherPipelineIsRefused) {
   StatusOr<models::PipelineConfig> tuned = ApplyPlan(other, *plan);
   ASSERT_FALSE(tuned.ok());
   EXPECT_THAT(tuned.status().message(), HasSubstr("another pipeline"));
+}
+
+// normalize after the windowed decode folds into its output loop (the
+// engine's chain fold): the same floats for less work, so the tuner makes it
+// one stage although the model predicts well under kMinRewriteGain for it;
+// the same fusion where nothing says it folds is declined with a note.
+TEST(FusionTest, AFoldIsMadeWithoutAPredictedGainAndOtherFusionsAreNot) {
+  TuneInput input = ImageInput(1.2, 0.15);
+  input.profile.handoff_cpu_seconds = 2e-6;  // x1.00 predicted for any map fusion
+  StatusOr<Plan> unfolded = SolveWithRewrites(input, Budget(2), Objective::kMax);
+  input.folds = [](const models::StageConfig& first, const models::StageConfig& second) {
+    return first.fn == "jpeg_decode" && first.args.contains("crop_size") && second.fn == "normalize";
+  };
+  StatusOr<Plan> folded = SolveWithRewrites(input, Budget(2), Objective::kMax);
+  ASSERT_TRUE(unfolded.ok() && folded.ok()) << folded.status().message();
+
+  ASSERT_EQ(unfolded->rewrites.size(), 1u);
+  EXPECT_EQ(unfolded->rewrites[0].kind, kFuseDecodeCrop);
+  EXPECT_THAT(FormatPlanText(*unfolded), HasSubstr("not rewritten"));
+
+  ASSERT_EQ(folded->rewrites.size(), 2u);
+  EXPECT_EQ(folded->rewrites[1].kind, kFuseMaps);
+  EXPECT_EQ(folded->rewrites[1].stages, (std::vector<std::string>{"decode", "normalize"}));
+  EXPECT_THAT(folded->rewrites[1].reason, HasSubstr("folds into the pass of \"decode\""));
+  EXPECT_LT(folded->predicted_throughput, unfolded->predicted_throughput * (1 + kMinRewriteGain));
+  EXPECT_GE(folded->predicted_throughput, unfolded->predicted_throughput);
+  StatusOr<models::PipelineConfig> tuned = ApplyPlan(*input.config, *folded);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().message();
+  EXPECT_FALSE(tuned->FindStage("normalize").has_value());
+  const models::StageConfig& decode = tuned->stages[*tuned->FindStage("decode")];
+  EXPECT_EQ(decode.fn, "chain");
+  EXPECT_EQ(decode.args["steps"][0]["args"]["crop_size"], 224);
+  EXPECT_EQ(decode.args["steps"][1]["fn"], "normalize");
 }
 
 TEST(DecodeCropShareTest, ACropOfTheWholeImageCostsTheWholeDecode) {

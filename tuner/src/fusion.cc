@@ -171,6 +171,7 @@ struct Alternative {
   std::vector<GraphRewrite> rewrites;  // predicted_gain not yet known
   std::vector<std::string> pricing;    // how rewritten stages were priced
   std::string only_cache_after;        // SolverOptions::only_cache_after
+  std::vector<bool> folds;             // per rewrite: RewrittenInput::folds
 };
 
 // `base` rewritten once more.
@@ -178,6 +179,7 @@ Alternative Rewritten(const Alternative& base, RewrittenInput rewritten) {
   Alternative alternative = base;
   alternative.input = std::move(rewritten.input);
   alternative.rewrites.push_back(std::move(rewritten.rewrite));
+  alternative.folds.push_back(rewritten.folds);
   if (!rewritten.pricing.empty()) alternative.pricing.push_back(std::move(rewritten.pricing));
   return alternative;
 }
@@ -233,6 +235,21 @@ std::string Label(const std::vector<GraphRewrite>& rewrites) {
     label += names + " as one stage";
   }
   return label;
+}
+
+// Whether `alternative` is `base` (nullptr: the pipeline as traced) with
+// folds added and nothing else: the same output for less work, which needs
+// no gain over the model's error.
+bool OnlyAddsFolds(const Alternative& alternative, const Alternative* base) {
+  const size_t kept = base ? base->rewrites.size() : 0;
+  if (alternative.rewrites.size() <= kept) return false;
+  for (size_t i = 0; i < kept; ++i) {
+    if (alternative.rewrites[i].kind != base->rewrites[i].kind ||
+        alternative.rewrites[i].stages != base->rewrites[i].stages)
+      return false;
+  }
+  return std::all_of(alternative.folds.begin() + static_cast<std::ptrdiff_t>(kept), alternative.folds.end(),
+                     [](bool folds) { return folds; });
 }
 
 // The better of two plans of rewritten pipelines (both or neither have
@@ -309,7 +326,12 @@ StatusOr<Plan> SolveWithRewrites(const TuneInput& input, const Resources& resour
     const Plan& current = best ? *best : plain;
     const bool more_rewrites =
         !best || alternative.rewrites.size() > alternatives[best_index].rewrites.size();
-    const bool wins = more_rewrites ? Pays(current, *plan, objective) : Better(*plan, current, objective);
+    bool wins = Better(*plan, current, objective);
+    if (more_rewrites) {
+      wins = OnlyAddsFolds(alternative, best ? &alternatives[best_index] : nullptr)
+                 ? !Better(current, *plan, objective)
+                 : Pays(current, *plan, objective);
+    }
     if (!top || Better(*plan, *top, objective)) {
       top = *plan;
       top_index = a;

@@ -135,6 +135,17 @@ std::optional<RewrittenInput> ProposeMapFusion(const TuneInput& input, size_t fi
   rewrite.reason =
       fmt::format("{} hand-off{} of {:.1f} us of CPU each saved per element ({})", removed,
                   removed == 1 ? "" : "s", *profile.handoff_cpu_seconds * 1e6, HandoffOrigin(profile));
+  // Two stages only: a fold changes the first one's args, so what a third
+  // would fold into is another question.
+  const models::StageConfig& head = input.config->stages[configs.front()];
+  const models::StageConfig& next = input.config->stages[configs.back()];
+  fused.folds =
+      removed == 1 && input.folds && head.fn != "chain" && next.fn != "chain" && input.folds(head, next);
+  if (fused.folds) {
+    rewrite.reason +=
+        fmt::format("; \"{}\" ({}) folds into the pass of \"{}\" ({}): the same output in one pass less",
+                    next.name, next.fn, head.name, head.fn);
+  }
   fused.pricing = fmt::format(
       "{} fused is priced at the stages' measured CPU added, less {} hand-off{} of {:.1f} us ({})", joined,
       removed, removed == 1 ? "" : "s", *profile.handoff_cpu_seconds * 1e6,

@@ -11,6 +11,7 @@
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/base/size.h"
 #include "pipetune/models/queue_model.h"
+#include "pipetune/runtime/function_registry.h"
 #include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/rewrite.h"
@@ -53,6 +54,11 @@ StatusOr<TracedRun> MakeTracedRun(const analyzer::TraceSet& traces) {
   traced.input.output_spread = OutputSpread(traces.main, run.window);
   traced.input.profile = std::move(run.profile);
   traced.input.config = std::move(run.config);
+  // The engine's own answer to which maps fold (a fusion the tuner may make
+  // without a predicted gain): its function registry's chain folds.
+  traced.input.folds = [](const models::StageConfig& first, const models::StageConfig& second) {
+    return runtime::FunctionRegistry::Builtins().Folds(first, second);
+  };
   if (traced.input.config) {
     traced.input.profile.jpeg_entropy = MeasureDecodeCropHost(*traced.input.config, traced.config_path);
   }

@@ -78,12 +78,21 @@ class FunctionRegistry {
   // resampling function.
   using ChainFold = std::function<std::optional<Json>(const Json& first_args, const Json& second_args)>;
   void RegisterChainFold(const std::string& first, const std::string& second, ChainFold fold);
+  // Whether a chain of `first` then `second` (map stages, or steps as a
+  // chain holds them) folds into one step: the same output in one pass less
+  // (what the tuner may fuse without a predicted gain, docs/tuner.md).
+  // False for a chain stage or an unregistered pair.
+  bool Folds(const models::StageConfig& first, const models::StageConfig& second) const;
   std::vector<std::string> FilterNames() const;
 
  private:
   std::map<std::string, MapFactory> maps_;
   std::map<std::string, FilterFactory> filters_;
   std::map<std::pair<std::string, std::string>, ChainFold> chain_folds_;
+
+  // The args of the one step doing `first` then `second`; nullopt when they
+  // do not fold. What MakeChain and Folds both ask.
+  std::optional<Json> FoldedArgs(const models::StageConfig& first, const models::StageConfig& second) const;
 };
 
 // Built-in families, each in its own source file.

@@ -45,6 +45,10 @@ struct RewrittenInput {
   TuneInput input;
   GraphRewrite rewrite;  // predicted_gain not yet known
   std::string pricing;   // how the fused stage was priced, for the plan's notes
+  // A map fusion whose second stage folds into the first's pass
+  // (TuneInput::folds): the same output for less work, kept when its plan is
+  // no worse, without kMinRewriteGain.
+  bool folds = false;
 };
 std::optional<RewrittenInput> ProposeDecodeCropFusion(const TuneInput& input);
 
@@ -63,8 +67,10 @@ std::optional<RewrittenInput> ProposeRepeatMove(const TuneInput& input, size_t a
 // functions in turn (`"fn": "chain"`, runtime/function_registry.h), named as
 // the first. The fused stage is priced at the stages' measured CPU and
 // latency added, less one hand-off per boundary removed
-// (Profile::handoff_cpu_seconds); it is random when any of them is. nullopt
-// when the profile has no measured hand-off, or the stages are not such maps.
+// (Profile::handoff_cpu_seconds); it is random when any of them is. Two
+// stages whose second folds into the first (TuneInput::folds) are marked
+// RewrittenInput::folds. nullopt when the profile has no measured hand-off,
+// or the stages are not such maps.
 std::optional<RewrittenInput> ProposeMapFusion(const TuneInput& input, size_t first, size_t last);
 
 // The config with the maps named `names` (adjacent, in order) made one chain
@@ -77,7 +83,8 @@ StatusOr<models::PipelineConfig> FuseMapsInConfig(const models::PipelineConfig& 
 // One search over graph alternatives: the traced pipeline, the decode-crop
 // fusion, and each of the two with its repeat moved after a cache point;
 // Solve (solver.h) prices each with all of its cache choices under the same
-// budgets, and the best plan wins, a rewritten one only when it pays (above).
+// budgets, and the best plan wins, a rewritten one only when it pays (above;
+// a rewrite that only adds folds pays when its plan is no worse).
 // The plan's cache options list every alternative's, labelled with its
 // rewrites, and its notes say which rewrites were declined and why. Errors as
 // Solve's, for the pipeline as traced.

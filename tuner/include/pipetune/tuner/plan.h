@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +58,12 @@ struct TuneInput {
   // The spread of the pipeline's output inter-arrival times, when measured;
   // the queue model assumes cv 1 (Poisson-like) otherwise.
   std::optional<models::ArrivalSpread> output_spread;
+  // Whether map stage `second` folds into the pass of the map `first` before
+  // it once the two are one stage (the engine's chain folds: normalize into a
+  // resampling function's output loop): the same output with one pass and
+  // one hand-off less, so that fusion needs no predicted gain over the
+  // model's error (fusion.h). Unset: no pair is known to fold.
+  std::function<bool(const models::StageConfig& first, const models::StageConfig& second)> folds;
 };
 
 enum class CacheKind { kNone, kMemory, kDisk };
