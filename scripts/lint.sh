@@ -31,7 +31,7 @@ done
 
 # The libraries' code: every part's src/ and include/ (not tests, benchmarks,
 # examples or fuzz targets).
-parts=(base models tracer cupti runtime analyzer tuner workflow cli)
+parts=(base models tracer cupti runtime analyzer tuner workflow loader cli)
 list_files() {  # PATTERN...: tracked files of the parts, or only the changed ones
   local dirs=()
   for p in "${parts[@]}"; do

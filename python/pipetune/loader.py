@@ -1,6 +1,6 @@
 """pipetune.Loader: a config's batches as torch tensors, from the engine's own
 threads inside the training process (docs/pytorch.md, "Swapping the
-DataLoader"). A ctypes binding of runtime/include/pipetune/runtime/loader_c.h
+DataLoader"). A ctypes binding of loader/include/pipetune/loader/loader_c.h
 in libpipetune_loader.so, like the tracer's (_tracer.py): nothing to compile
 against Python, one library for every Python version, and ctypes releases
 the GIL for the whole of each call, so the training process's other threads

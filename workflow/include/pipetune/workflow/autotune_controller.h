@@ -4,7 +4,7 @@
 // and applies its plan live (Pipeline::SetParallelism, SetBuffer). Two
 // drivers step it: `pipetune autotune CONFIG` (workflow/autotune.h, from
 // its run's progress callback) and pipetune.Loader's autotune=True
-// (runtime/src/loader_c.cc, from a thread of its own).
+// (loader/src/loader_c.cc, from a thread of its own).
 //
 // Usage (a driver):
 //   AutotuneController controller(options, config, trace_path, config_path);

@@ -26,8 +26,8 @@
  * Threads: one caller thread drives a loader; batches may be freed from any
  * thread. Functions returning int return a status below; on
  * PIPETUNE_LOADER_ERROR pipetune_loader_last_error() says why (per thread). */
-#ifndef PIPETUNE_RUNTIME_LOADER_C_H_
-#define PIPETUNE_RUNTIME_LOADER_C_H_
+#ifndef PIPETUNE_LOADER_LOADER_C_H_
+#define PIPETUNE_LOADER_LOADER_C_H_
 
 #include <stdint.h>
 
@@ -134,4 +134,4 @@ const char* pipetune_loader_last_error(void);
 }
 #endif
 
-#endif /* PIPETUNE_RUNTIME_LOADER_C_H_ */
+#endif /* PIPETUNE_LOADER_LOADER_C_H_ */

@@ -1,4 +1,4 @@
-// The C API's autotune path (runtime/include/pipetune/runtime/loader_c.h) as
+// The C API's autotune path (loader/include/pipetune/loader/loader_c.h) as
 // a binding sees it, through libpipetune_loader.so itself: a stage left at
 // one worker is raised while epochs run, later epochs (also one rebuilt
 // after a pass left half-read) keep the workers, every epoch hands out all
@@ -12,17 +12,17 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "pipetune/runtime/loader_c.h"
+#include "pipetune/base/json.h"
+#include "pipetune/loader/loader_c.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-using Json = nlohmann::json;
+using pipetune::Json;
 
 // 5 ms of waiting per element at one worker: an epoch of 80 takes 0.4 s,
 // where a dozen workers take a few tens of ms.

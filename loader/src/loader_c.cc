@@ -1,11 +1,11 @@
-// The C API of pipetune/runtime/loader_c.h: a Pipeline run epoch by epoch,
+// The C API of pipetune/loader/loader_c.h: a Pipeline run epoch by epoch,
 // its batches handed out as buffers the caller owns.
 //
 // One Pipeline lives across whole epochs (its memory caches stay filled); a
 // pass left half-read is ended by stopping it (threads joined, buffers
 // freed) and the next epoch builds it again, because cancelling the pass
 // instead would make the caller wait for every element already in flight.
-#include "pipetune/runtime/loader_c.h"
+#include "pipetune/loader/loader_c.h"
 
 #include <algorithm>
 #include <cstdlib>

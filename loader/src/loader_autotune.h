@@ -22,8 +22,8 @@
 #include <thread>
 
 #include "pipetune/base/status.h"
+#include "pipetune/loader/loader_c.h"
 #include "pipetune/models/config.h"
-#include "pipetune/runtime/loader_c.h"
 #include "pipetune/runtime/pipeline.h"
 #include "pipetune/workflow/autotune_controller.h"
 
