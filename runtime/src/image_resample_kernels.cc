@@ -240,13 +240,34 @@ PIPETUNE_AVX2 void HorizontalPassAvx2(const AxisPlan& x_plan, const int16_t* row
 // TwoPixelSums' results as the 8-bit values the packs make of them (clamped
 // to 0..255), then normalised: value * scale + bias, multiplied then added.
 template <int kPairs>
-PIPETUNE_AVX2 inline __m256 TwoPixelFloats(const int16_t* row, const int32_t* offsets,
-                                           const int32_t* weight_pairs, int pairs, int x, __m256i interleave,
-                                           __m256i zero, __m256i top, __m256 scale, __m256 bias) {
-  __m256i sums = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x, interleave);
-  sums = _mm256_min_epi32(_mm256_max_epi32(sums, zero), top);
-  return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale), bias);
-}
+struct FloatPassAvx2 {
+  // What every pair of pixels of one row uses: the plan's taps and the
+  // per-channel scale and bias laid out as [r g b 0 r g b 0].
+  PIPETUNE_AVX2 FloatPassAvx2(const AxisPlan& x_plan, const float* scale, const float* bias)
+      : pairs(kPairs > 0 ? kPairs : x_plan.taps / 2),
+        offsets(x_plan.row_offsets.data()),
+        weight_pairs(x_plan.weight_pairs.data()),
+        interleave(_mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13,  //
+                                    0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13)),
+        lane_scale(_mm256_setr_ps(scale[0], scale[1], scale[2], 0, scale[0], scale[1], scale[2], 0)),
+        lane_bias(_mm256_setr_ps(bias[0], bias[1], bias[2], 0, bias[0], bias[1], bias[2], 0)),
+        zero(_mm256_setzero_si256()),
+        top(_mm256_set1_epi32(255)) {}
+
+  // Pixels x and x+1 of `row` as [r g b junk r g b junk] floats.
+  PIPETUNE_AVX2 __m256 TwoPixels(const int16_t* row, int x) const {
+    __m256i sums = TwoPixelSums<kPairs>(row, offsets, weight_pairs, pairs, x, interleave);
+    sums = _mm256_min_epi32(_mm256_max_epi32(sums, zero), top);
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), lane_scale), lane_bias);
+  }
+
+  int pairs;
+  const int32_t* offsets;
+  const int32_t* weight_pairs;
+  __m256i interleave;
+  __m256 lane_scale, lane_bias;
+  __m256i zero, top;
+};
 
 // HorizontalPassAvx2 with floats out: each pair's sums clamped to 0..255 (what
 // the two saturating packs do), converted, scaled and biased per channel in
@@ -256,25 +277,16 @@ PIPETUNE_AVX2 inline __m256 TwoPixelFloats(const int16_t* row, const int32_t* of
 template <int kPairs>
 PIPETUNE_AVX2 void HorizontalFloatsAvx2(const AxisPlan& x_plan, const int16_t* row, int out_width,
                                         const float* scale, const float* bias, float* out) {
-  const int pairs = kPairs > 0 ? kPairs : x_plan.taps / 2;
-  const int32_t* offsets = x_plan.row_offsets.data();
-  const int32_t* weight_pairs = x_plan.weight_pairs.data();
-  const __m256i interleave = _mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13,  //
-                                              0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13);
-  const __m256 lane_scale = _mm256_setr_ps(scale[0], scale[1], scale[2], 0, scale[0], scale[1], scale[2], 0);
-  const __m256 lane_bias = _mm256_setr_ps(bias[0], bias[1], bias[2], 0, bias[0], bias[1], bias[2], 0);
-  const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi32(255);
+  const FloatPassAvx2<kPairs> pass(x_plan, scale, bias);
   int x = 0;
   for (; x + 2 < out_width; x += 2) {
-    const __m256 f = TwoPixelFloats<kPairs>(row, offsets, weight_pairs, pairs, x, interleave, zero, top,
-                                            lane_scale, lane_bias);
+    const __m256 f = pass.TwoPixels(row, x);
     _mm_storeu_ps(out + static_cast<ptrdiff_t>(x) * kChannels, _mm256_castps256_ps128(f));
     _mm_storeu_ps(out + static_cast<ptrdiff_t>(x + 1) * kChannels, _mm256_extractf128_ps(f, 1));
   }
   for (; x < out_width; x += 2) {
     alignas(32) float last[8];
-    _mm256_store_ps(last, TwoPixelFloats<kPairs>(row, offsets, weight_pairs, pairs, x, interleave, zero, top,
-                                                 lane_scale, lane_bias));
+    _mm256_store_ps(last, pass.TwoPixels(row, x));
     std::memcpy(out + static_cast<ptrdiff_t>(x) * kChannels, last, kChannels * sizeof(float));
     if (x + 1 < out_width) {
       std::memcpy(out + static_cast<ptrdiff_t>(x + 1) * kChannels, last + 4, kChannels * sizeof(float));
@@ -288,20 +300,11 @@ PIPETUNE_AVX2 void HorizontalFloatsAvx2(const AxisPlan& x_plan, const int16_t* r
 template <int kPairs>
 PIPETUNE_AVX2 void HorizontalPlanesAvx2(const AxisPlan& x_plan, const int16_t* row, int out_width,
                                         const float* scale, const float* bias, float* r, float* g, float* b) {
-  const int pairs = kPairs > 0 ? kPairs : x_plan.taps / 2;
-  const int32_t* offsets = x_plan.row_offsets.data();
-  const int32_t* weight_pairs = x_plan.weight_pairs.data();
-  const __m256i interleave = _mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13,  //
-                                              0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, 6, 7, 12, 13);
-  const __m256 lane_scale = _mm256_setr_ps(scale[0], scale[1], scale[2], 0, scale[0], scale[1], scale[2], 0);
-  const __m256 lane_bias = _mm256_setr_ps(bias[0], bias[1], bias[2], 0, bias[0], bias[1], bias[2], 0);
-  const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi32(255);
+  const FloatPassAvx2<kPairs> pass(x_plan, scale, bias);
   int x = 0;
   for (; x + 4 <= out_width; x += 4) {
-    const __m256 first = TwoPixelFloats<kPairs>(row, offsets, weight_pairs, pairs, x, interleave, zero, top,
-                                                lane_scale, lane_bias);
-    const __m256 second = TwoPixelFloats<kPairs>(row, offsets, weight_pairs, pairs, x + 2, interleave, zero,
-                                                 top, lane_scale, lane_bias);
+    const __m256 first = pass.TwoPixels(row, x);
+    const __m256 second = pass.TwoPixels(row, x + 2);
     __m128 p0 = _mm256_castps256_ps128(first), p1 = _mm256_extractf128_ps(first, 1);
     __m128 p2 = _mm256_castps256_ps128(second), p3 = _mm256_extractf128_ps(second, 1);
     _MM_TRANSPOSE4_PS(p0, p1, p2, p3);  // p0: the four reds, p1 greens, p2 blues, p3 junk
@@ -311,8 +314,7 @@ PIPETUNE_AVX2 void HorizontalPlanesAvx2(const AxisPlan& x_plan, const int16_t* r
   }
   for (; x < out_width; x += 2) {
     alignas(32) float last[8];
-    _mm256_store_ps(last, TwoPixelFloats<kPairs>(row, offsets, weight_pairs, pairs, x, interleave, zero, top,
-                                                 lane_scale, lane_bias));
+    _mm256_store_ps(last, pass.TwoPixels(row, x));
     for (int k = 0; k < 2 && x + k < out_width; ++k) {
       r[x + k] = last[4 * k];
       g[x + k] = last[4 * k + 1];
