@@ -11,7 +11,7 @@
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
 
-namespace pipetune::runtime {
+namespace pipetune::loader {
 namespace {
 
 namespace fs = std::filesystem;
@@ -121,11 +121,12 @@ LoaderAutotune::~LoaderAutotune() {
   if (controller_ != nullptr) Detach();  // null: Create failed before it
 }
 
-StatusOr<std::unique_ptr<Pipeline>> LoaderAutotune::Build(const BuildOptions& options) {
-  BuildOptions resizable = options;
+StatusOr<std::unique_ptr<runtime::Pipeline>> LoaderAutotune::Build(const runtime::BuildOptions& options) {
+  runtime::BuildOptions resizable = options;
   resizable.resizable_workers = resizable_workers_;
   models::PipelineConfig knobs = controller_->CurrentConfig();
-  PIPETUNE_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> pipeline, Pipeline::Create(knobs, resizable));
+  PIPETUNE_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Pipeline> pipeline,
+                            runtime::Pipeline::Create(knobs, resizable));
   controller_->Attach(pipeline.get(), knobs);
   attached_ = pipeline.get();
   return pipeline;
@@ -210,4 +211,4 @@ std::string LoaderAutotune::SettledConfigJson() const {
   return models::Serialize(controller_->SettledOn(original_));
 }
 
-}  // namespace pipetune::runtime
+}  // namespace pipetune::loader

@@ -27,7 +27,7 @@
 #include "pipetune/runtime/pipeline.h"
 #include "pipetune/workflow/autotune_controller.h"
 
-namespace pipetune::runtime {
+namespace pipetune::loader {
 
 class LoaderAutotune {
  public:
@@ -43,7 +43,7 @@ class LoaderAutotune {
   ~LoaderAutotune();
 
   // A pipeline with the knobs decided so far, attached to the controller.
-  StatusOr<std::unique_ptr<Pipeline>> Build(const BuildOptions& options);
+  StatusOr<std::unique_ptr<runtime::Pipeline>> Build(const runtime::BuildOptions& options);
   // Before the attached pipeline is destroyed.
   void Detach();
   // See pipetune_loader_autotune_finish; `written` gets the path ("" none).
@@ -67,7 +67,7 @@ class LoaderAutotune {
   bool temporary_running_ = false;
   std::unique_ptr<workflow::AutotuneController> controller_;
   int resizable_workers_ = 0;
-  Pipeline* attached_ = nullptr;  // the pipeline the loader runs now, if any
+  runtime::Pipeline* attached_ = nullptr;  // the pipeline the loader runs now, if any
 
   std::chrono::steady_clock::time_point start_;
   std::thread driver_;
@@ -82,4 +82,4 @@ class LoaderAutotune {
   std::string written_;
 };
 
-}  // namespace pipetune::runtime
+}  // namespace pipetune::loader

@@ -135,8 +135,8 @@ struct pipetune_loader {
   // caller first asked for the one it waits for now (across timeouts).
   uint64_t handed_out_ns = 0;
   uint64_t asked_ns = 0;
-  uint64_t last_wait_ns = 0;                          // the last batch's wait
-  std::unique_ptr<runtime::LoaderAutotune> autotune;  // null: autotune off
+  uint64_t last_wait_ns = 0;                                   // the last batch's wait
+  std::unique_ptr<pipetune::loader::LoaderAutotune> autotune;  // null: autotune off
   std::string returned;  // the string last handed to the caller (decision, config)
   std::string written;   // the settled config's file ("" none)
 
@@ -205,8 +205,9 @@ int pipetune_loader_create(const pipetune_loader_options* options, pipetune_load
     (void)registered;
   }
   if (options->autotune != 0) {
-    StatusOr<std::unique_ptr<runtime::LoaderAutotune>> autotune =
-        runtime::LoaderAutotune::Create(*options, std::move(*original), loader->config, loader->traced);
+    StatusOr<std::unique_ptr<pipetune::loader::LoaderAutotune>> autotune =
+        pipetune::loader::LoaderAutotune::Create(*options, std::move(*original), loader->config,
+                                                 loader->traced);
     if (!autotune.ok()) {
       if (loader->traced) (void)tracer::Stop();
       const bool bad = autotune.status().code() == pipetune::StatusCode::kInvalidInput;
