@@ -239,17 +239,26 @@ std::string Label(const std::vector<GraphRewrite>& rewrites) {
 
 // Whether `alternative` is `base` (nullptr: the pipeline as traced) with
 // folds added and nothing else: the same output for less work, which needs
-// no gain over the model's error.
+// no gain over the model's error. The rewrites may come in any order (a
+// fold is proposed before a repeat is moved after a cache point).
 bool OnlyAddsFolds(const Alternative& alternative, const Alternative* base) {
   const size_t kept = base ? base->rewrites.size() : 0;
   if (alternative.rewrites.size() <= kept) return false;
+  std::vector<bool> matched(alternative.rewrites.size(), false);
   for (size_t i = 0; i < kept; ++i) {
-    if (alternative.rewrites[i].kind != base->rewrites[i].kind ||
-        alternative.rewrites[i].stages != base->rewrites[i].stages)
-      return false;
+    bool found = false;
+    for (size_t j = 0; j < alternative.rewrites.size() && !found; ++j) {
+      if (!matched[j] && alternative.rewrites[j].kind == base->rewrites[i].kind &&
+          alternative.rewrites[j].stages == base->rewrites[i].stages) {
+        matched[j] = found = true;
+      }
+    }
+    if (!found) return false;
   }
-  return std::all_of(alternative.folds.begin() + static_cast<std::ptrdiff_t>(kept), alternative.folds.end(),
-                     [](bool folds) { return folds; });
+  for (size_t j = 0; j < alternative.rewrites.size(); ++j) {
+    if (!matched[j] && !alternative.folds[j]) return false;
+  }
+  return true;
 }
 
 // The better of two plans of rewritten pipelines (both or neither have
