@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "pipetune/base/json.h"
 #include "pipetune/tracer/tracer.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tune.h"
@@ -106,7 +107,7 @@ StatusOr<std::unique_ptr<LoaderAutotune>> LoaderAutotune::Create(const pipetune_
   LoaderAutotune* self = tune.get();
   controller_options.on_decision = [self](const workflow::AutotuneDecision& decision) {
     std::lock_guard<std::mutex> lock(self->decisions_mu_);
-    self->decisions_.push_back(workflow::DecisionToJson(decision).dump());
+    self->decisions_.push_back(DumpJson(workflow::DecisionToJson(decision)));
   };
   tune->controller_ = std::make_unique<workflow::AutotuneController>(std::move(controller_options), running,
                                                                      trace_path, config_path);

@@ -221,7 +221,8 @@ StatusOr<std::vector<Solved>> SolveGroupSettings(const TuneInput& input, const R
       facts.over_memory_throughput = std::max(facts.over_memory_throughput, prediction.throughput);
       continue;
     }
-    if (Threads(setting) > resources.max_threads) {
+    const int threads = Threads(setting);
+    if (threads > resources.max_threads) {
       facts.over_threads_throughput = std::max(facts.over_threads_throughput, prediction.throughput);
       continue;
     }
@@ -234,7 +235,7 @@ StatusOr<std::vector<Solved>> SolveGroupSettings(const TuneInput& input, const R
     solved.meets_demand = demand && prediction.throughput >= *demand * (1 - options.tie_tolerance);
     solved.cores_needed = CoresNeeded(prediction.cores_used, resources);
     solved.memory = memory;
-    solved.threads = Threads(setting);
+    solved.threads = threads;
     solved.candidate = std::make_unique<Candidate>(std::move(setting));
     all.push_back(std::move(solved));
   }
