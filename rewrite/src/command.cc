@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "pipetune/base/files.h"
 #include "pipetune/rewrite/apply.h"
 #include "pipetune/rewrite/finder.h"
 
