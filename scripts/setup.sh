@@ -1,30 +1,30 @@
 #!/usr/bin/env bash
 # Installs everything pipetune needs from Debian's packages. Idempotent; runs
 # as root without prompts (or through sudo when not root).
-#   scripts/setup.sh            build + test dependencies (PyTorch too: the
-#                               DataLoader profiler's tests run real DataLoaders;
-#                               Clang 14's libraries for pipetune-rewrite)
+#   scripts/setup.sh            build + test dependencies: Debian's packages
+#                               (Debian's torch 1.13 for /usr/bin/python3;
+#                               Clang 14's libraries for pipetune-rewrite),
+#                               then the PyPI venv the Python tests run on:
+#                               torch and torchvision 2.x, torchdata,
+#                               webdataset and HF datasets, spdl and DALI
+#                               (the peers bench/image/compare.sh measures;
+#                               SPDL loads Debian's FFmpeg 5 libraries) and
+#                               tensorflow-cpu (tf.data), outside the
+#                               repository (PIPETUNE_VENV, by default
+#                               ~/.local/share/pipetune/torch2), reused when it
+#                               has them all already. About 4.9 GB to
+#                               download, 8 GB on disk (README, "What setup
+#                               costs").
 #   scripts/setup.sh --minimal  what scripts/demo.sh builds and runs: the
 #                               compiler, CMake and the libraries of the
 #                               `pipetune` CLI and the image example (no PyTorch,
-#                               no LLVM, no test frameworks)
-#   scripts/setup.sh --bench    the full set, plus hyperfine, perf and the
+#                               no LLVM, no test frameworks, no venv)
+#   scripts/setup.sh --bench    the default set, plus hyperfine, perf and the
 #                               benchmark scripts' tools
-#   scripts/setup.sh --torch2   the full set, plus PyPI's current torch,
-#                               torchvision, webdataset and HF datasets (the
-#                               streaming datasets' tests), spdl and
-#                               nvidia-dali-cuda130 (the peers that
-#                               bench/image/compare.sh measures; SPDL loads
-#                               Debian's FFmpeg 5 libraries) in a venv outside
-#                               the repository
-#                               (PIPETUNE_TORCH2_VENV, by default
-#                               ~/.local/share/pipetune/torch2), reused when it
-#                               imports them all already. Debian's torch 1.13
-#                               stays the default python3's. About 3.3 GB to
-#                               download (torch's wheel brings CUDA's
-#                               libraries), 6.4 GB on disk, 7-8 minutes: why
-#                               scripts/test.sh runs it only with
-#                               PIPETUNE_TORCH2=1 (README).
+#   scripts/setup.sh --no-venv  the default set without the PyPI venv (the
+#                               Python tests then run on Debian's torch 1.13
+#                               only, and tf.data's are skipped)
+#   --torch2 is the default set (the name it had when the venv was opt-in).
 set -euo pipefail
 
 minimal=(
@@ -36,7 +36,7 @@ packages=("${minimal[@]}")
 mode="${1:-}"
 case "$mode" in
   --minimal) ;;
-  ""|--bench|--torch2)
+  ""|--bench|--torch2|--no-venv)
     packages+=(
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-torch python3-torchvision python3-pil python3-numpy
@@ -45,9 +45,9 @@ case "$mode" in
     )
     if [[ "$mode" == "--bench" ]]; then packages+=(hyperfine linux-perf jq bc); fi
     # `python3 -m venv` needs ensurepip, which Debian packages apart.
-    if [[ "$mode" == "--torch2" ]]; then packages+=(python3-venv libavdevice59 libavfilter8); fi
+    if [[ "$mode" != "--no-venv" ]]; then packages+=(python3-venv libavdevice59 libavfilter8); fi
     ;;
-  *) echo "usage: scripts/setup.sh [--minimal | --bench | --torch2]" >&2; exit 2 ;;
+  *) echo "usage: scripts/setup.sh [--minimal | --bench | --no-venv]" >&2; exit 2 ;;
 esac
 
 sudo_cmd=()
@@ -68,15 +68,24 @@ fi
 
 # The venv belongs to the user who runs the tests (not root through sudo):
 # tests/python/CMakeLists.txt looks for the same path.
-if [[ "$mode" == "--torch2" ]]; then
-  venv="${PIPETUNE_TORCH2_VENV:-$HOME/.local/share/pipetune/torch2}"
-  pypi=(torch torchvision webdataset datasets spdl nvidia-dali-cuda130)
-  if [[ -x "$venv/bin/python3" ]] &&
-    "$venv/bin/python3" -c "import torch, torchvision, webdataset, datasets, spdl.io, nvidia.dali" 2>/dev/null; then
-    echo "setup: torch $("$venv/bin/python3" -c "import torch; print(torch.__version__)") already in $venv"
+if [[ "$mode" != "--minimal" && "$mode" != "--no-venv" ]]; then
+  venv="${PIPETUNE_VENV:-${PIPETUNE_TORCH2_VENV:-$HOME/.local/share/pipetune/torch2}}"
+  # Major versions held to what the tests were written on; pip picks the
+  # newest within them.
+  pypi=("torch>=2,<3" "torchvision<1" "torchdata>=0.11,<1" webdataset datasets spdl nvidia-dali-cuda130
+        "tensorflow-cpu>=2.16,<3")
+  modules=(torch torchvision torchdata webdataset datasets spdl nvidia.dali tensorflow)
+  # find_spec only looks the packages up: importing TensorFlow and torch to
+  # ask would cost several CPU-seconds at every setup.
+  if [[ -x "$venv/bin/python3" ]] && "$venv/bin/python3" -c "
+import importlib.util, sys
+sys.exit(any(importlib.util.find_spec(m) is None for m in sys.argv[1:]))" "${modules[@]}" 2>/dev/null; then
+    echo "setup: the PyPI venv $venv has ${modules[*]} already"
   else
-    echo "setup: installing ${pypi[*]} from PyPI into $venv (about 3.3 GB)"
-    /usr/bin/python3 -m venv "$venv"
+    echo "setup: installing ${pypi[*]} from PyPI into $venv (about 4.9 GB to download; several minutes)"
+    start=$SECONDS
+    [[ -x "$venv/bin/python3" ]] || /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install -q --progress-bar off "${pypi[@]}"
+    echo "setup: the venv took $((SECONDS - start)) s"
   fi
 fi

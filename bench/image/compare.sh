@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The image example's pipeline, pipetune against PyTorch's DataLoader and the
 # peers SPDL and DALI's CPU pipeline (bench/image/peers.py, in the torch 2.x
-# venv of `scripts/setup.sh --torch2`; skipped, saying so, where it is
+# venv of `scripts/setup.sh`; skipped, saying so, where it is
 # missing), on the same files and the same cores, in one run. Prints
 # per-stage single-thread costs of pipetune and the DataLoader, then each
 # side's images/s, the ceiling libjpeg-turbo's own work sets (with the
@@ -124,7 +124,7 @@ for round in $(seq 1 "$rounds"); do
   for peer in spdl dali; do
     echo "== round $round/$rounds: $peer, threads in {$peer_threads}"
     if [[ ! -x "$peer_python" ]]; then
-      peer_missing[$peer]="no $peer_python (scripts/setup.sh --torch2)"
+      peer_missing[$peer]="no $peer_python (scripts/setup.sh)"
       echo "skipped: ${peer_missing[$peer]}"
       continue
     fi
@@ -134,7 +134,7 @@ for round in $(seq 1 "$rounds"); do
     rc=$?
     set -e
     if [[ $rc -eq 3 ]]; then  # not installed: peers.py said why on stderr
-      peer_missing[$peer]="not installed in $peer_python (scripts/setup.sh --torch2)"
+      peer_missing[$peer]="not installed in $peer_python (scripts/setup.sh)"
       continue
     elif [[ $rc -ne 0 ]]; then
       echo "compare.sh: peers.py $peer failed (exit $rc)" >&2

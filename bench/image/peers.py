@@ -20,7 +20,7 @@ window (`decoders.image_random_crop`), then resizes and normalizes with
       "<peer>_images_per_second X (threads N)" and
       "<peer>_images_per_cpu_second Y".
 
-Run it with the torch 2.x venv's interpreter (scripts/setup.sh --torch2
+Run it with the torch 2.x venv's interpreter (scripts/setup.sh
 installs spdl, nvidia-dali-cuda130 and the FFmpeg libraries SPDL loads);
 exit 3 when the peer is not installed. Pin it with taskset.
 """

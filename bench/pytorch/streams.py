@@ -1,6 +1,6 @@
 """Streaming datasets profiled per stage, measured (docs/benchmarks-pytorch.md,
 "Streaming datasets"). From the repository root, with the torch 2.x venv
-(`scripts/setup.sh --torch2`, which installs webdataset and datasets):
+(`scripts/setup.sh`, which installs webdataset and datasets):
 
     ~/.local/share/pipetune/torch2/bin/python3 bench/pytorch/streams.py [BUILD_DIR] [--epochs N]
 

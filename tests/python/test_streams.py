@@ -5,7 +5,7 @@ their data made here (no hub). Checks what `pipetune report --format json`
 says: the rows and their counts, the bottleneck (the one map made costly),
 and the prediction against the measured throughput.
 Usage: test_streams.py CASE PIPETUNE. Exit 77 when this Python lacks the
-library (Debian's python3 has neither; `scripts/setup.sh --torch2` installs
+library (Debian's python3 has neither; `scripts/setup.sh` installs
 both in the torch 2.x venv)."""
 import importlib.util
 import json

@@ -6,7 +6,7 @@ profile`. README.md says what each case is.
     python3 make_goldens.py --case NAME        # one case's program (what profile runs)
 
 `webdataset_workers0` needs webdataset (the torch 2.x venv of
-`scripts/setup.sh --torch2` has it): its 16 samples are read from a tar
+`scripts/setup.sh` has it): its 16 samples are read from a tar
 shard made here, each spun (Spin) in a `.map`, batched by 4 in the pipeline
 and loaded with batch_size=None.
 
