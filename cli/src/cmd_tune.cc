@@ -99,7 +99,7 @@ int TuneTraces(const TuneFlags& flags) {
     if (result->source) fmt::print(stderr, "{}", result->source->output);
     return kExitOk;
   }
-  fmt::print("{}", workflow::FormatTuneResult(*result, flags.source));
+  fmt::print("{}", workflow::FormatTuneResult(*result));
   return kExitOk;
 }
 

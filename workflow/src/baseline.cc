@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "adapter.h"
+#include "baseline_reader.h"
 #include "gate_judge.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/base/files.h"
@@ -31,56 +33,6 @@ bool IsKnobStage(const models::StageConfig& stage) {
 
 Json NumberOrNull(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
 
-// Typed reads with errors naming file and key.
-struct Reader {
-  const std::string& source;
-  Status Error(const std::string& key, const std::string& what) const {
-    return InvalidInput(fmt::format("{}: baseline key \"{}\": {}", source, key, what));
-  }
-  StatusOr<const Json*> Field(const Json& object, const std::string& key, const std::string& path,
-                              Json::value_t type) const {
-    if (!object.is_object() || !object.contains(key)) return Error(path, "missing");
-    const Json& value = object.at(key);
-    bool ok = value.type() == type || (type == Json::value_t::number_float && value.is_number()) ||
-              (type == Json::value_t::number_integer && value.is_number_integer());
-    if (!ok)
-      return Error(path, fmt::format("expected {}, got {}", Json(type).type_name(), value.type_name()));
-    return &value;
-  }
-  StatusOr<double> Number(const Json& object, const std::string& key, const std::string& path) const {
-    PIPETUNE_ASSIGN_OR_RETURN(const Json* value, Field(object, key, path, Json::value_t::number_float));
-    return value->get<double>();
-  }
-  StatusOr<std::string> String(const Json& object, const std::string& key, const std::string& path) const {
-    PIPETUNE_ASSIGN_OR_RETURN(const Json* value, Field(object, key, path, Json::value_t::string));
-    return value->get<std::string>();
-  }
-  StatusOr<const Json*> Array(const Json& object, const std::string& key, const std::string& path) const {
-    return Field(object, key, path, Json::value_t::array);
-  }
-};
-
-// The "dataloader" object of a DataLoader's baseline.
-StatusOr<DataLoaderGateSettings> ParseDataLoaderSettings(const Json& doc, const Reader& r) {
-  PIPETUNE_ASSIGN_OR_RETURN(const Json* d, r.Field(doc, "dataloader", "dataloader", Json::value_t::object));
-  DataLoaderGateSettings s;
-  auto integer = [&](const char* key) -> StatusOr<int> {
-    PIPETUNE_ASSIGN_OR_RETURN(double v, r.Number(*d, key, std::string("dataloader.") + key));
-    return static_cast<int>(v);
-  };
-  auto flag = [&](const char* key) -> StatusOr<bool> {
-    PIPETUNE_ASSIGN_OR_RETURN(const Json* v,
-                              r.Field(*d, key, std::string("dataloader.") + key, Json::value_t::boolean));
-    return v->get<bool>();
-  };
-  PIPETUNE_ASSIGN_OR_RETURN(s.batch_size, integer("batch_size"));
-  PIPETUNE_ASSIGN_OR_RETURN(s.dataset, r.String(*d, "dataset", "dataloader.dataset"));
-  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.num_workers, integer("num_workers"));
-  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.prefetch_factor, integer("prefetch_factor"));
-  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.persistent_workers, flag("persistent_workers"));
-  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.pin_memory, flag("pin_memory"));
-  return s;
-}
 
 }  // namespace
 
@@ -154,84 +106,20 @@ StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& kind, const BaselineRequest&
   return measured;
 }
 
-RunKind ConfigRunKind() {
-  RunKind config;
-  config.run = [](const BaselineRequest& request,
-                  const RunDirectory& dir) -> StatusOr<std::vector<std::string>> {
-    std::vector<std::string> traces;
-    for (int run = 0; run < request.runs; ++run) {
-      RunConfigOptions options;
-      options.seconds = request.seconds;
-      options.trace_path = dir.File(fmt::format("run-{}.trace", run));
-      PIPETUNE_RETURN_IF_ERROR(RunConfigFile(request.config_path, options).status());
-      traces.push_back(options.trace_path);
-    }
-    return traces;
-  };
-  config.read = [](const std::string& trace, size_t index, const std::string& first_trace,
-                   MeasuredRuns& measured) -> StatusOr<models::Profile> {
-    PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile({trace}));
-    if (!traced.input.config)
-      return InvalidInput(
-          fmt::format("{}: the trace holds no pipeline config (a program traced with "
-                      "`pipetune profile`): the gate needs a config's runs",
-                      trace));
-    if (index == 0) {
-      measured.config = *traced.input.config;
-      measured.identity = IdentityHash(measured.config);
-      measured.stages = KnobsOf(measured.config);
-      measured.pipeline = measured.config.name;
-      measured.host = traced.host;
-    } else if (IdentityHash(*traced.input.config) != measured.identity) {
-      return InvalidInput(fmt::format("{}: a run of another pipeline than {} ({})", trace, first_trace,
-                                      measured.config.name));
-    }
-    return std::move(traced.input.profile);
-  };
-  config.diagnose = [](const std::string& trace) { return analyzer::DiagnoseTraces({trace}); };
-  // The config judged: the file the check names, else the first run's.
-  auto judged = std::make_shared<std::optional<models::PipelineConfig>>();
-  config.prepare = [judged](const CheckRequest& request, const Baseline& baseline) -> Status {
-    if (request.config_path.empty()) return Status::Ok();
-    PIPETUNE_ASSIGN_OR_RETURN(*judged, models::LoadConfig(request.config_path));
-    // Refuse another pipeline before spending time on runs.
-    return SamePipeline(baseline, **judged, request.baseline_path);
-  };
-  config.same = [judged](const Baseline& baseline, const MeasuredRuns& measured,
-                         const std::string& name) -> Status {
-    if (*judged) return Status::Ok();  // compared before the runs
-    *judged = measured.config;
-    return SamePipeline(baseline, measured.config, name);
-  };
-  config.judge = [judged](const Baseline& baseline, const MeasuredRuns* measured,
-                          const JudgeOptions& options) {
-    return Judge(baseline, judged->value_or(models::PipelineConfig{}), measured ? &measured->runs : nullptr,
-                 options);
-  };
-  config.judges_without_runs = true;
-  return config;
-}
-
-RunKind RunKindFor(const BaselineRequest& request, const Baseline* baseline) {
-  bool dataloader = (baseline != nullptr && baseline->kind == kDataLoaderBaseline) ||
-                    !request.command.empty() || OpenRecording(request.traces).is_dataloader();
-  return dataloader ? DataLoaderRunKind() : ConfigRunKind();
-}
-
 }  // namespace internal
 
 StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
-  return internal::MeasureRunsOf(internal::RunKindFor(request), request, diagnose);
+  return internal::MeasureRunsOf(internal::GateAdapterFor(request).GateKind(), request, diagnose);
 }
 
 StatusOr<Baseline> RecordBaseline(const BaselineRequest& request) {
-  PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured, MeasureRuns(request, false));
+  const internal::RunAdapter& adapter = internal::GateAdapterFor(request);
+  PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured,
+                            internal::MeasureRunsOf(adapter.GateKind(), request, /*diagnose=*/false));
   Baseline baseline;
-  if (measured.dataloader) {
-    baseline.kind = kDataLoaderBaseline;
-    baseline.dataloader = measured.dataloader;
-    baseline.command = request.command;
-  }
+  baseline.kind = adapter.kind();
+  baseline.dataloader = std::move(measured.dataloader);
+  baseline.command = request.command;
   baseline.pipeline = std::move(measured.pipeline);
   baseline.identity = std::move(measured.identity);
   baseline.stages = std::move(measured.stages);
@@ -296,14 +184,7 @@ Json BaselineToJson(const Baseline& baseline) {
            {"kind", baseline.kind},
            {"pipeline", baseline.pipeline},
            {"identity", baseline.identity}};
-  if (const std::optional<DataLoaderGateSettings>& d = baseline.dataloader) {
-    doc["dataloader"] = Json{{"batch_size", d->batch_size},
-                             {"dataset", d->dataset},
-                             {"num_workers", d->knobs.num_workers},
-                             {"prefetch_factor", d->knobs.prefetch_factor},
-                             {"persistent_workers", d->knobs.persistent_workers},
-                             {"pin_memory", d->knobs.pin_memory}};
-  }
+  internal::AdapterOf(baseline).WriteBaselineSettings(baseline, doc);
   if (!baseline.command.empty()) doc["command"] = baseline.command;
   doc["stages"] = stages;
   doc["model"] = model;
@@ -325,7 +206,7 @@ StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& sourc
     }
     return InvalidInput(fmt::format("{}: not a JSON baseline", source_name));
   }
-  Reader r{source_name};
+  internal::Reader r{source_name};
   if (!doc.is_object() || !doc.contains("pipetune_baseline"))
     return InvalidInput(
         fmt::format("{}: not a pipetune baseline (no \"pipetune_baseline\" key); record one "
@@ -338,14 +219,18 @@ StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& sourc
   Baseline b;
   if (doc.contains("kind")) {
     PIPETUNE_ASSIGN_OR_RETURN(b.kind, r.String(doc, "kind", "kind"));
-    if (b.kind != kConfigBaseline && b.kind != kDataLoaderBaseline)
-      return r.Error("kind", fmt::format("expected \"{}\" or \"{}\", got \"{}\"", kConfigBaseline,
-                                         kDataLoaderBaseline, b.kind));
+    if (internal::AdapterNamed(b.kind) == nullptr) {
+      // The kinds this pipetune knows: "config" or "dataloader".
+      std::string known;
+      const std::vector<const internal::RunAdapter*>& adapters = internal::Adapters();
+      for (size_t i = 0; i < adapters.size(); ++i)
+        known += fmt::format("{}\"{}\"", i == 0 ? "" : i + 1 == adapters.size() ? " or " : ", ",
+                             adapters[i]->kind());
+      return r.Error("kind", fmt::format("expected {}, got \"{}\"", known, b.kind));
+    }
   }
   PIPETUNE_ASSIGN_OR_RETURN(b.pipeline, r.String(doc, "pipeline", "pipeline"));
-  if (b.kind == kDataLoaderBaseline) {
-    PIPETUNE_ASSIGN_OR_RETURN(b.dataloader, ParseDataLoaderSettings(doc, r));
-  }
+  PIPETUNE_RETURN_IF_ERROR(internal::AdapterOf(b).ReadBaselineSettings(doc, source_name, b));
   if (doc.contains("command") && doc["command"].is_array()) {
     for (const Json& word : doc["command"]) {
       if (word.is_string()) b.command.push_back(word.get<std::string>());

@@ -125,13 +125,26 @@ StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOp
 // predicted throughput, stop_reason, config_path, diff when asked for.
 Json VerifiedTuneToJson(const VerifiedTune& verified);
 
+// One round of a tuning loop as `tune --verify --format json` lists it, for
+// every kind: what ran (a config's "changes" in a few words, a DataLoader's
+// "settings", null for the script's own), the prediction that chose it, what
+// was measured, and the threads ("threads") or workers ("workers") it ran.
+struct VerifyRoundRow {
+  int round = 0;
+  const char* settings_key = "changes";
+  Json settings;
+  double predicted_throughput = 0;
+  double measured_throughput = 0;
+  const char* threads_key = "threads";
+  int threads = 0;
+};
+
 // The part of `tune --verify --format json` every kind shares: "rounds"
-// (one object per round, each with "round", "predicted_throughput" and
-// "measured_throughput"), "best_round", the best round's "measured_throughput"
-// and "predicted_throughput", and "stop_reason". A config's adds where its
-// config went, a DataLoader's its keyword arguments (DataLoaderVerifyToJson).
-// `best` indexes `rounds`.
-Json VerifyLoopToJson(Json rounds, size_t best, const std::string& stop_reason);
+// (one object per row, keys in the row's order), "best_round", the best
+// round's "measured_throughput" and "predicted_throughput", and
+// "stop_reason". A config's adds where its config went, a DataLoader's its
+// keyword arguments (DataLoaderVerifyToJson). `best` indexes `rounds`.
+Json VerifyLoopToJson(const std::vector<VerifyRoundRow>& rounds, size_t best, const std::string& stop_reason);
 
 // The rounds as a table: round, changes, predicted, measured, measured /
 // predicted; a line naming the best.
