@@ -27,6 +27,7 @@
 #include "pipetune/workflow/check.h"
 #include "pipetune/workflow/export.h"
 #include "pipetune/workflow/tune.h"
+#include "pipetune/workflow/verify.h"
 
 namespace pipetune::workflow::internal {
 
@@ -48,6 +49,10 @@ class RunAdapter {
   // user's knobs set from it and written; `written` and `written_text` say
   // what went where.
   virtual StatusOr<TuneResult> Tune(const TuneRequest& request) const = 0;
+
+  // `pipetune tune --verify`: the kind's closed loop, the best round's knobs
+  // written, and what it printed (verify.h).
+  virtual StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) const = 0;
 
   // `pipetune export`: the traces as one Chrome/Perfetto timeline.
   virtual StatusOr<ExportResult> Export(const std::vector<std::string>& traces, std::ostream& out,
@@ -86,6 +91,10 @@ const RunAdapter& AdapterOf(const Baseline& baseline);
 // else a program's recorder when a program is given, else the traces'
 // (OpenRecording); a config to run is the engine's.
 const RunAdapter& GateAdapterFor(const BaselineRequest& request, const Baseline* baseline = nullptr);
+// The adapter of a tuning loop's input: a program's recorder when a program
+// is given (after --, or after the trace to write), else the engine's
+// config.
+const RunAdapter& VerifyAdapterFor(const VerifyRequest& request);
 
 // One trace exported alone (tracer::ExportChrome), whatever its kind; a
 // DataLoader run's traces gathered on one timeline (dataloader_export.cc).

@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 
-#include "adapter.h"
 #include "gate_judge.h"
 #include "pipetune/base/numbers.h"
 #include "pipetune/models/rate_model.h"
@@ -215,50 +214,6 @@ Status SameStages(const std::vector<StageIdentity>& before, const std::vector<St
 }
 
 }  // namespace internal
-
-CheckReport Judge(const Baseline& baseline, const MeasuredRuns& now, const JudgeOptions& options) {
-  CheckReport report;
-  report.pipeline = baseline.pipeline;
-  report.tolerance = options.tolerance;
-  internal::AdapterOf(baseline).JudgeKnobs(baseline, now, options, report);
-  if (!now.runs.empty() && !baseline.runs.empty()) internal::JudgeRuns(baseline, now.runs, options, report);
-  internal::Conclude(report);
-  return report;
-}
-
-Status SameRun(const Baseline& baseline, const MeasuredRuns& now, const std::string& baseline_name) {
-  return internal::AdapterOf(baseline).Same(baseline, now, baseline_name);
-}
-
-StatusOr<CheckReport> Check(const CheckRequest& request) {
-  if (request.judge.tolerance < 0 || request.judge.tolerance >= 1)
-    return InvalidInput(
-        fmt::format("--tolerance: expected a percentage in [0, 100), got {}", request.judge.tolerance * 100));
-  PIPETUNE_ASSIGN_OR_RETURN(Baseline baseline, LoadBaseline(request.baseline_path));
-  BaselineRequest runs{request.config_path, request.traces, request.runs, request.seconds, "",
-                       request.command};
-  const internal::RunKind kind = internal::GateAdapterFor(runs, &baseline).GateKind();
-  // What is judged when known before any run (a config file): compared
-  // first, so that another pipeline is refused before time is spent on runs.
-  PIPETUNE_ASSIGN_OR_RETURN(std::optional<MeasuredRuns> prepared, kind.prepare(request, baseline));
-  if (prepared) PIPETUNE_RETURN_IF_ERROR(SameRun(baseline, *prepared, request.baseline_path));
-  std::optional<MeasuredRuns> measured;
-  if (!request.traces.empty() || request.runs > 0 || !kind.judges_without_runs) {
-    PIPETUNE_ASSIGN_OR_RETURN(measured, internal::MeasureRunsOf(kind, runs, /*diagnose=*/true));
-    if (!prepared) PIPETUNE_RETURN_IF_ERROR(SameRun(baseline, *measured, request.baseline_path));
-  }
-  // The knobs judged are the prepared ones when there are (the config the
-  // check names), with the runs measured.
-  MeasuredRuns now = prepared ? std::move(*prepared) : measured.value_or(MeasuredRuns{});
-  if (prepared && measured) now.runs = measured->runs;
-  CheckReport report = Judge(baseline, now, request.judge);
-  if (measured) {
-    internal::ReportRuns(baseline, *measured, report);
-  } else {
-    report.notes.push_back("config only: no runs (--runs 0)");
-  }
-  return report;
-}
 
 CheckOutcome OutcomeOf(const CheckReport& report, bool strict_machine) {
   if (report.verdict == Verdict::kRegression) return CheckOutcome::kFailed;

@@ -16,6 +16,7 @@
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/fusion.h"
+#include "pipetune/tuner/plan_report.h"
 #include "pipetune/tracer/reader.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/run.h"
@@ -223,6 +224,24 @@ class ConfigRunAdapter final : public internal::RunAdapter {
     }
     result.written_text = WrittenText(request, result);
     return result;
+  }
+
+  StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) const override {
+    if (request.inputs.size() != 1) return InvalidInput("--verify takes one pipeline config");
+    VerifyOptions options = request.options;
+    options.rounds = request.rounds.value_or(3);
+    PIPETUNE_ASSIGN_OR_RETURN(VerifiedTune verified,
+                              VerifyConfigFile(request.inputs[0], options, request.output, request.diff));
+    VerifyOutcome outcome;
+    outcome.json = VerifiedTuneToJson(verified);
+    const VerifyResult& result = verified.result;
+    const Round& last = result.rounds.back();
+    if (last.has_plan) outcome.text += tuner::FormatPlanText(last.plan) + "\n";
+    outcome.text += FormatRoundTable(result);
+    outcome.text += FormatDiff(verified.written);
+    outcome.text += fmt::format("tuned config (round {}): {}\n", result.rounds[result.best].index,
+                                verified.written.path);
+    return outcome;
   }
 
   // One trace, alone; several are a DataLoader job's nodes, which this is not.

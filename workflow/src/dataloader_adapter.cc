@@ -5,6 +5,8 @@
 // kept in its baseline's "dataloader" section.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "adapter.h"
 #include "baseline_reader.h"
 #include "pipetune/analyzer/dataloader.h"
@@ -72,6 +74,21 @@ class DataLoaderRunAdapter final : public internal::RunAdapter {
         fmt::format("DataLoader keyword arguments: {}\ncode change: {}\n", tuned.output, tuned.code_change);
     result.dataloader = std::move(tuned);
     return result;
+  }
+
+  StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) const override {
+    DataLoaderVerifyOptions options;
+    if (!request.inputs.empty()) options.trace = request.inputs[0];
+    options.command = request.command;
+    if (request.inputs.size() > 1)
+      options.command.insert(options.command.begin(), request.inputs.begin() + 1, request.inputs.end());
+    options.budgets = request.options.budgets;
+    options.output = request.output;
+    options.rounds = std::max(1, request.rounds.value_or(1));
+    options.objective = request.options.objective;
+    options.program_stdout_to_stderr = request.json;
+    PIPETUNE_ASSIGN_OR_RETURN(DataLoaderVerifyResult result, VerifyDataLoader(options));
+    return VerifyOutcome{DataLoaderVerifyToJson(result), FormatDataLoaderVerify(result)};
   }
 
   StatusOr<ExportResult> Export(const std::vector<std::string>& traces, std::ostream& out,

@@ -1,13 +1,10 @@
-// What `pipetune export` puts on the timeline (export.h): the recording's
-// adapter decides (a DataLoader run's traces gathered and labelled from
-// their records, dataloader_export.cc); one trace alone is exported here.
+// One trace exported alone (export.h), whatever its kind; which traces go
+// on one timeline, and how, the recording's adapter decides (commands.cc).
 #include "pipetune/workflow/export.h"
 
 #include <fmt/format.h>
 
-#include "adapter.h"
 #include "pipetune/tracer/reader.h"
-#include "pipetune/workflow/recording.h"
 
 namespace pipetune::workflow {
 namespace internal {
@@ -22,11 +19,5 @@ StatusOr<ExportResult> ExportOneTrace(const std::string& trace_path, std::ostrea
 }
 
 }  // namespace internal
-
-StatusOr<ExportResult> ExportTimeline(const std::vector<std::string>& trace_paths, std::ostream& out,
-                                      const tracer::ChromeExportOptions& options) {
-  if (trace_paths.empty()) return InvalidInput("no trace to export");
-  return OpenRecording(trace_paths).adapter->Export(trace_paths, out, options);
-}
 
 }  // namespace pipetune::workflow

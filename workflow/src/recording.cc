@@ -36,6 +36,11 @@ const RunAdapter& GateAdapterFor(const BaselineRequest& request, const Baseline*
   return *OpenRecording(request.traces).adapter;
 }
 
+const RunAdapter& VerifyAdapterFor(const VerifyRequest& request) {
+  if (!request.command.empty() || request.inputs.size() >= 2) return ProgramAdapter();
+  return ConfigAdapter();
+}
+
 }  // namespace internal
 
 std::string_view Recording::kind() const { return adapter->kind(); }

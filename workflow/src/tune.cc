@@ -15,8 +15,6 @@
 #include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/rewrite.h"
-#include "adapter.h"
-#include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/run.h"
 
 namespace pipetune::workflow {
@@ -128,11 +126,6 @@ StatusOr<TunedConfig> WriteTunedConfig(const models::PipelineConfig& original, m
                                       "a/" + original_label, "b/" + path);
   }
   return written;
-}
-
-StatusOr<TuneResult> Tune(const TuneRequest& request) {
-  PIPETUNE_RETURN_IF_ERROR(ValidateGivenHandoff(request.handoff_ns));
-  return OpenRecording(request.traces).adapter->Tune(request);
 }
 
 Json TuneResultToJson(const TuneResult& result) {
