@@ -23,8 +23,9 @@ StatusOr<AutotuneResult> Autotune(const AutotuneRequest& request) {
   std::string trace_path = request.trace_path.empty() ? output + ".ptrace" : request.trace_path;
 
   AutotuneController controller(request, config, trace_path, request.config_path);
-  RunConfigOptions run = TracedRunOptions(request.seconds, trace_path, request.registry,
-                                         [&](const runtime::Progress& progress) { controller.Step(progress.seconds); });
+  RunConfigOptions run =
+      TracedRunOptions(request.seconds, trace_path, request.registry,
+                       [&](const runtime::Progress& progress) { controller.Step(progress.seconds); });
   run.config_path = request.config_path;
   run.interrupt = request.interrupt;
   run.progress_interval_s = kTickSeconds;

@@ -113,9 +113,10 @@ StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& sourc
       // The kinds this pipetune knows: "config" or "dataloader".
       std::string known;
       const std::vector<const internal::RunAdapter*>& adapters = internal::Adapters();
-      for (size_t i = 0; i < adapters.size(); ++i)
-        known += fmt::format("{}\"{}\"", i == 0 ? "" : i + 1 == adapters.size() ? " or " : ", ",
-                             adapters[i]->kind());
+      for (size_t i = 0; i < adapters.size(); ++i) {
+        const char* separator = i == 0 ? "" : (i + 1 == adapters.size() ? " or " : ", ");
+        known += fmt::format("{}\"{}\"", separator, adapters[i]->kind());
+      }
       return r.Error("kind", fmt::format("expected {}, got \"{}\"", known, b.kind));
     }
   }

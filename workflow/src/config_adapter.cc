@@ -15,9 +15,9 @@
 #include "handoff_probe.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/models/rate_model.h"
+#include "pipetune/tracer/reader.h"
 #include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
-#include "pipetune/tracer/reader.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/source_rewrite.h"
@@ -176,7 +176,6 @@ StatusOr<TuneResult> TuneConfigTrace(const TuneRequest& request) {
   return result;
 }
 
-
 // Where a config's tune wrote the tuned config, as the plan's JSON ends
 // (what the C++ source rewrite reads too).
 Json WrittenJson(const TuneResult& result) {
@@ -239,8 +238,8 @@ class ConfigRunAdapter final : public internal::RunAdapter {
     if (last.has_plan) outcome.text += tuner::FormatPlanText(last.plan) + "\n";
     outcome.text += FormatRoundTable(result);
     outcome.text += FormatDiff(verified.written);
-    outcome.text += fmt::format("tuned config (round {}): {}\n", result.rounds[result.best].index,
-                                verified.written.path);
+    outcome.text +=
+        fmt::format("tuned config (round {}): {}\n", result.rounds[result.best].index, verified.written.path);
     return outcome;
   }
 
@@ -325,8 +324,7 @@ RunKind ConfigRunKind() {
   config.diagnose = [](const std::string& trace) { return analyzer::DiagnoseTraces({trace}); };
   // The config judged: the file the check names, read (and compared with
   // the baseline) before any run; else the first run's.
-  config.prepare = [](const CheckRequest& request,
-                      const Baseline&) -> StatusOr<std::optional<MeasuredRuns>> {
+  config.prepare = [](const CheckRequest& request, const Baseline&) -> StatusOr<std::optional<MeasuredRuns>> {
     if (request.config_path.empty()) return std::optional<MeasuredRuns>();
     MeasuredRuns judged;
     PIPETUNE_ASSIGN_OR_RETURN(judged.config, models::LoadConfig(request.config_path));

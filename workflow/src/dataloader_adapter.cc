@@ -39,7 +39,6 @@ StatusOr<DataLoaderGateSettings> ParseDataLoaderSettings(const Json& doc, const 
   return s;
 }
 
-
 class DataLoaderRunAdapter final : public internal::RunAdapter {
  public:
   const char* kind() const override { return kDataLoaderBaseline; }
@@ -121,7 +120,8 @@ class DataLoaderRunAdapter final : public internal::RunAdapter {
 
   Status ReadBaselineSettings(const Json& doc, const std::string& source_name,
                               Baseline& baseline) const override {
-    PIPETUNE_ASSIGN_OR_RETURN(baseline.dataloader, ParseDataLoaderSettings(doc, internal::Reader{source_name}));
+    PIPETUNE_ASSIGN_OR_RETURN(baseline.dataloader,
+                              ParseDataLoaderSettings(doc, internal::Reader{source_name}));
     return Status::Ok();
   }
 };

@@ -9,9 +9,9 @@
 #include <map>
 #include <optional>
 
+#include "adapter.h"
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/plan_report.h"
-#include "adapter.h"
 #include "pipetune/workflow/run.h"
 
 namespace pipetune::workflow {

@@ -180,7 +180,8 @@ RunKind DataLoaderRunKind() {
   return dataloader;
 }
 
-Status SameDataLoader(const Baseline& baseline, const MeasuredRuns& now_runs, const std::string& baseline_name) {
+Status SameDataLoader(const Baseline& baseline, const MeasuredRuns& now_runs,
+                      const std::string& baseline_name) {
   if (!baseline.dataloader) return InvalidInput(baseline_name + ": not a DataLoader's baseline");
   if (!now_runs.dataloader) return InvalidInput(baseline_name + ": a DataLoader's baseline, not these runs'");
   const DataLoaderGateSettings& before = *baseline.dataloader;

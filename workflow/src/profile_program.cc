@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "adapter.h"
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/tracer/gpu_profile.h"
 #include "pipetune/tracer/reader.h"
-#include "adapter.h"
 
 namespace pipetune::workflow {
 namespace {

@@ -60,7 +60,8 @@ std::string Changes(const models::PipelineConfig& original, const models::Pipeli
 
 StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config, const std::string& trace_path,
                                         const VerifyOptions& options) {
-  RunConfigOptions run = TracedRunOptions(options.seconds, trace_path, options.registry, options.on_run_progress);
+  RunConfigOptions run =
+      TracedRunOptions(options.seconds, trace_path, options.registry, options.on_run_progress);
   run.base_dir = options.base_dir;
   return RunConfig(config, run);
 }
@@ -189,7 +190,8 @@ StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOp
   return VerifiedTune{std::move(result), std::move(written)};
 }
 
-Json VerifyLoopToJson(const std::vector<VerifyRoundRow>& rounds, size_t best, const std::string& stop_reason) {
+Json VerifyLoopToJson(const std::vector<VerifyRoundRow>& rounds, size_t best,
+                      const std::string& stop_reason) {
   Json rows = Json::array();
   for (const VerifyRoundRow& r : rounds) {
     rows.push_back({{"round", r.round},
