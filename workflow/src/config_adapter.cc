@@ -129,7 +129,7 @@ std::vector<internal::KnobDifference<std::vector<StageKnobs>>> KnobDifferences(
 }
 
 // A config's knobs priced on the baseline's profile (the config's stages
-// are the baseline's, SamePipeline).
+// are the baseline's: SameRun has compared them).
 void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, const JudgeOptions& options,
                  CheckReport& report) {
   std::function<double(const std::vector<StageKnobs>&)> predict;

@@ -1,6 +1,7 @@
-// The CI gate written once for the two kinds of baseline (a config's,
-// baseline.cc and check.cc; a DataLoader's, gate_dataloader.cc): one
-// measuring loop (MeasureRunsOf over a RunKind), one Check, one stage-identity
+// The CI gate written once for every kind of baseline (a config's,
+// config_adapter.cc; a DataLoader's, gate_dataloader.cc, each reached
+// through its adapter, adapter.h): one measuring loop (MeasureRunsOf over
+// a RunKind), one Check and one Judge (commands.cc), one stage-identity
 // comparison (SameStages), one judgement of the knobs (JudgeKnobs) and of
 // the runs (JudgeRuns, Conclude). A kind supplies only how its runs are
 // made and read and what its knobs are, so that both are measured and
