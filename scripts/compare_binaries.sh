@@ -6,7 +6,8 @@
 # traces (their workers' files beside them), and one fresh 3-second run of
 # each synthetic example (recorded by NEW). For each trace: report in every format,
 # report with what-if questions, the gate's baseline file and its check of
-# the trace (text and JSON), tune's JSON plan and its tuned config.
+# the trace (text and JSON), the exported timeline, tune's JSON plan and its
+# tuned config.
 # Prints one line per difference and the count; exits 1 when any differ.
 # COMPARE_KEEP=DIR keeps both sides of each difference there (old.F, new.F).
 # COMPARE_HANDOFF_NS=N: the hand-off cost both give `tune` when both take
@@ -67,6 +68,8 @@ outputs() {
     "$bin" check --baseline "$dir/baseline.json" --format "$format" "$trace" >"$dir/check.$format" 2>&1
     echo "rc=$?" >>"$dir/check.$format"
   done
+  # The timeline `export` writes (a DataLoader's processes on one, or the trace alone).
+  "$bin" export "$trace" -o "$dir/export.json" >"$dir/export" 2>&1; echo "rc=$?" >>"$dir/export"
   sed -i "s#$dir#DIR#g" "$dir"/*
   set -e
   tune_outputs "$bin" "$trace" "$dir"

@@ -1,8 +1,7 @@
 // `pipetune tune TRACE...`: profile + budgets -> plan -> tuned config.
-// `pipetune tune CONFIG --verify`: the closed loop (pipetune/workflow/verify.h).
+// `pipetune tune CONFIG --verify`: the closed loop (pipetune/workflow/verify.h), a DataLoader's too.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -12,8 +11,6 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "pipetune/base/json.h"
-#include "pipetune/tuner/plan_report.h"
-#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/engine_from_dataloader.h"
 #include "pipetune/workflow/tune.h"
 #include "pipetune/workflow/verify.h"
@@ -99,52 +96,36 @@ int TuneTraces(const TuneFlags& flags) {
     if (result->source) fmt::print(stderr, "{}", result->source->output);
     return kExitOk;
   }
-  fmt::print("{}", workflow::FormatTuneResult(*result, flags.source));
+  fmt::print("{}", workflow::FormatTuneResult(*result));
   return kExitOk;
 }
 
-// `pipetune tune TRACE --verify -- python3 train.py`: the DataLoader loop.
-int TuneVerifyDataLoader(const TuneFlags& flags) {
-  StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
-  if (!budgets.ok()) return ReportError(budgets.status());
-  workflow::DataLoaderVerifyOptions options;
-  options.trace = flags.inputs[0];
-  // CLI11 gives what follows -- to the first positional that takes more.
-  options.command = flags.command;
-  options.command.insert(options.command.begin(), flags.inputs.begin() + 1, flags.inputs.end());
-  options.budgets = *budgets;
-  options.output = flags.output;
-  options.rounds = std::max(1, flags.rounds.value_or(1));
-  options.objective = ObjectiveFrom(flags);
-  options.program_stdout_to_stderr = flags.format == "json";
-  StatusOr<workflow::DataLoaderVerifyResult> result = workflow::VerifyDataLoader(options);
-  if (!result.ok()) return ReportError(result.status());
-  if (flags.format == "json") {
-    fmt::print("{}\n", DumpJson(workflow::DataLoaderVerifyToJson(*result), 2));
-    return kExitOk;
-  }
-  fmt::print("{}", workflow::FormatDataLoaderVerify(*result));
-  return kExitOk;
-}
-
+// `pipetune tune CONFIG --verify` (the closed loop) or `pipetune tune TRACE
+// --verify -- python3 train.py` (a DataLoader's): which, the workflow decides.
 int TuneVerify(const TuneFlags& flags) {
-  if (!flags.command.empty() || flags.inputs.size() >= 2) return TuneVerifyDataLoader(flags);
-  if (flags.inputs.size() != 1) return ReportError(InvalidInput("--verify takes one pipeline config"));
   StatusOr<tuner::BudgetFlags> budgets = BudgetsFrom(flags);
   if (!budgets.ok()) return ReportError(budgets.status());
 
   bool show_progress = flags.progress == "always" || (flags.progress == "auto" && StderrIsTerminal());
   auto phase = std::make_shared<workflow::Phase>();
-  workflow::VerifyOptions options;
+  auto drew = std::make_shared<bool>(false);  // a kind that reports no progress leaves stderr alone
+  workflow::VerifyRequest request;
+  request.inputs = flags.inputs;
+  request.command = flags.command;
+  request.rounds = flags.rounds;
+  request.output = flags.output;
+  request.diff = flags.diff;
+  request.json = flags.format == "json";
+  workflow::VerifyOptions& options = request.options;
   options.seconds = flags.seconds;
-  options.rounds = flags.rounds.value_or(3);
   options.objective = ObjectiveFrom(flags);
   options.budgets = *budgets;
   options.trace_dir = flags.trace_dir;
   options.handoff_ns = flags.handoff_ns;
   if (show_progress) {
-    options.on_phase = [phase](const workflow::Phase& p) {
+    options.on_phase = [phase, drew](const workflow::Phase& p) {
       *phase = p;
+      *drew = true;
       fmt::print(stderr, "\r\033[Kround {}/{}: {}", p.round, p.rounds, p.what);
       std::fflush(stderr);
     };
@@ -153,20 +134,14 @@ int TuneVerify(const TuneFlags& flags) {
       std::fflush(stderr);
     };
   }
-  StatusOr<workflow::VerifiedTune> verified =
-      workflow::VerifyConfigFile(flags.inputs[0], options, flags.output, flags.diff);
-  if (show_progress) fmt::print(stderr, "\r\033[K");
-  if (!verified.ok()) return ReportError(verified.status());
-  if (flags.format == "json") {
-    fmt::print("{}\n", DumpJson(workflow::VerifiedTuneToJson(*verified), 2));
+  StatusOr<workflow::VerifyOutcome> outcome = workflow::Verify(request);
+  if (*drew) fmt::print(stderr, "\r\033[K");
+  if (!outcome.ok()) return ReportError(outcome.status());
+  if (request.json) {
+    fmt::print("{}\n", DumpJson(outcome->json, 2));
     return kExitOk;
   }
-  const workflow::VerifyResult& result = verified->result;
-  const workflow::Round& last = result.rounds.back();
-  if (last.has_plan) fmt::print("{}\n", tuner::FormatPlanText(last.plan));
-  fmt::print("{}", workflow::FormatRoundTable(result));
-  fmt::print("{}", workflow::FormatDiff(verified->written));
-  fmt::print("tuned config (round {}): {}\n", result.rounds[result.best].index, verified->written.path);
+  fmt::print("{}", outcome->text);
   return kExitOk;
 }
 

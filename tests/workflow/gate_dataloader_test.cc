@@ -75,6 +75,18 @@ Baseline LoaderBaseline() {
   return b;
 }
 
+// What the gate judges now: a DataLoader's settings, the profile they are
+// priced on (null: not priced), its runs and stages, when given.
+MeasuredRuns LoaderNow(const DataLoaderGateSettings& settings, const models::Profile* profile,
+                       const std::vector<RunRecord>* runs, const std::vector<StageKnobs>& stages = {}) {
+  MeasuredRuns now;
+  now.dataloader = settings;
+  if (profile != nullptr) now.first_profile = *profile;
+  if (runs != nullptr) now.runs = *runs;
+  now.stages = stages;
+  return now;
+}
+
 const StageCheck* FindStage(const CheckReport& report, const std::string& name) {
   for (const StageCheck& s : report.stages) {
     if (s.name == name) return &s;
@@ -86,7 +98,7 @@ TEST(GateDataLoaderTest, UnchangedLoaderPasses) {
   Baseline b = LoaderBaseline();
   std::vector<RunRecord> runs = LoaderRecords(2);
   models::Profile now = analyzer::DataLoaderModelProfile(LoaderRun(2));
-  CheckReport report = JudgeDataLoader(b, *b.dataloader, &now, &runs, {});
+  CheckReport report = Judge(b, LoaderNow(*b.dataloader, &now, &runs), {});
   EXPECT_EQ(report.verdict, Verdict::kPass) << FormatCheckText(report);
   EXPECT_TRUE(report.knobs.empty());
 }
@@ -95,7 +107,7 @@ TEST(GateDataLoaderTest, ATransformFourTimesSlowerFailsNamingIt) {
   Baseline b = LoaderBaseline();
   std::vector<RunRecord> runs = LoaderRecords(8);
   models::Profile now = analyzer::DataLoaderModelProfile(LoaderRun(8));
-  CheckReport report = JudgeDataLoader(b, *b.dataloader, &now, &runs, {});
+  CheckReport report = Judge(b, LoaderNow(*b.dataloader, &now, &runs), {});
   EXPECT_EQ(report.verdict, Verdict::kRegression);
   EXPECT_TRUE(FindStage(report, "transform[1]:Blur")->regressed);
   EXPECT_FALSE(FindStage(report, "transform[0]:Scale")->regressed);
@@ -110,7 +122,7 @@ TEST(GateDataLoaderTest, FewerWorkersIsASettingsChangePricedByTheModel) {
   b.dataloader->knobs.num_workers = 3;  // the baseline ran 3 workers; now 1
   analyzer::DataLoaderProfile run = LoaderRun(2);
   models::Profile now = analyzer::DataLoaderModelProfile(run);
-  CheckReport report = JudgeDataLoader(b, DataLoaderGateSettingsOf(run.settings, now), &now, nullptr, {});
+  CheckReport report = Judge(b, LoaderNow(DataLoaderGateSettingsOf(run.settings, now), &now, nullptr), {});
   ASSERT_EQ(report.knobs.size(), 1u);
   EXPECT_EQ(report.knobs[0].knob, "num_workers");
   EXPECT_EQ(report.knobs[0].baseline, "3");
@@ -126,7 +138,7 @@ TEST(GateDataLoaderTest, EveryStageSlowerByOneFactorIsTheMachine) {
   std::vector<RunRecord> runs;
   for (double n : {1.3, 1.31, 1.29, 1.305, 1.295})
     runs.push_back(RecordOf(analyzer::DataLoaderModelProfile(LoaderRun(2, n))));
-  CheckReport report = JudgeDataLoader(b, *b.dataloader, nullptr, &runs, {});
+  CheckReport report = Judge(b, LoaderNow(*b.dataloader, nullptr, &runs), {});
   EXPECT_EQ(report.verdict, Verdict::kMachine) << FormatCheckText(report);
   EXPECT_EQ(OutcomeOf(report, false), CheckOutcome::kPassed);
 }
@@ -144,26 +156,32 @@ TEST(GateDataLoaderTest, BaselineRoundTripsThroughJsonWithItsSettingsAndCommand)
   EXPECT_TRUE(back->dataloader->knobs == b.dataloader->knobs);
   EXPECT_EQ(back->command, b.command);
   std::vector<RunRecord> runs = LoaderRecords(2);
-  EXPECT_EQ(JudgeDataLoader(*back, *b.dataloader, nullptr, &runs, {}).verdict, Verdict::kPass);
+  EXPECT_EQ(Judge(*back, LoaderNow(*b.dataloader, nullptr, &runs), {}).verdict, Verdict::kPass);
 
   j["dataloader"]["pin_memory"] = "yes";
   StatusOr<Baseline> bad = ParseBaseline(j.dump(), "b.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("dataloader.pin_memory"), std::string::npos);
+  // A kind no adapter has is refused with the kinds this pipetune reads.
   j["kind"] = "graph";
-  EXPECT_FALSE(ParseBaseline(j.dump(), "b.json").ok());
+  StatusOr<Baseline> unknown = ParseBaseline(j.dump(), "b.json");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find(
+                "b.json: baseline key \"kind\": expected \"config\" or \"dataloader\", got \"graph\""),
+            std::string::npos)
+      << unknown.status().message();
 }
 
 TEST(GateDataLoaderTest, AnotherLoaderIsRefused) {
   Baseline b = LoaderBaseline();
   DataLoaderGateSettings other = *b.dataloader;
   other.batch_size = 16;
-  Status batch = SameDataLoader(b, other, b.stages, "base.json");
+  Status batch = SameRun(b, LoaderNow(other, nullptr, nullptr, b.stages), "base.json");
   ASSERT_FALSE(batch.ok());
   EXPECT_NE(batch.message().find("its batch_size is 8, this run's 16"), std::string::npos);
   std::vector<StageKnobs> stages = b.stages;
   stages[2].name = "transform[1]:Sharpen";
-  Status renamed = SameDataLoader(b, *b.dataloader, stages, "base.json");
+  Status renamed = SameRun(b, LoaderNow(*b.dataloader, nullptr, nullptr, stages), "base.json");
   ASSERT_FALSE(renamed.ok());
   // Which stage differs, as for a config (one comparison for both).
   EXPECT_NE(renamed.message().find("stage #3 is"), std::string::npos) << renamed.message();
@@ -171,7 +189,7 @@ TEST(GateDataLoaderTest, AnotherLoaderIsRefused) {
   // Knobs are not identity.
   DataLoaderGateSettings tuned = *b.dataloader;
   tuned.knobs.num_workers = 4;
-  EXPECT_TRUE(SameDataLoader(b, tuned, b.stages, "base.json").ok());
+  EXPECT_TRUE(SameRun(b, LoaderNow(tuned, nullptr, nullptr, b.stages), "base.json").ok());
   EXPECT_EQ(DataLoaderIdentityHash(tuned, b.stages), b.identity);
 }
 

@@ -124,6 +124,14 @@ Baseline MakeBaseline() {
   return b;
 }
 
+// What the gate judges now: the config's knobs and, when given, its runs.
+MeasuredRuns Now(const models::PipelineConfig& config, const std::vector<RunRecord>* runs = nullptr) {
+  MeasuredRuns now;
+  now.config = config;
+  if (runs != nullptr) now.runs = *runs;
+  return now;
+}
+
 const StageCheck* Find(const CheckReport& report, const std::string& name) {
   for (const StageCheck& s : report.stages) {
     if (s.name == name) return &s;
@@ -134,7 +142,7 @@ const StageCheck* Find(const CheckReport& report, const std::string& name) {
 TEST(GateJudgeTest, UnchangedPipelinePasses) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(400, 100);
-  CheckReport report = Judge(b, Config(), &runs, {});
+  CheckReport report = Judge(b, Now(Config(), &runs), {});
   EXPECT_EQ(report.verdict, Verdict::kPass);
   EXPECT_EQ(OutcomeOf(report, false), CheckOutcome::kPassed);
   EXPECT_TRUE(report.knobs.empty());
@@ -143,7 +151,7 @@ TEST(GateJudgeTest, UnchangedPipelinePasses) {
 TEST(GateJudgeTest, ThirtyPercentInTheBottleneckNamesOnlyThatStage) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(520, 100, 500.0 / 620);
-  CheckReport report = Judge(b, Config(), &runs, {});
+  CheckReport report = Judge(b, Now(Config(), &runs), {});
   EXPECT_EQ(report.verdict, Verdict::kRegression);
   EXPECT_TRUE(Find(report, "decode")->regressed);
   EXPECT_FALSE(Find(report, "augment")->regressed);
@@ -156,7 +164,7 @@ TEST(GateJudgeTest, CostRegressionFailsEvenWhenThroughputDidNotMove) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(400, 130);  // augment +30%, throughput as before
   for (RunRecord& r : runs) r.throughput = b.runs[0].throughput;
-  CheckReport report = Judge(b, Config(), &runs, {});
+  CheckReport report = Judge(b, Now(Config(), &runs), {});
   EXPECT_EQ(report.verdict, Verdict::kRegression);
   EXPECT_FALSE(report.throughput_regressed);
   EXPECT_TRUE(Find(report, "augment")->regressed);
@@ -166,7 +174,7 @@ TEST(GateJudgeTest, CostRegressionFailsEvenWhenThroughputDidNotMove) {
 TEST(GateJudgeTest, EveryStageSlowerByOneFactorIsTheMachine) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(520, 130, 1 / 1.3);
-  CheckReport report = Judge(b, Config(), &runs, {});
+  CheckReport report = Judge(b, Now(Config(), &runs), {});
   EXPECT_EQ(report.verdict, Verdict::kMachine);
   EXPECT_TRUE(report.machine_drift);
   EXPECT_NEAR(report.machine_factor, 1.3, 0.03);
@@ -179,7 +187,7 @@ TEST(GateJudgeTest, EveryStageSlowerByOneFactorIsTheMachine) {
 TEST(GateJudgeTest, ThroughputDropWithSteadyCostsIsARegression) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(400, 100, 0.7);
-  CheckReport report = Judge(b, Config(), &runs, {});
+  CheckReport report = Judge(b, Now(Config(), &runs), {});
   EXPECT_EQ(report.verdict, Verdict::kRegression);
   EXPECT_TRUE(report.throughput_regressed);
   EXPECT_NEAR(report.throughput.change, -0.3, 0.02);
@@ -188,7 +196,7 @@ TEST(GateJudgeTest, ThroughputDropWithSteadyCostsIsARegression) {
 TEST(GateJudgeTest, ThroughputDropWhileThreadsWaitedForCoresIsABusierMachine) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(400, 100, 0.7, 1.45);
-  CheckReport report = Judge(b, Config(), &runs, {});
+  CheckReport report = Judge(b, Now(Config(), &runs), {});
   EXPECT_EQ(report.verdict, Verdict::kMachine);
   EXPECT_TRUE(report.machine_busy);
   EXPECT_FALSE(report.throughput_regressed);
@@ -199,7 +207,7 @@ TEST(GateJudgeTest, ThroughputDropWhileThreadsWaitedForCoresIsABusierMachine) {
 TEST(GateJudgeTest, TwoPercentWithinFivePercentTolerancePasses) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(408, 102, 1 / 1.02);
-  CheckReport report = Judge(b, Config(), &runs, JudgeOptions{0.05, 0.95});
+  CheckReport report = Judge(b, Now(Config(), &runs), JudgeOptions{0.05, 0.95});
   EXPECT_EQ(report.verdict, Verdict::kPass);
 }
 
@@ -207,7 +215,7 @@ TEST(GateJudgeTest, LoweredParallelismFailsWithThePredictedDropAndNoRuns) {
   Baseline b = MakeBaseline();
   std::string lowered = kConfig;
   lowered.replace(lowered.find("\"parallelism\": 2"), 16, "\"parallelism\": 1");
-  CheckReport report = Judge(b, Config(lowered), nullptr, {});
+  CheckReport report = Judge(b, Now(Config(lowered), nullptr), {});
   EXPECT_EQ(report.verdict, Verdict::kRegression);
   EXPECT_TRUE(report.config_regressed);
   EXPECT_FALSE(report.timed);
@@ -229,7 +237,7 @@ TEST(GateJudgeTest, RaisedParallelismAndRemovedPrefetchAreReportedNotFailed) {
   changed.replace(
       changed.find(",\n    { \"name\": \"prefetch\""),
       std::string(",\n    { \"name\": \"prefetch\", \"op\": \"prefetch\", \"buffer\": 4 }").size(), "");
-  CheckReport report = Judge(b, Config(changed), nullptr, {});
+  CheckReport report = Judge(b, Now(Config(changed), nullptr), {});
   EXPECT_EQ(report.verdict, Verdict::kPass);
   ASSERT_EQ(report.knobs.size(), 2u);
   EXPECT_EQ(report.knobs[0].knob, "parallelism");
@@ -242,9 +250,9 @@ TEST(GateJudgeTest, ChangedArgsAreTheSamePipelineWithANote) {
   std::string slower = kConfig;
   slower.replace(slower.find("\"us\": 100"), 9, "\"us\": 130");
   models::PipelineConfig config = Config(slower);
-  EXPECT_TRUE(SamePipeline(b, config, "base.json").ok());
+  EXPECT_TRUE(SameRun(b, Now(config), "base.json").ok());
   std::vector<RunRecord> runs = Runs(400, 100);
-  CheckReport report = Judge(b, config, &runs, {});
+  CheckReport report = Judge(b, Now(config, &runs), {});
   ASSERT_EQ(report.notes.size(), 1u);
   EXPECT_NE(report.notes[0].find("args changed"), std::string::npos);
 }
@@ -252,7 +260,7 @@ TEST(GateJudgeTest, ChangedArgsAreTheSamePipelineWithANote) {
 TEST(GateJudgeTest, ReportRendersEveryFormat) {
   Baseline b = MakeBaseline();
   std::vector<RunRecord> runs = Runs(520, 100, 500.0 / 620);
-  CheckReport report = Judge(b, Config(), &runs, {});
+  CheckReport report = Judge(b, Now(Config(), &runs), {});
   Json j = CheckReportToJson(report);
   EXPECT_EQ(j["verdict"], "regression");
   EXPECT_TRUE(j["throughput"].contains("baseline"));
@@ -284,7 +292,7 @@ TEST(GateInputTest, BaselineRoundTripsThroughJson) {
                    b.runs[2].stages[1].cpu_seconds_per_element);
   EXPECT_EQ(back->model.stages[1].parallelism, 2);
   std::vector<RunRecord> runs = Runs(400, 100);
-  EXPECT_EQ(Judge(*back, Config(), &runs, {}).verdict, Verdict::kPass);
+  EXPECT_EQ(Judge(*back, Now(Config(), &runs), {}).verdict, Verdict::kPass);
 }
 
 TEST(GateInputTest, MalformedJsonNamesTheByteOffset) {
@@ -319,7 +327,7 @@ TEST(GateInputTest, BaselineOfAnotherPipelineIsRefused) {
   Baseline b = MakeBaseline();
   std::string renamed = kConfig;
   renamed.replace(renamed.find("\"augment\""), 9, "\"flip\"");
-  Status other = SamePipeline(b, Config(renamed), "base.json");
+  Status other = SameRun(b, Now(Config(renamed)), "base.json");
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.message().find("a baseline of another pipeline"), std::string::npos);
   EXPECT_NE(other.message().find("stage #3 is \"augment\" in the baseline, \"flip\" in the config"),
@@ -329,7 +337,7 @@ TEST(GateInputTest, BaselineOfAnotherPipelineIsRefused) {
   const std::string augment_fn = "\"fn\": \"cpu_work\", \"args\": { \"us\": 100 }";
   other_fn.replace(other_fn.find(augment_fn), augment_fn.size(),
                    "\"fn\": \"io_wait\", \"args\": { \"ms\": 1 }");
-  Status fn = SamePipeline(b, Config(other_fn), "base.json");
+  Status fn = SameRun(b, Now(Config(other_fn)), "base.json");
   ASSERT_FALSE(fn.ok());
   EXPECT_NE(fn.message().find("stage \"augment\" runs map cpu_work in the baseline, map io_wait"),
             std::string::npos)

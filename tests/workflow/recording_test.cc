@@ -25,12 +25,12 @@ const std::string kDataLoaderTrace =
 const std::string kConfigTrace = std::string(PIPETUNE_SOURCE_DIR) + "/tests/cli/golden/two_stage_cpu.trace";
 
 TEST(RecordingTest, TheKindIsReadFromTheFirstTracesHeader) {
-  EXPECT_TRUE(OpenRecording({kDataLoaderTrace}).is_dataloader());
-  EXPECT_FALSE(OpenRecording({kConfigTrace}).is_dataloader());
+  EXPECT_EQ(OpenRecording({kDataLoaderTrace}).kind(), "dataloader");
+  EXPECT_EQ(OpenRecording({kConfigTrace}).kind(), "config");
   // No traces (the gate runs the config itself), or one that cannot be read
   // (the reader refuses it by name later): a pipeline's.
-  EXPECT_FALSE(OpenRecording({}).is_dataloader());
-  EXPECT_FALSE(OpenRecording({"/nonexistent/run.trace"}).is_dataloader());
+  EXPECT_EQ(OpenRecording({}).kind(), "config");
+  EXPECT_EQ(OpenRecording({"/nonexistent/run.trace"}).kind(), "config");
 }
 
 TEST(RecordingTest, TuneTakesADataLoadersTraceAndWritesItsKeywordArguments) {
@@ -56,7 +56,7 @@ TEST(RecordingTest, TuneTakesADataLoadersTraceAndWritesItsKeywordArguments) {
   EXPECT_EQ(printed["dataloader_kwargs"], Json::parse(*written));
   EXPECT_EQ(printed["dataloader_kwargs"].begin().key(), "num_workers");
   EXPECT_THAT(printed["code_change"].get<std::string>(), HasSubstr("DataLoader("));
-  EXPECT_THAT(FormatTuneResult(*result, ""), HasSubstr("DataLoader keyword arguments: " + request.output));
+  EXPECT_THAT(FormatTuneResult(*result), HasSubstr("DataLoader keyword arguments: " + request.output));
 
   // A DataLoader's run is tuned alone, whatever comes after it.
   request.traces = {kDataLoaderTrace, kConfigTrace};

@@ -23,16 +23,14 @@ StatusOr<AutotuneResult> Autotune(const AutotuneRequest& request) {
   std::string trace_path = request.trace_path.empty() ? output + ".ptrace" : request.trace_path;
 
   AutotuneController controller(request, config, trace_path, request.config_path);
-  RunConfigOptions run;
-  run.seconds = request.seconds;
-  run.trace_path = trace_path;
+  RunConfigOptions run =
+      TracedRunOptions(request.seconds, trace_path, request.registry,
+                       [&](const runtime::Progress& progress) { controller.Step(progress.seconds); });
   run.config_path = request.config_path;
-  run.registry = request.registry;
   run.interrupt = request.interrupt;
   run.progress_interval_s = kTickSeconds;
   run.resizable_workers = ResizableWorkers(request.budgets);
   run.on_start = [&](runtime::Pipeline& pipeline) { controller.Attach(&pipeline, config); };
-  run.on_progress = [&](const runtime::Progress& progress) { controller.Step(progress.seconds); };
   StatusOr<runtime::RunSummary> summary = RunConfig(config, run);
   controller.Attach(nullptr, {});  // the run's pipeline is gone
   if (!summary.ok()) return summary.status();

@@ -21,18 +21,6 @@ constexpr double kMinJudgedShare = 0.05;
 // factor" (at least; the tolerance when larger).
 constexpr double kMinDriftSpread = 0.10;
 
-bool IsKnobOp(const std::string& op) { return op == "prefetch" || op == "cache"; }
-
-std::vector<internal::StageIdentity> IdentitiesOf(const std::vector<StageKnobs>& stages) {
-  std::vector<internal::StageIdentity> ids;
-  for (const StageKnobs& s : stages) {
-    if (!IsKnobOp(s.op)) ids.push_back({s.name, s.op, s.fn});
-  }
-  return ids;
-}
-
-std::string Spell(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "none"; }
-
 // The stage's CPU seconds per element in each run (0 when the run lacks it).
 std::vector<double> CpuSamples(const std::vector<RunRecord>& runs, const std::string& stage) {
   std::vector<double> samples;
@@ -69,107 +57,6 @@ std::vector<double> Throughputs(const std::vector<RunRecord>& runs) {
   samples.reserve(runs.size());
   for (const RunRecord& run : runs) samples.push_back(run.throughput);
   return samples;
-}
-
-// The knobs of `config` as the model's configuration over the baseline's
-// profile; the stages are matched by name.
-models::Configuration ConfigurationFor(const models::Profile& profile, const std::vector<StageKnobs>& knobs) {
-  models::Configuration conf = models::ObservedConfiguration(profile);
-  conf.cache_after.reset();
-  for (size_t k = 0; k < knobs.size(); ++k) {
-    std::optional<size_t> index = profile.FindStage(knobs[k].name);
-    if (index && profile.stages[*index].parallel)
-      conf.parallelism[*index] = std::max(1, knobs[k].parallelism);
-    if (knobs[k].op == "cache" && k > 0) {
-      // A cache after the nearest earlier stage the profile knows.
-      for (size_t j = k; j-- > 0;) {
-        if (std::optional<size_t> before = profile.FindStage(knobs[j].name)) {
-          conf.cache_after = *before;
-          break;
-        }
-      }
-    }
-  }
-  return conf;
-}
-
-double PredictFor(const models::Profile& profile, const std::vector<StageKnobs>& knobs) {
-  return models::Predict(profile, ConfigurationFor(profile, knobs)).throughput;
-}
-
-// The knobs that differ between the baseline's stages and `now`'s, each
-// with the baseline's stages with only that change made (to price it).
-std::vector<internal::KnobDifference<std::vector<StageKnobs>>> KnobDifferences(
-    const std::vector<StageKnobs>& before, const std::vector<StageKnobs>& now) {
-  std::vector<internal::KnobDifference<std::vector<StageKnobs>>> differences;
-  std::map<std::string, size_t> now_index;
-  for (size_t i = 0; i < now.size(); ++i) now_index[now[i].name] = i;
-  std::map<std::string, size_t> before_index;
-  for (size_t i = 0; i < before.size(); ++i) before_index[before[i].name] = i;
-
-  for (size_t i = 0; i < before.size(); ++i) {
-    const StageKnobs& b = before[i];
-    auto found = now_index.find(b.name);
-    if (found == now_index.end()) {  // a prefetch or cache stage removed
-      std::optional<std::vector<StageKnobs>> changed;
-      if (b.op == "cache") {
-        changed = before;
-        changed->erase(changed->begin() + static_cast<std::ptrdiff_t>(i));
-      }
-      differences.push_back(
-          {{b.name, b.op == "cache" ? "cache" : "buffer",
-            b.op == "cache" ? b.location.value_or("memory") : Spell(b.buffer), "none", std::nullopt},
-           changed});
-      continue;
-    }
-    const StageKnobs& n = now[found->second];
-    if (b.parallelism != n.parallelism) {
-      std::vector<StageKnobs> changed = before;
-      changed[i].parallelism = n.parallelism;
-      differences.push_back({{b.name, "parallelism", std::to_string(b.parallelism),
-                              std::to_string(n.parallelism), std::nullopt},
-                             changed});
-    }
-    if (b.buffer != n.buffer)
-      differences.push_back(
-          {{b.name, "buffer", Spell(b.buffer), Spell(n.buffer), std::nullopt}, std::nullopt});
-    if (b.location != n.location)
-      differences.push_back(
-          {{b.name, "cache", b.location.value_or("none"), n.location.value_or("none"), std::nullopt},
-           std::nullopt});
-  }
-  for (size_t i = 0; i < now.size(); ++i) {
-    const StageKnobs& n = now[i];
-    if (before_index.count(n.name)) continue;
-    std::optional<std::vector<StageKnobs>> changed;
-    if (n.op == "cache") {
-      changed = before;
-      // Insert it after the stage it follows in the new config.
-      size_t at = 0;
-      for (size_t j = i; j-- > 0;) {
-        auto known = before_index.find(now[j].name);
-        if (known != before_index.end()) {
-          at = known->second + 1;
-          break;
-        }
-      }
-      changed->insert(changed->begin() + static_cast<std::ptrdiff_t>(at), n);
-    }
-    differences.push_back({{n.name, n.op == "cache" ? "cache" : "buffer", "none",
-                            n.op == "cache" ? n.location.value_or("memory") : Spell(n.buffer), std::nullopt},
-                           changed});
-  }
-  return differences;
-}
-
-// A config's knobs priced on the baseline's profile (the config's stages
-// are the baseline's, SamePipeline).
-void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, const JudgeOptions& options,
-                 CheckReport& report) {
-  std::function<double(const std::vector<StageKnobs>&)> predict;
-  if (!baseline.model.stages.empty())
-    predict = [&](const std::vector<StageKnobs>& knobs) { return PredictFor(baseline.model, knobs); };
-  internal::JudgeKnobs(predict, baseline.stages, now, KnobDifferences(baseline.stages, now), options, report);
 }
 
 }  // namespace
@@ -327,54 +214,6 @@ Status SameStages(const std::vector<StageIdentity>& before, const std::vector<St
 }
 
 }  // namespace internal
-
-Status SamePipeline(const Baseline& baseline, const models::PipelineConfig& config,
-                    const std::string& baseline_name) {
-  return internal::SameStages(IdentitiesOf(baseline.stages), IdentitiesOf(KnobsOf(config)),
-                              fmt::format("{}: a baseline of another pipeline ({}), not compared: ",
-                                          baseline_name, baseline.pipeline),
-                              "the config", " (prefetch and cache aside)");
-}
-
-CheckReport Judge(const Baseline& baseline, const models::PipelineConfig& config,
-                  const std::vector<RunRecord>* runs, const JudgeOptions& options) {
-  CheckReport report;
-  report.pipeline = baseline.pipeline;
-  report.tolerance = options.tolerance;
-  std::string identity = IdentityHash(config);
-  if (identity != baseline.identity)
-    report.notes.push_back(fmt::format(
-        "the stages' args changed since the baseline (identity {} -> {}): the same pipeline, costs compared",
-        baseline.identity, identity));
-  JudgeConfig(baseline, KnobsOf(config), options, report);
-  if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
-    internal::JudgeRuns(baseline, *runs, options, report);
-  internal::Conclude(report);
-  return report;
-}
-
-StatusOr<CheckReport> Check(const CheckRequest& request) {
-  if (request.judge.tolerance < 0 || request.judge.tolerance >= 1)
-    return InvalidInput(
-        fmt::format("--tolerance: expected a percentage in [0, 100), got {}", request.judge.tolerance * 100));
-  PIPETUNE_ASSIGN_OR_RETURN(Baseline baseline, LoadBaseline(request.baseline_path));
-  BaselineRequest runs{request.config_path, request.traces, request.runs, request.seconds, "",
-                       request.command};
-  internal::RunKind kind = internal::RunKindFor(runs, &baseline);
-  PIPETUNE_RETURN_IF_ERROR(kind.prepare(request, baseline));
-  std::optional<MeasuredRuns> measured;
-  if (!request.traces.empty() || request.runs > 0 || !kind.judges_without_runs) {
-    PIPETUNE_ASSIGN_OR_RETURN(measured, internal::MeasureRunsOf(kind, runs, /*diagnose=*/true));
-    PIPETUNE_RETURN_IF_ERROR(kind.same(baseline, *measured, request.baseline_path));
-  }
-  CheckReport report = kind.judge(baseline, measured ? &*measured : nullptr, request.judge);
-  if (measured) {
-    internal::ReportRuns(baseline, *measured, report);
-  } else {
-    report.notes.push_back("config only: no runs (--runs 0)");
-  }
-  return report;
-}
 
 CheckOutcome OutcomeOf(const CheckReport& report, bool strict_machine) {
   if (report.verdict == Verdict::kRegression) return CheckOutcome::kFailed;

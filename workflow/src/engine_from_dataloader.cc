@@ -9,9 +9,9 @@
 #include <map>
 #include <optional>
 
+#include "adapter.h"
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/plan_report.h"
-#include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/run.h"
 
 namespace pipetune::workflow {
@@ -357,7 +357,7 @@ std::string EngineConfigPath(const std::string& requested, const std::string& tr
 }
 
 StatusOr<EngineTuneResult> TuneEngineFromDataLoader(const EngineTuneRequest& request) {
-  if (request.traces.size() != 1 || !OpenRecording(request.traces).is_dataloader()) {
+  if (request.traces.size() != 1 || !internal::DataLoaderAdapter().Recognizes(request.traces[0])) {
     return InvalidInput(fmt::format(
         "{}: --engine takes one DataLoader's trace (pipetune profile --trace TRACE -- python3 train.py)",
         request.traces.empty() ? std::string("no trace") : request.traces[0]));
@@ -380,10 +380,8 @@ StatusOr<EngineTuneResult> TuneEngineFromDataLoader(const EngineTuneRequest& req
   fs::path output(result.output);
   result.calibration_trace =
       (output.parent_path() / (output.stem().string() + ".calibration.ptrace")).string();
-  RunConfigOptions run;
-  run.seconds = request.calibration_seconds;
-  run.trace_path = result.calibration_trace;
-  StatusOr<runtime::RunSummary> calibration = RunConfig(config, run);
+  StatusOr<runtime::RunSummary> calibration =
+      RunConfig(config, TracedRunOptions(request.calibration_seconds, result.calibration_trace));
   if (!calibration.ok()) return calibration.status().WithContext("the calibration run of " + trace);
   result.calibration = *calibration;
 

@@ -16,7 +16,6 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/what_if.h"
-#include "pipetune/base/check.h"
 #include "pipetune/base/json.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/workflow/dataloader.h"
@@ -162,7 +161,8 @@ RunKind DataLoaderRunKind() {
     return profile;
   };
   dataloader.diagnose = [last](const std::string&) { return analyzer::DiagnoseDataLoader(**last); };
-  dataloader.prepare = [](const CheckRequest& request, const Baseline& baseline) -> Status {
+  dataloader.prepare = [](const CheckRequest& request,
+                          const Baseline& baseline) -> StatusOr<std::optional<MeasuredRuns>> {
     if (baseline.kind != kDataLoaderBaseline)
       return InvalidInput(fmt::format(
           "{}: a baseline of the pipeline config {}, not of a DataLoader: record one with `pipetune "
@@ -175,25 +175,17 @@ RunKind DataLoaderRunKind() {
                       request.baseline_path, request.config_path));
     if (request.traces.empty() && request.command.empty())
       return InvalidInput("a DataLoader's baseline needs a program (-- python3 SCRIPT) or its traces");
-    return Status::Ok();
-  };
-  dataloader.same = [](const Baseline& baseline, const MeasuredRuns& measured, const std::string& name) {
-    return SameDataLoader(baseline, *measured.dataloader, measured.stages, name);
-  };
-  dataloader.judge = [](const Baseline& baseline, const MeasuredRuns* measured, const JudgeOptions& options) {
-    PIPETUNE_CHECK(measured != nullptr);  // judges_without_runs is false
-    return JudgeDataLoader(baseline, *measured->dataloader, &measured->first_profile, &measured->runs,
-                           options);
+    return std::optional<MeasuredRuns>();  // the runs say what is judged
   };
   return dataloader;
 }
 
-}  // namespace internal
-
-Status SameDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,
-                      const std::vector<StageKnobs>& stages, const std::string& baseline_name) {
+Status SameDataLoader(const Baseline& baseline, const MeasuredRuns& now_runs,
+                      const std::string& baseline_name) {
   if (!baseline.dataloader) return InvalidInput(baseline_name + ": not a DataLoader's baseline");
+  if (!now_runs.dataloader) return InvalidInput(baseline_name + ": a DataLoader's baseline, not these runs'");
   const DataLoaderGateSettings& before = *baseline.dataloader;
+  const DataLoaderGateSettings& now = *now_runs.dataloader;
   std::string other = fmt::format("{}: a baseline of another DataLoader ({}), not compared: ", baseline_name,
                                   baseline.pipeline);
   if (before.dataset != now.dataset)
@@ -207,21 +199,19 @@ Status SameDataLoader(const Baseline& baseline, const DataLoaderGateSettings& no
     for (const StageKnobs& s : stages) ids.push_back({s.name, "", ""});
     return ids;
   };
-  return internal::SameStages(names(baseline.stages), names(stages), other, "this run", "");
+  return internal::SameStages(names(baseline.stages), names(now_runs.stages), other, "this run", "");
 }
 
-CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,
-                            const models::Profile* now_profile, const std::vector<RunRecord>* runs,
-                            const JudgeOptions& options) {
-  CheckReport report;
-  report.pipeline = baseline.pipeline;
-  report.tolerance = options.tolerance;
+void JudgeDataLoaderKnobs(const Baseline& baseline, const MeasuredRuns& now_runs, const JudgeOptions& options,
+                          CheckReport& report) {
+  const DataLoaderGateSettings now = now_runs.dataloader.value_or(DataLoaderGateSettings{});
+  const models::Profile* now_profile = &now_runs.first_profile;
   const tuner::DataLoaderKnobs before =
       baseline.dataloader ? baseline.dataloader->knobs : tuner::DataLoaderKnobs{};
   // Priced on the new run's profile: the baseline keeps only the stages'
   // parameters, not the worker group the settings act on.
   std::function<double(const tuner::DataLoaderKnobs&)> predict;
-  if (now_profile != nullptr && !now_profile->groups.empty())
+  if (!now_profile->groups.empty())
     predict = [now_profile](const tuner::DataLoaderKnobs& knobs) {
       return models::Predict(*now_profile, tuner::ConfigurationFor(*now_profile, knobs)).throughput;
     };
@@ -240,10 +230,8 @@ CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettin
   add(analyzer::kPersistentWorkersKnob, &tuner::DataLoaderKnobs::persistent_workers, Bool);
   add(analyzer::kPinMemoryKnob, &tuner::DataLoaderKnobs::pin_memory, Bool);
   internal::JudgeKnobs(predict, before, now.knobs, std::move(differences), options, report);
-  if (runs != nullptr && !runs->empty() && !baseline.runs.empty())
-    internal::JudgeRuns(baseline, *runs, options, report);
-  internal::Conclude(report);
-  return report;
 }
+
+}  // namespace internal
 
 }  // namespace pipetune::workflow

@@ -1,6 +1,7 @@
-// The CI gate written once for the two kinds of baseline (a config's,
-// baseline.cc and check.cc; a DataLoader's, gate_dataloader.cc): one
-// measuring loop (MeasureRunsOf over a RunKind), one Check, one stage-identity
+// The CI gate written once for every kind of baseline (a config's,
+// config_adapter.cc; a DataLoader's, gate_dataloader.cc, each reached
+// through its adapter, adapter.h): one measuring loop (MeasureRunsOf over
+// a RunKind), one Check and one Judge (commands.cc), one stage-identity
 // comparison (SameStages), one judgement of the knobs (JudgeKnobs) and of
 // the runs (JudgeRuns, Conclude). A kind supplies only how its runs are
 // made and read and what its knobs are, so that both are measured and
@@ -116,29 +117,24 @@ struct RunKind {
 
   // The check. `prepare` refuses a request this kind cannot check against
   // `baseline` (bad input, naming what is wrong), and reads what is judged
-  // before any run is made (a config file, refused when of another
-  // pipeline). `same`: Ok when the new runs are of the baseline's pipeline,
-  // else what differs. `judge`: the knobs and, with runs (null: none), the
-  // runs against the baseline, concluded (Judge, JudgeDataLoader).
-  std::function<Status(const CheckRequest& request, const Baseline& baseline)> prepare;
-  std::function<Status(const Baseline& baseline, const MeasuredRuns& measured,
-                       const std::string& baseline_name)>
-      same;
-  std::function<CheckReport(const Baseline& baseline, const MeasuredRuns* measured,
-                            const JudgeOptions& options)>
-      judge;
+  // when it is known before any run is made (a config file: its knobs,
+  // compared with the baseline's before the runs); nullopt: the first new
+  // run says.
+  std::function<StatusOr<std::optional<MeasuredRuns>>(const CheckRequest& request, const Baseline& baseline)>
+      prepare;
   bool judges_without_runs = false;  // a config's knobs are judged on the baseline's profile alone
 };
 
-// The kinds: a config's runs (baseline.cc) and a DataLoader's, the program
-// under the bootstrap or its traces (gate_dataloader.cc). Each call makes a
-// fresh kind (it may hold what `prepare` read).
+// The kinds: a config's runs (config_adapter.cc) and a DataLoader's, the
+// program under the bootstrap or its traces (gate_dataloader.cc); each
+// kind's adapter (adapter.h) hands out its own.
 RunKind ConfigRunKind();
 RunKind DataLoaderRunKind();
-// The kind of the runs `request` names (the one place the gate asks): a
-// DataLoader's when `baseline` (null: none yet) is one's, a program is
-// given, or the traces are a DataLoader's; else a config's.
-RunKind RunKindFor(const BaselineRequest& request, const Baseline* baseline = nullptr);
+// A DataLoader's part of SameRun and Judge (check.h): its dataset, batch
+// size and stage names; its settings priced on the new run's profile.
+Status SameDataLoader(const Baseline& baseline, const MeasuredRuns& now, const std::string& baseline_name);
+void JudgeDataLoaderKnobs(const Baseline& baseline, const MeasuredRuns& now, const JudgeOptions& options,
+                          CheckReport& report);
 
 // The runs of `request` (its traces, or `request.runs` new runs made by
 // `kind.run` in request.trace_dir or a temporary directory) read by

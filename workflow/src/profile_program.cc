@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "adapter.h"
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/tracer/gpu_profile.h"
 #include "pipetune/tracer/reader.h"
-#include "pipetune/workflow/recording.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -43,7 +43,7 @@ using Environment = std::vector<std::pair<std::string, std::string>>;
 std::vector<ProfiledProcess> RecordedProcesses(const std::string& trace) {
   std::vector<ProfiledProcess> processes;
   for (const std::string& path : analyzer::JobTracePaths(trace)) {
-    if (!OpenRecording({path}).is_dataloader()) continue;
+    if (!internal::ProgramAdapter().Recognizes(path)) continue;
     StatusOr<tracer::Trace> main = tracer::LoadTrace(path);
     if (!main.ok()) continue;
     analyzer::DataLoaderProfile p = analyzer::DescribeDataLoaderProcess(*main);

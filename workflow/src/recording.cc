@@ -1,15 +1,60 @@
-// A recording's kind, decided once (recording.h).
+// A recording's kind, decided once (recording.h), and the list of kinds
+// (adapter.h): adding a kind is adding its adapter to Adapters().
 #include "pipetune/workflow/recording.h"
 
-#include "pipetune/analyzer/dataloader_trace.h"
+#include "adapter.h"
 
 namespace pipetune::workflow {
+namespace internal {
+
+const std::vector<const RunAdapter*>& Adapters() {
+  // The engine's config claims no recording itself: it takes every one no
+  // other kind recognizes (OpenRecording). A new kind is listed here.
+  static const std::vector<const RunAdapter*> adapters = {&ConfigAdapter(), &DataLoaderAdapter()};
+  return adapters;
+}
+
+const RunAdapter* AdapterNamed(const std::string& kind) {
+  for (const RunAdapter* adapter : Adapters()) {
+    if (kind == adapter->kind()) return adapter;
+  }
+  return nullptr;
+}
+
+const RunAdapter& ProgramAdapter() { return DataLoaderAdapter(); }
+
+const RunAdapter& AdapterOf(const Baseline& baseline) {
+  const RunAdapter* named = AdapterNamed(baseline.kind);
+  return named != nullptr ? *named : ConfigAdapter();
+}
+
+const RunAdapter& GateAdapterFor(const BaselineRequest& request, const Baseline* baseline) {
+  // A baseline of another kind than the engine's says what the runs must
+  // be (its adapter refuses a request of another kind by name).
+  if (baseline != nullptr && &AdapterOf(*baseline) != &ConfigAdapter()) return AdapterOf(*baseline);
+  if (!request.command.empty()) return ProgramAdapter();
+  return *OpenRecording(request.traces).adapter;
+}
+
+const RunAdapter& VerifyAdapterFor(const VerifyRequest& request) {
+  if (!request.command.empty() || request.inputs.size() >= 2) return ProgramAdapter();
+  return ConfigAdapter();
+}
+
+}  // namespace internal
+
+std::string_view Recording::kind() const { return adapter->kind(); }
 
 Recording OpenRecording(const std::vector<std::string>& traces) {
   Recording recording;
   recording.traces = traces;
-  if (!traces.empty() && analyzer::IsDataLoaderTraceFile(traces.front())) {
-    recording.kind = RecordingKind::kDataLoader;
+  recording.adapter = &internal::ConfigAdapter();
+  if (traces.empty()) return recording;
+  for (const internal::RunAdapter* adapter : internal::Adapters()) {
+    if (adapter->Recognizes(traces.front())) {
+      recording.adapter = adapter;
+      break;
+    }
   }
   return recording;
 }

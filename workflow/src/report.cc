@@ -5,11 +5,8 @@
 
 #include <utility>
 
-#include "decode_probe.h"
-#include "pipetune/analyzer/dataloader.h"
-#include "pipetune/analyzer/dataloader_job.h"
+#include "adapter.h"
 #include "pipetune/base/files.h"
-#include "pipetune/models/config.h"
 #include "pipetune/workflow/recording.h"
 
 namespace pipetune::workflow {
@@ -18,15 +15,7 @@ namespace {
 StatusOr<analyzer::Diagnosis> DiagnoseAny(const ReportRequest& request) {
   analyzer::DiagnoseOptions options;
   options.what_ifs = request.what_ifs;
-  if (!OpenRecording(request.traces).is_dataloader()) {
-    options.measure_jpeg = MeasureDecodeCropHost;
-    return analyzer::DiagnoseTraces(request.traces, options);
-  }
-  // A DataLoader run is its main traces (one per process that consumed a
-  // DataLoader: T and the T.main.<pid> files beside it) and their workers'
-  // traces; several runs given are the nodes of one job (docs/distributed.md).
-  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderJob job, analyzer::ReadDataLoaderJob(request.traces));
-  return analyzer::DiagnoseDataLoaderJob(job, options);
+  return OpenRecording(request.traces).adapter->Diagnose(request.traces, options);
 }
 
 }  // namespace

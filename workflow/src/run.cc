@@ -1,6 +1,7 @@
 #include "pipetune/workflow/run.h"
 
 #include <filesystem>
+#include <utility>
 
 #include "pipetune/tracer/tracer.h"
 
@@ -9,6 +10,17 @@ namespace pipetune::workflow {
 std::string DirectoryOf(const std::string& path) {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   return parent.empty() ? std::string(".") : parent.string();
+}
+
+RunConfigOptions TracedRunOptions(double seconds, const std::string& trace_path,
+                                  const runtime::FunctionRegistry* registry,
+                                  std::function<void(const runtime::Progress&)> on_progress) {
+  RunConfigOptions options;
+  options.seconds = seconds;
+  options.trace_path = trace_path;
+  options.registry = registry;
+  options.on_progress = std::move(on_progress);
+  return options;
 }
 
 StatusOr<runtime::RunSummary> RunConfig(const models::PipelineConfig& config,

@@ -15,7 +15,6 @@
 #include "pipetune/tuner/fusion.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/rewrite.h"
-#include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/run.h"
 
 namespace pipetune::workflow {
@@ -129,106 +128,14 @@ StatusOr<TunedConfig> WriteTunedConfig(const models::PipelineConfig& original, m
   return written;
 }
 
-namespace {
-
-// A DataLoader's run: one plan for its job, the keyword arguments written.
-StatusOr<TuneResult> TuneDataLoader(const TuneRequest& request) {
-  if (request.traces.size() > 1) {
-    return InvalidInput(request.traces[0] + ": a DataLoader's trace is tuned alone");
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(
-      DataLoaderTuneResult tuned,
-      TuneDataLoaderTrace({request.traces[0], request.budgets, request.objective, request.output}));
-  TuneResult result;
-  result.plan = tuned.plan;
-  result.warnings = tuned.warnings;
-  result.dataloader = std::move(tuned);
-  return result;
-}
-
-// A config's run (or a program's, with no config): the plan, the tuned
-// config written.
-StatusOr<TuneResult> TunePipeline(const TuneRequest& request) {
-  PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(request.traces));
-  // Only a plan with graph rewrites prices a map fusion: the probe's 1.5 s is
-  // spent here, not in every profile (the CI gate reads many).
-  if (request.graph_rewrites && traced.input.config) {
-    HandoffCost(request.handoff_ns).PriceInto(*traced.input.config, traced.input.profile);
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
-                            tuner::ResolveResources(traced.input, traced.Limits(), request.budgets));
-  PIPETUNE_ASSIGN_OR_RETURN(
-      tuner::Plan plan,
-      request.graph_rewrites
-          ? tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver)
-          : tuner::Solve(traced.input, resources, request.objective, request.solver));
-  TuneResult result;
-  result.plan = std::move(plan);
-  const std::optional<models::PipelineConfig>& config = traced.input.config;
-  if (!config) {
-    if (!request.output.empty()) {
-      return InvalidInput(fmt::format(
-          "{} holds no pipeline config (a program traced with `pipetune profile`): there is nothing to "
-          "rewrite; drop -o to see the plan",
-          request.traces[0]));
-    }
-    return result;
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig tuned, tuner::ApplyPlan(*config, result.plan));
-  std::string output = TunedConfigPath(request.output, traced.config_path, config->name);
-  std::string original_dir = traced.config_path.empty() ? std::string() : DirectoryOf(traced.config_path);
-  PIPETUNE_ASSIGN_OR_RETURN(TunedConfig written,
-                            WriteTunedConfig(*config, std::move(tuned), original_dir,
-                                             config->name + ".json (as traced)", output, request.diff));
-  result.config = std::move(written);
-  return result;
-}
-
-}  // namespace
-
-StatusOr<TuneResult> Tune(const TuneRequest& request) {
-  PIPETUNE_RETURN_IF_ERROR(ValidateGivenHandoff(request.handoff_ns));
-  const Recording recording = OpenRecording(request.traces);
-  PIPETUNE_ASSIGN_OR_RETURN(TuneResult result,
-                            recording.is_dataloader() ? TuneDataLoader(request) : TunePipeline(request));
-  if (!request.source.empty() && !result.dataloader) {
-    PIPETUNE_ASSIGN_OR_RETURN(SourceRewriteResult rewritten,
-                              RewriteSource({.source = request.source,
-                                             .plan = TuneResultToJson(result),
-                                             .build_dir = request.source_build_dir}));
-    result.source = std::move(rewritten);
-  }
-  return result;
-}
-
 Json TuneResultToJson(const TuneResult& result) {
   Json document = tuner::PlanToJson(result.plan);
-  if (result.dataloader) {
-    document["output"] = result.dataloader->output;
-    document["dataloader_kwargs"] = DataLoaderKwargs(result.dataloader->knobs);
-    document["code_change"] = result.dataloader->code_change;
-    return document;
-  }
-  document["config_path"] = result.config ? Json(result.config->path) : Json(nullptr);
-  if (result.config && result.config->diff) document["diff"] = *result.config->diff;
+  for (const auto& [key, value] : result.written.items()) document[key] = value;
   return document;
 }
 
-std::string FormatTuneResult(const TuneResult& result, const std::string& source) {
-  std::string text = tuner::FormatPlanText(result.plan);
-  if (result.dataloader) {
-    return text + fmt::format("DataLoader keyword arguments: {}\ncode change: {}\n",
-                              result.dataloader->output, result.dataloader->code_change);
-  }
-  if (!result.config) {
-    if (!result.source) text += "\nthe trace holds no pipeline config: nothing to rewrite\n";
-  } else {
-    text += "\n";
-    text += FormatDiff(*result.config);
-    text += fmt::format("tuned config: {}\n", result.config->path);
-  }
-  if (result.source) text += fmt::format("source {}:\n{}", source, result.source->output);
-  return text;
+std::string FormatTuneResult(const TuneResult& result) {
+  return tuner::FormatPlanText(result.plan) + result.written_text;
 }
 
 }  // namespace pipetune::workflow

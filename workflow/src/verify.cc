@@ -60,12 +60,9 @@ std::string Changes(const models::PipelineConfig& original, const models::Pipeli
 
 StatusOr<runtime::RunSummary> RunTraced(const models::PipelineConfig& config, const std::string& trace_path,
                                         const VerifyOptions& options) {
-  RunConfigOptions run;
-  run.seconds = options.seconds;
-  run.trace_path = trace_path;
+  RunConfigOptions run =
+      TracedRunOptions(options.seconds, trace_path, options.registry, options.on_run_progress);
   run.base_dir = options.base_dir;
-  run.registry = options.registry;
-  run.on_progress = options.on_run_progress;
   return RunConfig(config, run);
 }
 
@@ -193,28 +190,34 @@ StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOp
   return VerifiedTune{std::move(result), std::move(written)};
 }
 
-Json VerifyLoopToJson(Json rounds, size_t best, const std::string& stop_reason) {
+Json VerifyLoopToJson(const std::vector<VerifyRoundRow>& rounds, size_t best,
+                      const std::string& stop_reason) {
+  Json rows = Json::array();
+  for (const VerifyRoundRow& r : rounds) {
+    rows.push_back({{"round", r.round},
+                    {r.settings_key, r.settings},
+                    {"predicted_throughput", r.predicted_throughput},
+                    {"measured_throughput", r.measured_throughput},
+                    {r.threads_key, r.threads}});
+  }
+  const VerifyRoundRow& chosen = rounds.at(best);
   Json document = Json::object();
-  document["rounds"] = std::move(rounds);
-  const Json chosen = document["rounds"][best];  // a copy: inserting below moves the keys
-  document["best_round"] = chosen["round"];
-  document["measured_throughput"] = chosen["measured_throughput"];
-  document["predicted_throughput"] = chosen["predicted_throughput"];
+  document["rounds"] = std::move(rows);
+  document["best_round"] = chosen.round;
+  document["measured_throughput"] = chosen.measured_throughput;
+  document["predicted_throughput"] = chosen.predicted_throughput;
   document["stop_reason"] = stop_reason;
   return document;
 }
 
 Json VerifiedTuneToJson(const VerifiedTune& verified) {
   const VerifyResult& result = verified.result;
-  Json rounds = Json::array();
+  std::vector<VerifyRoundRow> rounds;
   for (const Round& round : result.rounds) {
-    rounds.push_back({{"round", round.index},
-                      {"changes", round.changes},
-                      {"predicted_throughput", round.predicted_throughput},
-                      {"measured_throughput", round.measured_throughput},
-                      {"threads", round.threads}});
+    rounds.push_back({round.index, "changes", round.changes, round.predicted_throughput,
+                      round.measured_throughput, "threads", round.threads});
   }
-  Json document = VerifyLoopToJson(std::move(rounds), result.best, result.stop_reason);
+  Json document = VerifyLoopToJson(rounds, result.best, result.stop_reason);
   document["config_path"] = verified.written.path;
   if (verified.written.diff) document["diff"] = *verified.written.diff;
   return document;

@@ -99,30 +99,22 @@ struct JudgeOptions {
   double confidence = 0.95;
 };
 
-// The pure part: the baseline against the new config and, when timed, its
-// runs (null: config only). The config must already be known to be the
-// baseline's pipeline (SamePipeline).
-CheckReport Judge(const Baseline& baseline, const models::PipelineConfig& config,
-                  const std::vector<RunRecord>* runs, const JudgeOptions& options);
+// The pure part, one function for every kind of run: the baseline against
+// `now` (what MeasureRuns returns: the new pipeline's knobs, a config or a
+// DataLoader's settings with its profile, and its runs; no runs: the knobs
+// alone). The kind's adapter judges the knobs (a config's priced on the
+// baseline's profile; a DataLoader's settings on the new run's profile, as
+// the baseline keeps no worker group), then the runs are judged by the same
+// statistics and rules whatever their kind. `now` must already be known to
+// be the baseline's pipeline (SameRun).
+CheckReport Judge(const Baseline& baseline, const MeasuredRuns& now, const JudgeOptions& options);
 
-// Ok when `config` is the pipeline `baseline` was recorded from; else
-// kInvalidInput saying what differs (a stage's name, op or function).
-Status SamePipeline(const Baseline& baseline, const models::PipelineConfig& config,
-                    const std::string& baseline_name);
-
-// A DataLoader's baseline (baseline.h): the same judgements, with its
-// settings as the knobs. A settings change is priced by the model on the new
-// run's profile (`now_profile`; null: listed, not priced). The runs are
-// judged as a config's (the same statistics and rules).
-CheckReport JudgeDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,
-                            const models::Profile* now_profile, const std::vector<RunRecord>* runs,
-                            const JudgeOptions& options);
-
-// Ok when the runs are of the DataLoader `baseline` was recorded from: the
-// same dataset class, batch size and stages (a transform added, removed or
-// renamed is another loader). Else kInvalidInput saying what differs.
-Status SameDataLoader(const Baseline& baseline, const DataLoaderGateSettings& now,
-                      const std::vector<StageKnobs>& stages, const std::string& baseline_name);
+// Ok when `now` is of the pipeline `baseline` was recorded from: a config's
+// stages' names, ops and functions (prefetch and cache aside); a
+// DataLoader's dataset class, batch size and stages (a transform added,
+// removed or renamed is another loader). Else kInvalidInput saying what
+// differs.
+Status SameRun(const Baseline& baseline, const MeasuredRuns& now, const std::string& baseline_name);
 
 struct CheckRequest {
   std::string baseline_path;

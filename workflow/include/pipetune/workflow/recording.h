@@ -1,39 +1,45 @@
-// The one place a recording's kind is decided. Every command that takes
-// traces (report, tune, baseline, check) opens them here once and then asks
-// the Recording, never the files, which path they take:
+// The one place a recording's kind is decided, and with it the adapter
+// (workflow/src/adapter.h) that every command taking traces (report, tune,
+// baseline, check) goes through:
 //
 //   Recording recording = OpenRecording(request.traces);
-//   if (recording.kind == RecordingKind::kDataLoader) ... else ...
+//   ... internal::AdapterOf(recording).Tune(request) ...
 //
-// The CLI never opens one: it hands the paths to a workflow call, which
-// does. A pipeline config given where a trace belongs is not decided here
-// (tune refuses it with a hint, the reader refuses its magic).
+// The commands never ask which kind they hold; the adapter does what its
+// kind does its own way. The CLI never opens one: it hands the paths to a
+// workflow call, which does. A pipeline config given where a trace belongs
+// is not decided here (tune refuses it with a hint, the reader refuses its
+// magic).
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pipetune::workflow {
 
-enum class RecordingKind {
-  kPipeline,    // the engine's run (pipetune run --trace) or a C++ program's (pipetune profile)
-  kDataLoader,  // a PyTorch DataLoader's: the Python bootstrap's main trace (docs/pytorch.md)
-};
+namespace internal {
+class RunAdapter;
+}
 
 struct Recording {
-  RecordingKind kind = RecordingKind::kPipeline;
   // As given: for a pipeline, the first is profiled and the others add
   // scaling points; for a DataLoader, the main traces of one job's nodes.
   std::vector<std::string> traces;
-  bool is_dataloader() const { return kind == RecordingKind::kDataLoader; }
+  const internal::RunAdapter* adapter = nullptr;  // never null once opened
+  // The kind's name, as a baseline records it: "config" (the engine's run,
+  // `pipetune run --trace`, or a C++ program's, `pipetune profile`) or
+  // "dataloader" (a PyTorch DataLoader's, the Python bootstrap's main trace).
+  std::string_view kind() const;
 };
 
 // Decides the kind from the first trace's header (the bootstrap starts its
 // session with the DataLoader's record as the config, so the header alone
-// tells). Reading the traces themselves, and their errors, stay with the
-// reader each path calls: a trace that cannot be read is a pipeline's here
-// and refused there. No traces: a pipeline's recording of none (the gate
-// then runs the config itself).
+// tells): the first adapter that recognizes it, else the engine's config.
+// Reading the traces themselves, and their errors, stay with the adapter: a
+// trace that cannot be read is a pipeline's here and refused there. No
+// traces: a pipeline's recording of none (the gate then runs the config
+// itself).
 Recording OpenRecording(const std::vector<std::string>& traces);
 
 }  // namespace pipetune::workflow

@@ -44,6 +44,15 @@ struct RunConfigOptions {
   uint32_t consumer_steps_per_second = 1000;
 };
 
+// The options of a traced run of `seconds` (0: until a finite pipeline
+// ends) into `trace_path`, with the element functions of `registry` (null:
+// the built-ins) and `on_progress` called as it runs. Every workflow that
+// runs a config traced (verify's rounds, autotune, the gate's runs, the
+// engine's calibration run) starts from these and sets what it adds.
+RunConfigOptions TracedRunOptions(double seconds, const std::string& trace_path,
+                                  const runtime::FunctionRegistry* registry = nullptr,
+                                  std::function<void(const runtime::Progress&)> on_progress = {});
+
 // Errors: the config does not build (kInvalidInput, naming stage and key), an
 // element function fails (kFailed), the trace cannot be written (kIoError,
 // naming the file).

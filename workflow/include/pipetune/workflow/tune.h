@@ -1,7 +1,8 @@
 // Tuning as users run it: traces -> one profile -> plan -> tuned config,
 // where that config goes, and what changed. A DataLoader's trace takes the
-// same call (its kind is decided by OpenRecording, recording.h) and writes
-// keyword arguments where a config's run writes a tuned config. `pipetune tune`, the tuning loop
+// same call (its kind, and the adapter that maps the plan back to its
+// knobs, are decided by OpenRecording, recording.h) and writes keyword
+// arguments where a config's run writes a tuned config. `pipetune tune`, the tuning loop
 // (verify.h), the CI gate and the benchmarks call these; the CLI only parses
 // flags into a TuneRequest and prints the result.
 #pragma once
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
 #include "pipetune/tracer/records.h"
@@ -101,9 +103,15 @@ struct TuneResult {
   std::optional<SourceRewriteResult> source;  // when the request named a source
   // Said loudly (stderr) as well as in the plan's notes.
   std::vector<std::string> warnings;
+  // What was written, as the kind's adapter says it: the keys the plan's
+  // JSON ends with (a config's "config_path" and "diff", a DataLoader's
+  // "output", "dataloader_kwargs" and "code_change") and the text printed
+  // after the plan's.
+  Json written = Json::object();
+  std::string written_text;
 };
 
-// Decides the traces' kind once (OpenRecording), collects them, resolves the
+// Decides the traces' kind once (OpenRecording); its adapter collects them, resolves the
 // budgets, solves and writes the tuned config (a DataLoader's: its keyword
 // arguments, beside the trace by default). Errors: the traces', the
 // budgets' and --handoff-ns's (kInvalidInput naming the flag), no plan within the budgets,
@@ -112,11 +120,12 @@ struct TuneResult {
 StatusOr<TuneResult> Tune(const TuneRequest& request);
 
 // The plan JSON of `pipetune tune --format json` (tuner::PlanToJson) with
-// `config_path` (null without a config) and `diff` when asked for; a
-// DataLoader's with `output`, `dataloader_kwargs` and `code_change` instead.
+// what was written (TuneResult::written): a config's `config_path` (null
+// without a config) and `diff` when asked for; a DataLoader's `output`,
+// `dataloader_kwargs` and `code_change`.
 Json TuneResultToJson(const TuneResult& result);
 // The same as text: the plan, then what was written (the diff when asked
 // for) and the source's rewrite.
-std::string FormatTuneResult(const TuneResult& result, const std::string& source);
+std::string FormatTuneResult(const TuneResult& result);
 
 }  // namespace pipetune::workflow

@@ -125,13 +125,52 @@ StatusOr<VerifiedTune> VerifyConfigFile(const std::string& config_path, VerifyOp
 // predicted throughput, stop_reason, config_path, diff when asked for.
 Json VerifiedTuneToJson(const VerifiedTune& verified);
 
+// `pipetune tune --verify`, for every kind of run: INPUT a config (the
+// engine's loop above), or TRACE -- PROGRAM (a program run under its
+// recorder: a DataLoader's loop, dataloader.h). The kind's adapter runs its
+// loop, writes the best round's knobs and says what it wrote, as JSON
+// (`--format json`) and as text.
+struct VerifyRequest {
+  // A config; or the trace to write, then the program (CLI11 gives what
+  // follows -- to the first positional that takes more).
+  std::vector<std::string> inputs;
+  std::vector<std::string> command;  // the program, after --
+  VerifyOptions options;             // seconds, objective, budgets, trace_dir, handoff_ns, progress
+  // Plans to run after the first run; unset: the kind's default (3 for a
+  // config; 1, and at least 1, for a DataLoader).
+  std::optional<int> rounds;
+  std::string output;  // where the best round's knobs go; empty: the kind's default
+  bool diff = false;
+  bool json = false;  // printed as JSON: the program's own stdout goes to stderr
+};
+struct VerifyOutcome {
+  Json json;
+  std::string text;
+};
+// Errors: the kind's loop's (a config that does not build, a program that
+// fails, no plan within the budgets), and more than one config.
+StatusOr<VerifyOutcome> Verify(const VerifyRequest& request);
+
+// One round of a tuning loop as `tune --verify --format json` lists it, for
+// every kind: what ran (a config's "changes" in a few words, a DataLoader's
+// "settings", null for the script's own), the prediction that chose it, what
+// was measured, and the threads ("threads") or workers ("workers") it ran.
+struct VerifyRoundRow {
+  int round = 0;
+  const char* settings_key = "changes";
+  Json settings;
+  double predicted_throughput = 0;
+  double measured_throughput = 0;
+  const char* threads_key = "threads";
+  int threads = 0;
+};
+
 // The part of `tune --verify --format json` every kind shares: "rounds"
-// (one object per round, each with "round", "predicted_throughput" and
-// "measured_throughput"), "best_round", the best round's "measured_throughput"
-// and "predicted_throughput", and "stop_reason". A config's adds where its
-// config went, a DataLoader's its keyword arguments (DataLoaderVerifyToJson).
-// `best` indexes `rounds`.
-Json VerifyLoopToJson(Json rounds, size_t best, const std::string& stop_reason);
+// (one object per row, keys in the row's order), "best_round", the best
+// round's "measured_throughput" and "predicted_throughput", and
+// "stop_reason". A config's adds where its config went, a DataLoader's its
+// keyword arguments (DataLoaderVerifyToJson). `best` indexes `rounds`.
+Json VerifyLoopToJson(const std::vector<VerifyRoundRow>& rounds, size_t best, const std::string& stop_reason);
 
 // The rounds as a table: round, changes, predicted, measured, measured /
 // predicted; a line naming the best.

@@ -1,0 +1,109 @@
+// One adapter per kind of run: the engine's config (config_adapter.cc), a
+// PyTorch DataLoader (dataloader_adapter.cc). The commands (report, tune,
+// the CI gate's baseline and check) take the adapter that recording.cc picks
+// and never ask which kind they hold; everything a kind does its own way is
+// here:
+//   - reading its recording into the one model's profile (Diagnose, and the
+//     gate's runs: GateKind);
+//   - mapping a solved plan back to the user's knobs and writing them (Tune:
+//     a tuned config, a file of keyword arguments), and what it wrote, in
+//     the plan's JSON and after its text (TuneResult::written);
+//   - its own part of the gate's judgement (JudgeKnobs, Same) and of the
+//     baseline file (its settings section).
+//
+// Adding a kind is writing one more adapter and listing it in Adapters()
+// (recording.cc); docs/design.md says how. Private to the workflow.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gate_judge.h"
+#include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/base/json.h"
+#include "pipetune/base/status.h"
+#include "pipetune/workflow/baseline.h"
+#include "pipetune/workflow/check.h"
+#include "pipetune/workflow/export.h"
+#include "pipetune/workflow/tune.h"
+#include "pipetune/workflow/verify.h"
+
+namespace pipetune::workflow::internal {
+
+class RunAdapter {
+ public:
+  virtual ~RunAdapter() = default;
+
+  // The kind's name, as a baseline file records it ("config", "dataloader").
+  virtual const char* kind() const = 0;
+  // Whether `trace` is this kind's recording, from its header alone (a trace
+  // that cannot be read is no kind's: the reader refuses it by name later).
+  virtual bool Recognizes(const std::string& trace) const = 0;
+
+  // `pipetune report`: the diagnosis of the traces as given.
+  virtual StatusOr<analyzer::Diagnosis> Diagnose(const std::vector<std::string>& traces,
+                                                 analyzer::DiagnoseOptions options) const = 0;
+
+  // `pipetune tune`: one profile, the plan under the request's budgets, the
+  // user's knobs set from it and written; `written` and `written_text` say
+  // what went where.
+  virtual StatusOr<TuneResult> Tune(const TuneRequest& request) const = 0;
+
+  // `pipetune tune --verify`: the kind's closed loop, the best round's knobs
+  // written, and what it printed (verify.h).
+  virtual StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) const = 0;
+
+  // `pipetune export`: the traces as one Chrome/Perfetto timeline.
+  virtual StatusOr<ExportResult> Export(const std::vector<std::string>& traces, std::ostream& out,
+                                        const tracer::ChromeExportOptions& options) const = 0;
+
+  // The CI gate: how this kind's runs are made, read and diagnosed.
+  virtual RunKind GateKind() const = 0;
+  // The knobs of `now` against the baseline's: report.knobs, the
+  // predictions and config_regressed (JudgeKnobs in gate_judge.h).
+  virtual void JudgeKnobs(const Baseline& baseline, const MeasuredRuns& now, const JudgeOptions& options,
+                          CheckReport& report) const = 0;
+  // Ok when `now` is of the pipeline `baseline` was recorded from; else
+  // kInvalidInput saying what differs.
+  virtual Status Same(const Baseline& baseline, const MeasuredRuns& now,
+                      const std::string& baseline_name) const = 0;
+  // The baseline file's section of this kind's settings: added to `doc` when
+  // written, read back into `baseline` (errors name the file and the key).
+  virtual void WriteBaselineSettings(const Baseline& baseline, Json& doc) const = 0;
+  virtual Status ReadBaselineSettings(const Json& doc, const std::string& source_name,
+                                      Baseline& baseline) const = 0;
+};
+
+// Every kind, in the order they are tried on a recording; the last is the
+// engine's config, which takes whatever no other kind recognizes.
+const std::vector<const RunAdapter*>& Adapters();
+// The adapter of a baseline's kind; null when no kind has that name.
+const RunAdapter* AdapterNamed(const std::string& kind);
+// The adapter that runs a program under its recorder (`-- python3
+// train.py`: the Python bootstrap records its DataLoaders).
+const RunAdapter& ProgramAdapter();
+
+// The adapter of `baseline`'s kind (a baseline read back names a known one).
+const RunAdapter& AdapterOf(const Baseline& baseline);
+// The adapter of the runs the gate is given (the one place the gate asks):
+// the baseline's kind (null: none yet) when it is not the engine's config,
+// else a program's recorder when a program is given, else the traces'
+// (OpenRecording); a config to run is the engine's.
+const RunAdapter& GateAdapterFor(const BaselineRequest& request, const Baseline* baseline = nullptr);
+// The adapter of a tuning loop's input: a program's recorder when a program
+// is given (after --, or after the trace to write), else the engine's
+// config.
+const RunAdapter& VerifyAdapterFor(const VerifyRequest& request);
+
+// One trace exported alone (tracer::ExportChrome), whatever its kind; a
+// DataLoader run's traces gathered on one timeline (dataloader_export.cc).
+StatusOr<ExportResult> ExportOneTrace(const std::string& trace_path, std::ostream& out,
+                                      const tracer::ChromeExportOptions& options);
+StatusOr<ExportResult> ExportDataLoaderRun(const std::vector<std::string>& trace_paths, std::ostream& out,
+                                           const tracer::ChromeExportOptions& options);
+
+const RunAdapter& ConfigAdapter();
+const RunAdapter& DataLoaderAdapter();
+
+}  // namespace pipetune::workflow::internal

@@ -1,0 +1,103 @@
+// The commands that take a recording, each written once over the adapter
+// of its kind (adapter.h, picked in recording.cc): tune, tune --verify,
+// export, the CI gate's baseline and check. Kept apart from the helpers the
+// adapters call (tune.cc, verify.cc, check.cc, baseline.cc, export.cc), so
+// that those never reach up to the adapters.
+#include <fmt/format.h>
+
+#include <optional>
+#include <utility>
+
+#include "adapter.h"
+#include "gate_judge.h"
+#include "handoff_probe.h"
+#include "pipetune/workflow/baseline.h"
+#include "pipetune/workflow/check.h"
+#include "pipetune/workflow/export.h"
+#include "pipetune/workflow/recording.h"
+#include "pipetune/workflow/tune.h"
+#include "pipetune/workflow/verify.h"
+
+namespace pipetune::workflow {
+
+StatusOr<TuneResult> Tune(const TuneRequest& request) {
+  PIPETUNE_RETURN_IF_ERROR(ValidateGivenHandoff(request.handoff_ns));
+  return OpenRecording(request.traces).adapter->Tune(request);
+}
+
+StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) {
+  return internal::VerifyAdapterFor(request).Verify(request);
+}
+
+StatusOr<ExportResult> ExportTimeline(const std::vector<std::string>& trace_paths, std::ostream& out,
+                                      const tracer::ChromeExportOptions& options) {
+  if (trace_paths.empty()) return InvalidInput("no trace to export");
+  return OpenRecording(trace_paths).adapter->Export(trace_paths, out, options);
+}
+
+StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
+  return internal::MeasureRunsOf(internal::GateAdapterFor(request).GateKind(), request, diagnose);
+}
+
+StatusOr<Baseline> RecordBaseline(const BaselineRequest& request) {
+  const internal::RunAdapter& adapter = internal::GateAdapterFor(request);
+  PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured,
+                            internal::MeasureRunsOf(adapter.GateKind(), request, /*diagnose=*/false));
+  Baseline baseline;
+  baseline.kind = adapter.kind();
+  baseline.dataloader = std::move(measured.dataloader);
+  baseline.command = request.command;
+  baseline.pipeline = std::move(measured.pipeline);
+  baseline.identity = std::move(measured.identity);
+  baseline.stages = std::move(measured.stages);
+  baseline.model = std::move(measured.first_profile);
+  baseline.host = measured.host;
+  baseline.runs = std::move(measured.runs);
+  return baseline;
+}
+
+CheckReport Judge(const Baseline& baseline, const MeasuredRuns& now, const JudgeOptions& options) {
+  CheckReport report;
+  report.pipeline = baseline.pipeline;
+  report.tolerance = options.tolerance;
+  internal::AdapterOf(baseline).JudgeKnobs(baseline, now, options, report);
+  if (!now.runs.empty() && !baseline.runs.empty()) internal::JudgeRuns(baseline, now.runs, options, report);
+  internal::Conclude(report);
+  return report;
+}
+
+Status SameRun(const Baseline& baseline, const MeasuredRuns& now, const std::string& baseline_name) {
+  return internal::AdapterOf(baseline).Same(baseline, now, baseline_name);
+}
+
+StatusOr<CheckReport> Check(const CheckRequest& request) {
+  if (request.judge.tolerance < 0 || request.judge.tolerance >= 1)
+    return InvalidInput(
+        fmt::format("--tolerance: expected a percentage in [0, 100), got {}", request.judge.tolerance * 100));
+  PIPETUNE_ASSIGN_OR_RETURN(Baseline baseline, LoadBaseline(request.baseline_path));
+  BaselineRequest runs{request.config_path, request.traces, request.runs, request.seconds, "",
+                       request.command};
+  const internal::RunKind kind = internal::GateAdapterFor(runs, &baseline).GateKind();
+  // What is judged when known before any run (a config file): compared
+  // first, so that another pipeline is refused before time is spent on runs.
+  PIPETUNE_ASSIGN_OR_RETURN(std::optional<MeasuredRuns> prepared, kind.prepare(request, baseline));
+  if (prepared) PIPETUNE_RETURN_IF_ERROR(SameRun(baseline, *prepared, request.baseline_path));
+  std::optional<MeasuredRuns> measured;
+  if (!request.traces.empty() || request.runs > 0 || !kind.judges_without_runs) {
+    PIPETUNE_ASSIGN_OR_RETURN(measured, internal::MeasureRunsOf(kind, runs, /*diagnose=*/true));
+    if (!prepared) PIPETUNE_RETURN_IF_ERROR(SameRun(baseline, *measured, request.baseline_path));
+  }
+  // The knobs judged are the prepared ones when there are (the config the
+  // check names), with the runs measured.
+  MeasuredRuns now = prepared ? std::move(*prepared) : measured.value_or(MeasuredRuns{});
+  if (prepared && measured) now.runs = measured->runs;
+  CheckReport report = Judge(baseline, now, request.judge);
+  if (measured) {
+    internal::ReportRuns(baseline, *measured, report);
+  } else {
+    report.notes.push_back("config only: no runs (--runs 0)");
+  }
+  return report;
+}
+
+}  // namespace pipetune::workflow

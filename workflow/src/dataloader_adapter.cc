@@ -1,0 +1,139 @@
+// A PyTorch DataLoader as a kind of run (adapter.h): the Python
+// bootstrap's main trace and its workers' read into the one model's profile
+// (analyzer::DataLoaderModelProfile), a plan mapped back to the DataLoader's
+// keyword arguments (dataloader.h), and its settings judged by the gate and
+// kept in its baseline's "dataloader" section.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "adapter.h"
+#include "baseline_reader.h"
+#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_job.h"
+#include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/workflow/dataloader.h"
+
+namespace pipetune::workflow {
+namespace {
+
+// The "dataloader" object of a DataLoader's baseline.
+StatusOr<DataLoaderGateSettings> ParseDataLoaderSettings(const Json& doc, const internal::Reader& r) {
+  PIPETUNE_ASSIGN_OR_RETURN(const Json* d, r.Field(doc, "dataloader", "dataloader", Json::value_t::object));
+  DataLoaderGateSettings s;
+  auto integer = [&](const char* key) -> StatusOr<int> {
+    PIPETUNE_ASSIGN_OR_RETURN(double v, r.Number(*d, key, std::string("dataloader.") + key));
+    return static_cast<int>(v);
+  };
+  auto flag = [&](const char* key) -> StatusOr<bool> {
+    PIPETUNE_ASSIGN_OR_RETURN(const Json* v,
+                              r.Field(*d, key, std::string("dataloader.") + key, Json::value_t::boolean));
+    return v->get<bool>();
+  };
+  PIPETUNE_ASSIGN_OR_RETURN(s.batch_size, integer("batch_size"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.dataset, r.String(*d, "dataset", "dataloader.dataset"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.num_workers, integer("num_workers"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.prefetch_factor, integer("prefetch_factor"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.persistent_workers, flag("persistent_workers"));
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.pin_memory, flag("pin_memory"));
+  return s;
+}
+
+class DataLoaderRunAdapter final : public internal::RunAdapter {
+ public:
+  const char* kind() const override { return kDataLoaderBaseline; }
+  // The bootstrap starts its session with the DataLoader's record as the
+  // config, so the header alone tells.
+  bool Recognizes(const std::string& trace) const override { return analyzer::IsDataLoaderTraceFile(trace); }
+
+  // A DataLoader run is its main traces (one per process that consumed a
+  // DataLoader: T and the T.main.<pid> files beside it) and their workers'
+  // traces; several runs given are the nodes of one job (docs/distributed.md).
+  StatusOr<analyzer::Diagnosis> Diagnose(const std::vector<std::string>& traces,
+                                         analyzer::DiagnoseOptions options) const override {
+    PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderJob job, analyzer::ReadDataLoaderJob(traces));
+    return analyzer::DiagnoseDataLoaderJob(job, options);
+  }
+
+  // One plan for its job, the keyword arguments written.
+  StatusOr<TuneResult> Tune(const TuneRequest& request) const override {
+    if (request.traces.size() > 1) {
+      return InvalidInput(request.traces[0] + ": a DataLoader's trace is tuned alone");
+    }
+    PIPETUNE_ASSIGN_OR_RETURN(
+        DataLoaderTuneResult tuned,
+        TuneDataLoaderTrace({request.traces[0], request.budgets, request.objective, request.output}));
+    TuneResult result;
+    result.plan = tuned.plan;
+    result.warnings = tuned.warnings;
+    result.written["output"] = tuned.output;
+    result.written["dataloader_kwargs"] = DataLoaderKwargs(tuned.knobs);
+    result.written["code_change"] = tuned.code_change;
+    result.written_text =
+        fmt::format("DataLoader keyword arguments: {}\ncode change: {}\n", tuned.output, tuned.code_change);
+    result.dataloader = std::move(tuned);
+    return result;
+  }
+
+  StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) const override {
+    DataLoaderVerifyOptions options;
+    if (!request.inputs.empty()) options.trace = request.inputs[0];
+    options.command = request.command;
+    if (request.inputs.size() > 1)
+      options.command.insert(options.command.begin(), request.inputs.begin() + 1, request.inputs.end());
+    options.budgets = request.options.budgets;
+    options.output = request.output;
+    options.rounds = std::max(1, request.rounds.value_or(1));
+    options.objective = request.options.objective;
+    options.program_stdout_to_stderr = request.json;
+    PIPETUNE_ASSIGN_OR_RETURN(DataLoaderVerifyResult result, VerifyDataLoader(options));
+    return VerifyOutcome{DataLoaderVerifyToJson(result), FormatDataLoaderVerify(result)};
+  }
+
+  StatusOr<ExportResult> Export(const std::vector<std::string>& traces, std::ostream& out,
+                                const tracer::ChromeExportOptions& options) const override {
+    return internal::ExportDataLoaderRun(traces, out, options);
+  }
+
+  internal::RunKind GateKind() const override { return internal::DataLoaderRunKind(); }
+
+  void JudgeKnobs(const Baseline& baseline, const MeasuredRuns& now, const JudgeOptions& options,
+                  CheckReport& report) const override {
+    internal::JudgeDataLoaderKnobs(baseline, now, options, report);
+  }
+
+  Status Same(const Baseline& baseline, const MeasuredRuns& now,
+              const std::string& baseline_name) const override {
+    return internal::SameDataLoader(baseline, now, baseline_name);
+  }
+
+  void WriteBaselineSettings(const Baseline& baseline, Json& doc) const override {
+    if (const std::optional<DataLoaderGateSettings>& d = baseline.dataloader) {
+      doc["dataloader"] = Json{{"batch_size", d->batch_size},
+                               {"dataset", d->dataset},
+                               {"num_workers", d->knobs.num_workers},
+                               {"prefetch_factor", d->knobs.prefetch_factor},
+                               {"persistent_workers", d->knobs.persistent_workers},
+                               {"pin_memory", d->knobs.pin_memory}};
+    }
+  }
+
+  Status ReadBaselineSettings(const Json& doc, const std::string& source_name,
+                              Baseline& baseline) const override {
+    PIPETUNE_ASSIGN_OR_RETURN(baseline.dataloader,
+                              ParseDataLoaderSettings(doc, internal::Reader{source_name}));
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+namespace internal {
+
+const RunAdapter& DataLoaderAdapter() {
+  static const DataLoaderRunAdapter adapter;
+  return adapter;
+}
+
+}  // namespace internal
+}  // namespace pipetune::workflow

@@ -1,0 +1,96 @@
+// `pipetune tune TRACE --verify -- COMMAND` for a DataLoader (dataloader.h):
+// each round run under the bootstrap, measured and planned, in the one
+// tuning loop (verify.h).
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "pipetune/base/files.h"
+#include "pipetune/base/json.h"
+#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/profile_program.h"
+#include "pipetune/workflow/verify.h"
+
+namespace pipetune::workflow {
+namespace fs = std::filesystem;
+
+std::string DataLoaderRoundTrace(const std::string& trace, int round) {
+  if (round == 0) return trace;
+  fs::path p(trace);
+  return (p.parent_path() / fmt::format("{}-round-{}{}", p.stem().string(), round, p.extension().string()))
+      .string();
+}
+
+StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions& options) {
+  if (options.command.empty())
+    return InvalidInput("--verify: no program: pipetune tune --verify -- COMMAND ...");
+  DataLoaderVerifyResult result;
+  std::string kwargs_path;
+  std::optional<tuner::DataLoaderKnobs> applied_knobs;  // none: the script's own settings
+  double predicted = 0;
+  auto step = [&](int round, bool plan_next) -> StatusOr<LoopStep> {
+    DataLoaderRound r;
+    r.index = round;
+    r.knobs = applied_knobs;
+    r.applied = r.knobs ? DataLoaderKwargs(*r.knobs) : Json();
+    r.predicted_batches_per_second = predicted;
+    r.trace = DataLoaderRoundTrace(options.trace, round);
+    PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env,
+                              PythonBootstrapEnvironment(round == 0 ? "" : kwargs_path));
+    if (!env.warning.empty()) return InvalidInput(env.warning);
+    ProfileOptions profile_options;
+    profile_options.trace_path = r.trace;
+    profile_options.interval_ms = options.interval_ms;
+    profile_options.command = options.command;
+    profile_options.environment = env.variables;
+    profile_options.stdout_to_stderr = options.program_stdout_to_stderr;
+    PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileProgram(profile_options));
+    r.exit_code = ran.exit_code;
+    if (ran.exit_code != 0) {
+      return Failed(
+          fmt::format("round {}: {} exited with status {}", round, options.command[0], ran.exit_code));
+    }
+    // Measuring a DataLoader run is reading its trace into the model, which
+    // plans as well: the plan of the last round is made and left unused.
+    DataLoaderTuneRequest request;
+    request.trace = r.trace;
+    request.budgets = options.budgets;
+    request.objective = options.objective;
+    request.output = DataLoaderKwargsPath("", r.trace);
+    StatusOr<DataLoaderTuneResult> tuned = TuneDataLoaderTrace(request);
+    if (!tuned.ok()) return tuned.status().WithContext(fmt::format("round {}", round));
+    r.measured_batches_per_second = tuned->plan.measured_throughput;
+    r.workers = tuned->run.settings.num_workers;
+    result.rounds.push_back(r);
+    LoopStep step_result{r.measured_batches_per_second, 1 + r.workers, tuned->plan.demand_throughput, false};
+    if (plan_next) {
+      step_result.plan_changes_something =
+          !(tuned->knobs == tuner::TracedKnobs(analyzer::DataLoaderModelProfile(tuned->run)));
+      kwargs_path = tuned->output;
+      applied_knobs = tuned->knobs;
+      predicted = tuned->plan.predicted_throughput;
+    }
+    return step_result;
+  };
+  PIPETUNE_ASSIGN_OR_RETURN(LoopOutcome outcome, RunTuningLoop(options.rounds, options.objective, step));
+  result.best = outcome.best;
+  result.stop_reason = outcome.stop_reason;
+  const DataLoaderRound& best = result.rounds[result.best];
+  if (best.knobs) {
+    result.knobs = *best.knobs;
+  } else {
+    // The script's own settings measured best: write them, so that applying
+    // the file changes nothing.
+    StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(best.trace);
+    if (!profile.ok()) return profile.status();
+    result.knobs = tuner::TracedKnobs(analyzer::DataLoaderModelProfile(*profile));
+  }
+  result.output = DataLoaderKwargsPath(options.output, options.trace);
+  PIPETUNE_RETURN_IF_ERROR(
+      WriteFileAtomically(result.output, DumpJson(DataLoaderKwargs(result.knobs), 2) + "\n"));
+  result.code_change = DataLoaderCodeChange(result.knobs);
+  return result;
+}
+
+}  // namespace pipetune::workflow
