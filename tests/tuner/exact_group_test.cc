@@ -197,7 +197,9 @@ TEST(ExactSolver, WorkerGroupPlansMatchBruteForceOverEverySetting) {
       memory_binds += plan->binding_reason.find("memory budget") != std::string::npos;
       // No idle worker is proposed, and a plan the shards stop says so.
       int shards = instance.input.profile.groups[0].max_workers;
-      if (shards > 0) EXPECT_LE(got.group_workers[0], shards) << what;
+      if (shards > 0) {
+        EXPECT_LE(got.group_workers[0], shards) << what;
+      }
       if (plan->binding_reason.find("the stream's shards") != std::string::npos) {
         EXPECT_EQ(got.group_workers[0], shards) << what;
         ++shards_bind;
