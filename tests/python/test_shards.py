@@ -37,7 +37,7 @@ WEBDATASET = textwrap.dedent("""
         for s in range(2):
             urls.append("%s/shard-%d.tar" % (sys.argv[1], s))
             with wds.TarWriter(urls[-1]) as out:
-                for i in range(24):
+                for i in range(64):
                     image = Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8))
                     jpeg = io.BytesIO()
                     image.save(jpeg, format="JPEG")
@@ -45,7 +45,7 @@ WEBDATASET = textwrap.dedent("""
         dataset = (wds.WebDataset(urls, shardshuffle=False).decode("pil").to_tuple("jpg", "cls")
                    .map(fetch).batched(8))
         loader = DataLoader(dataset, batch_size=None, num_workers=2)
-        for epoch in range(2):
+        for epoch in range(3):
             for images, labels in loader:
                 time.sleep(0.001)
 """)
@@ -60,10 +60,10 @@ HF_DATASETS = textwrap.dedent("""
         return {{"ids": [example["label"]] * 4}}
 
     if __name__ == "__main__":
-        rows = {{"label": list(range(48))}}
+        rows = {{"label": list(range(128))}}
         dataset = Dataset.from_dict(rows).to_iterable_dataset(num_shards=2).map(fetch).with_format("torch")
         loader = DataLoader(dataset, batch_size=8, num_workers=2)
-        for epoch in range(2):
+        for epoch in range(3):
             for batch in loader:
                 time.sleep(0.001)
 """)
