@@ -134,7 +134,8 @@ def expect(condition, message, doc=None):
 
 
 def check_rows(pipetune, tmp, workers, context):
-    epochs = 2
+    # A spawned worker imports torch again (seconds of CPU): one epoch's pair.
+    epochs = 1 if context == "spawn" else 2
     trace, _ = profile(pipetune, tmp, "rows", ["train", str(workers), context, str(epochs)])
     rep = report(pipetune, trace)
     counts = {s["name"]: s["elements"] for s in rep["stages"] if s["elements"]}
@@ -148,7 +149,7 @@ def check_rows(pipetune, tmp, workers, context):
     if workers:
         expect(counts.get("transfer") == n_batches, "transfer: once per batch, not per acknowledgment", rep)
         expect(dl["worker_traces"] == workers * epochs, "each epoch's workers recorded", rep)
-    expect(rep["bottleneck"] or rep["next_limit"], "a limiting stage is named", rep)
+    expect(rep["predicted_throughput"] > 0, "the model predicts the run", rep)
 
 
 def tune(pipetune, tmp, trace):
