@@ -189,6 +189,8 @@ def case_apply_grid(pipetune, tmp):
         rates.setdefault(name, []).append(out["batches_per_second"])
     best_grid = max(max(v) for k, v in rates.items() if k != "tuned")
     ratio = max(rates["tuned"]) / best_grid
+    print("batches/s by num_workers: %s" % ", ".join("%s %s" % (k, "/".join("%.1f" % x for x in v))
+                                                      for k, v in rates.items()))
     print("tuned %s: %.1f batches/s; grid best %.1f; ratio %.3f" % (kwargs, max(rates["tuned"]), best_grid, ratio))
     expect(ratio >= 0.95, "tuned over the grid's best: %.3f" % ratio, rates)
 
