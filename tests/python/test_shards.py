@@ -80,9 +80,14 @@ def check(pipetune, tmp, source):
     r = run([pipetune, "report", trace, "--format", "json"])
     if r.returncode != 0:
         fail("report exited %d" % r.returncode, r)
-    settings = json.loads(r.stdout)["dataloader"]["settings"]
+    rep = json.loads(r.stdout)
+    settings = rep["dataloader"]["settings"]
     if settings.get("shards") != 2:
         fail("the report's settings: shards 2, got %r" % settings.get("shards"), r)
+    # The 2 workers bind (the map's wait), and the report's remedy is more
+    # shards, not cheaper work or more cores.
+    if "no more workers get work: the stream has 2 shards" not in rep["summary"]:
+        fail("the report says the shards stop more workers", r)
     kwargs = os.path.join(tmp, "kwargs.json")
     r = run([pipetune, "tune", trace, "-o", kwargs, "--cores", "2", "--memory", "64GiB"])
     if r.returncode != 0:
