@@ -363,12 +363,6 @@ TEST(DataLoaderTuner, NoWorkersWhenTheStepIsTheLimitAnyway) {
   EXPECT_EQ(Tuned(run, LoaderBudget(4, 64 * 1024)).num_workers, 0);
 }
 
-}  // namespace
-}  // namespace pipetune::tuner
-
-namespace pipetune::tuner {
-namespace {
-
 // A webdataset of 2 shards: each is read whole by one worker, so a third
 // and fourth worker get no shard. The model gives them no throughput (they
 // still start and hold their memory), and the plan, which without the
