@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "gpu_diagnosis.h"
@@ -302,6 +303,13 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
   group.startup_seconds_fixed = startup.fixed;
   group.startup_seconds_per_worker = startup.per_worker;
   group.memory_bytes_per_worker = run.worker_rss_bytes > 0 ? run.worker_rss_bytes : run.main_rss_bytes;
+  if (s.iterable && s.shards) {
+    group.max_workers = static_cast<int>(std::min<int64_t>(*s.shards, std::numeric_limits<int>::max()));
+    group.max_workers_reason = fmt::format(
+        "the stream has {} shard{}, each read whole by one worker: a worker beyond {} gets none and delivers "
+        "nothing",
+        *s.shards, *s.shards == 1 ? "" : "s", *s.shards);
+  }
   group.workers_knob = kNumWorkersKnob;
   group.buffer_knob = kPrefetchFactorKnob;
   group.persistent_knob = kPersistentWorkersKnob;
@@ -379,6 +387,13 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
         "the IterableDataset's stream is not sharded: {} of {} workers called get_worker_info(), so each "
         "unsharded worker delivers the whole stream again (duplicate samples)",
         run.sharded_workers, run.worker_traces));
+  }
+  if (run.settings.iterable && run.settings.shards && run.settings.num_workers > *run.settings.shards) {
+    section.notes.push_back(fmt::format(
+        "the stream has {} shard{} for {} workers: {} of them got no shard and sat idle (each shard is read "
+        "whole by one worker)",
+        *run.settings.shards, *run.settings.shards == 1 ? "" : "s", run.settings.num_workers,
+        run.settings.num_workers - *run.settings.shards));
   }
   if (run.settings.pin_memory && !run.cuda_available) {
     section.notes.push_back("pin_memory=True but no CUDA device: pinning only costs time");

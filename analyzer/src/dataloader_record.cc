@@ -85,6 +85,10 @@ DataLoaderSettings ReadSettings(const Json& settings) {
   if (settings.contains("shuffle") && settings["shuffle"].is_boolean())
     s.shuffle = settings["shuffle"].get<bool>();
   s.drop_last = Get<bool>(settings, "drop_last", false);
+  if (settings.contains("shards") && settings["shards"].is_number_integer() &&
+      settings["shards"].get<int64_t>() > 0) {
+    s.shards = settings["shards"].get<int64_t>();
+  }
   return s;
 }
 

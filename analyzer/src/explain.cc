@@ -245,6 +245,10 @@ std::string GroupLimits(const models::Profile& profile, const models::Configurat
   if (std::optional<Remedy> workers = MoreGroupWorkers(profile, observed, now, g)) {
     return head + "; " + Reach(profile, *workers) + ".";
   }
+  // Workers that would help but get no work: more shards, not more cores.
+  if (group.max_workers > 0 && observed.group_workers[g] >= group.max_workers) {
+    return head + "; no more workers get work: " + group.max_workers_reason + ".";
+  }
   if (std::optional<Remedy> cores = MoreCores(profile, observed, now)) {
     return head + "; more workers need more cores: " + Reach(profile, *cores) + ".";
   }

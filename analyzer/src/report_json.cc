@@ -116,7 +116,8 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
                 {"iterable", s.iterable},
                 {"start_method", s.start_method.empty() ? Json(nullptr) : Json(s.start_method)},
                 {"dataset_length", optional_int(s.dataset_length)},
-                {"batches_per_epoch", optional_int(s.batches_per_epoch)}};
+                {"batches_per_epoch", optional_int(s.batches_per_epoch)},
+                {"shards", optional_int(s.shards)}};
   Json epochs = Json::array();
   for (const DataLoaderSection::Epoch& e : dl.epochs) {
     epochs.push_back(Json{{"batches", e.batches},

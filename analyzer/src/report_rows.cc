@@ -144,6 +144,7 @@ std::string SettingsText(const DataLoaderSettings& s) {
   if (!s.sampler.empty()) text += " sampler=" + s.sampler;
   if (!s.dataset.empty()) text += " dataset=" + s.dataset;
   if (!s.start_method.empty()) text += " start_method=" + s.start_method;
+  if (s.shards) text += fmt::format(" shards={}", *s.shards);
   return text;
 }
 

@@ -74,6 +74,14 @@ int GroupWorkers(const Profile& profile, const Configuration& config, size_t gro
   return config.group_workers.empty() ? profile.groups[group].workers : config.group_workers[group];
 }
 
+// The workers of a group that get work: those beyond its max_workers (a
+// stream with fewer shards than workers) are started but sit idle.
+int BusyWorkers(const Profile& profile, const Configuration& config, size_t group) {
+  int workers = GroupWorkers(profile, config, group);
+  int most = profile.groups[group].max_workers;
+  return most > 0 ? std::min(workers, most) : workers;
+}
+
 // The CPU per output that worker groups with workers spend outside their stages.
 double GroupOverheadCpu(const Profile& profile, const Configuration& config) {
   double cpu = 0;
@@ -101,7 +109,7 @@ void AddGroupBounds(const Profile& profile, const Configuration& config, const s
                     Prediction& prediction) {
   for (size_t g = 0; g < profile.groups.size(); ++g) {
     const WorkerGroup& group = profile.groups[g];
-    int workers = GroupWorkers(profile, config, g);
+    int workers = BusyWorkers(profile, config, g);
     if (workers <= 0) continue;
     double per_output = 0;
     std::vector<size_t> members;
@@ -162,7 +170,7 @@ double EpochEndSeconds(const Profile& profile, const Configuration& config, cons
   double input = input_rate > 0 && std::isfinite(input_rate) ? 1.0 / input_rate : 0.0;
   double seconds = 0;
   for (size_t g = 0; g < profile.groups.size(); ++g) {
-    seconds += GroupWorkers(profile, config, g) * std::min(input, consumer);
+    seconds += BusyWorkers(profile, config, g) * std::min(input, consumer);
   }
   return seconds;
 }

@@ -6,7 +6,7 @@ at num_workers=0 the samples themselves. DataLoader N's stages are named
 import functools
 import inspect
 
-from pipetune import _apply, _autotune, _dataset, _samples, _session
+from pipetune import _apply, _autotune, _dataset, _samples, _session, _streams
 from pipetune._workers import _WorkerTag
 from pipetune._recorder import warn_once as _warn_once
 from pipetune._session import cpu as _cpu, now as _now, where as _where
@@ -47,7 +47,16 @@ def _settings(loader):
         "drop_last": bool(loader.drop_last),
         "multiprocessing_context": method, "dataset": type(loader.dataset).__name__,
         "iterable": _is_iterable(loader.dataset), "dataset_length": samples, "batches_per_epoch": batches,
+        "shards": _shards(loader.dataset),
     }
+
+
+def _shards(dataset):
+    try:
+        return _streams.shard_count(dataset)
+    except Exception as error:  # a dataset of an odd shape: the rest is still recorded
+        _warn_once("the stream's shards", error)
+        return None
 
 
 
@@ -60,13 +69,24 @@ def _recording(iterator):
     return rec, loader
 
 
+# DataLoader ids, counted over every recorded class (torch's DataLoader and
+# torchdata's StatefulDataLoader): "loaderN/" is unique in the process.
+_loader_ids = [0]
+
+
 def patch_loader(module):
-    """DataLoader: construction (settings, --apply), __iter__ (an epoch) and
-    the iterators' __next__ (the consumer)."""
-    DataLoader = module.DataLoader
-    init = DataLoader.__init__
+    """torch's DataLoader: construction (settings, --apply), __iter__ (an
+    epoch) and the iterators' __next__ (the consumer)."""
+    patch_loader_class(module.DataLoader)
+    patch_next(module._BaseDataLoaderIter)
+
+
+def patch_loader_class(klass):
+    """Construction and __iter__ of a DataLoader class that defines its own
+    (torch's; torchdata's StatefulDataLoader, whose __init__ does not call
+    DataLoader's and whose __iter__ keeps one iterator for its state)."""
+    init = klass.__dict__["__init__"]
     init_signature = inspect.signature(init)
-    loader_ids = [0]
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
@@ -77,8 +97,8 @@ def patch_loader(module):
         try:
             rec = _session.main_recorder()
             if rec is not None:
-                loader_ids[0] += 1
-                loader = _Loader(loader_ids[0])
+                _loader_ids[0] += 1
+                loader = _Loader(_loader_ids[0])
                 entry = {"id": loader.id, "settings": _settings(self)}
                 try:
                     entry["dataset"] = _dataset.describe_dataset(self.dataset)
@@ -90,9 +110,9 @@ def patch_loader(module):
         except Exception as error:
             _warn_once("a DataLoader", error)
 
-    DataLoader.__init__ = __init__
+    klass.__init__ = __init__
 
-    original_iter = DataLoader.__iter__
+    original_iter = klass.__dict__["__iter__"]
 
     @functools.wraps(original_iter)
     def __iter__(self):
@@ -118,9 +138,14 @@ def patch_loader(module):
         it._pipetune_prev = None
         return it
 
-    DataLoader.__iter__ = __iter__
+    klass.__iter__ = __iter__
 
-    base_next = module._BaseDataLoaderIter.__next__
+
+def patch_next(base):
+    """The iterators' __next__ (every DataLoader iterator derives from
+    torch's _BaseDataLoaderIter, StatefulDataLoader's too): the loop's
+    waits and steps."""
+    base_next = base.__next__
 
     @functools.wraps(base_next)
     def __next__(self):
@@ -150,57 +175,15 @@ def patch_loader(module):
         self._pipetune_prev = (end - begin, end, cpu_end)
         return data
 
-    module._BaseDataLoaderIter.__next__ = __next__
+    base.__next__ = __next__
 
 
 def patch_iterators(module):
-    """The samples at num_workers=0, and the pin thread's DataLoader."""
-    utils = module._utils
-    single = module._SingleProcessDataLoaderIter
-    single_init = single.__init__
-
-    @functools.wraps(single_init)
-    def single_process_init(self, loader, *args, **kwargs):
-        single_init(self, loader, *args, **kwargs)
-        record = getattr(loader, "_pipetune_loader", None)
-        rec = _session.main_recorder() if record is not None else None
-        fetcher = getattr(self, "_dataset_fetcher", None)
-        if rec is None or fetcher is None:
-            return
-        try:
-            _samples.instrument_fetcher(fetcher, rec, record.prefix)
-        except Exception as error:
-            _warn_once("the samples at num_workers=0", error)
-
-    single.__init__ = single_process_init
-
-    # The pin thread is started inside the iterator's __init__ with the
-    # module's _pin_memory_loop as its target: for the span of the __init__,
-    # that target is bound to this DataLoader's prefix.
-    multi = module._MultiProcessingDataLoaderIter
-    multi_init = multi.__init__
-    pin_module = utils.pin_memory
-
-    # Likewise its workers are started there: for the span of the __init__,
-    # the DataLoader's worker_init_fn is a _WorkerTag that carries the main
-    # trace and the DataLoader's id to them.
-    @functools.wraps(multi_init)
-    def multi_process_init(self, loader, *args, **kwargs):
-        record = getattr(loader, "_pipetune_loader", None)
-        rec = _session.recording()
-        if record is None or rec is None:
-            return multi_init(self, loader, *args, **kwargs)
-        loop = pin_module._pin_memory_loop
-        init_fn = loader.worker_init_fn
-        pin_module._pin_memory_loop = functools.partial(loop, _pipetune_prefix=record.prefix)
-        object.__setattr__(loader, "worker_init_fn", _WorkerTag(init_fn, rec.path, record.id))
-        try:
-            multi_init(self, loader, *args, **kwargs)
-        finally:
-            pin_module._pin_memory_loop = loop
-            object.__setattr__(loader, "worker_init_fn", init_fn)
-
-    multi.__init__ = multi_process_init
+    """The samples at num_workers=0, and the pin thread's DataLoader, for
+    torch's iterators; the pin thread's loop and pin_memory itself."""
+    patch_single_iterator(module._SingleProcessDataLoaderIter)
+    patch_multi_iterator(module._MultiProcessingDataLoaderIter)
+    pin_module = module._utils.pin_memory
 
     pin_loop = pin_module._pin_memory_loop
 
@@ -243,6 +226,57 @@ def patch_iterators(module):
     pin_module.pin_memory = pin_memory
 
 
+def patch_single_iterator(single):
+    """A num_workers=0 iterator class (torch's, or StatefulDataLoader's own
+    copy of it): its fetcher's samples, in the main process."""
+    single_init = single.__init__
+
+    @functools.wraps(single_init)
+    def single_process_init(self, loader, *args, **kwargs):
+        single_init(self, loader, *args, **kwargs)
+        record = getattr(loader, "_pipetune_loader", None)
+        rec = _session.main_recorder() if record is not None else None
+        fetcher = getattr(self, "_dataset_fetcher", None)
+        if rec is None or fetcher is None:
+            return
+        try:
+            _samples.instrument_fetcher(fetcher, rec, record.prefix)
+        except Exception as error:
+            _warn_once("the samples at num_workers=0", error)
+
+    single.__init__ = single_process_init
+
+
+def patch_multi_iterator(multi):
+    """A worker iterator class (torch's, or StatefulDataLoader's own copy):
+    the pin thread is started inside its __init__ with torch's
+    _pin_memory_loop as its target, so for the span of the __init__ that
+    target is bound to this DataLoader's prefix. Likewise its workers are
+    started there: for that span, the DataLoader's worker_init_fn is a
+    _WorkerTag that carries the main trace and the DataLoader's id to them."""
+    from torch.utils.data import _utils
+
+    pin_module = _utils.pin_memory
+    multi_init = multi.__init__
+
+    @functools.wraps(multi_init)
+    def multi_process_init(self, loader, *args, **kwargs):
+        record = getattr(loader, "_pipetune_loader", None)
+        rec = _session.recording()
+        if record is None or rec is None:
+            return multi_init(self, loader, *args, **kwargs)
+        loop = pin_module._pin_memory_loop
+        init_fn = loader.worker_init_fn
+        pin_module._pin_memory_loop = functools.partial(loop, _pipetune_prefix=record.prefix)
+        object.__setattr__(loader, "worker_init_fn", _WorkerTag(init_fn, rec.path, record.id))
+        try:
+            multi_init(self, loader, *args, **kwargs)
+        finally:
+            pin_module._pin_memory_loop = loop
+            object.__setattr__(loader, "worker_init_fn", init_fn)
+
+    multi.__init__ = multi_process_init
+
 
 def _is_iterable(dataset):
     from torch.utils.data import IterableDataset
@@ -250,10 +284,18 @@ def _is_iterable(dataset):
     return isinstance(dataset, IterableDataset)
 
 
+# What a worker sends the main process besides batches: an iterable's end of
+# stream, an exception on its way, StatefulDataLoader's acknowledgment of a
+# start or a new epoch (carrying the worker's state).
+_NOT_BATCHES = ("_IterableDatasetStopIteration", "ExceptionWrapper", "_AckStartup")
+
+
 def _is_batch(payload):
-    # A worker's (index, payload): a batch, not an end-of-stream marker or an
-    # exception on its way to the main process.
-    return payload is not None and type(payload).__name__ not in ("_IterableDatasetStopIteration", "ExceptionWrapper")
+    # A worker's (index, payload): a batch, not one of the above. A
+    # StatefulDataLoader's worker sends (payload, worker id, state delta).
+    if isinstance(payload, tuple) and len(payload) == 3 and type(payload[0]).__name__ in _NOT_BATCHES:
+        return False
+    return payload is not None and type(payload).__name__ not in _NOT_BATCHES
 
 
 def patch_unpickling():

@@ -247,3 +247,40 @@ def instrument(dataset, ctx):
                 if name is not None:
                     _patch_hf(type(it))
             _streams[dataset] = _Stream(ctx, names)
+
+
+# ---- shards
+
+def shard_count(dataset):
+    """How many shards the stream of `dataset` is split into across a
+    DataLoader's workers, each shard read whole by one worker: a worker
+    past that count gets none and delivers nothing (webdataset's
+    check_empty then fails the run), so `tune` proposes no more workers
+    than this (docs/pytorch.md, "A stream's shards"). A webdataset
+    pipeline's shard list when it splits by worker (this rank's share when
+    it also splits by node), an HF IterableDataset's n_shards. None for
+    every other dataset, a resampled shard list (each worker draws from all
+    of them) and a list not split by worker (each worker reads it all)."""
+    if _webdataset_class(dataset) is not None:
+        return _wds_shard_count(dataset.pipeline)
+    if _hf_dataset(dataset):
+        n = getattr(dataset, "n_shards", None)
+        return n if isinstance(n, int) and n > 0 else None
+    return None
+
+
+def _wds_shard_count(pipeline):
+    if not pipeline or type(pipeline[0]).__name__ != "SimpleShardList":
+        return None
+    names = {getattr(stage, "__name__", "") for stage in pipeline}
+    if "split_by_worker" not in names:
+        return None
+    urls = len(pipeline[0].urls)
+    if "split_by_node" in names:
+        from pipetune import _apply
+
+        fields = _apply.distributed_fields()
+        rank, world = fields["rank"] or 0, fields["world_size"] or 1
+        if world > 1:
+            urls = len(range(rank, urls, world))
+    return urls or None

@@ -15,7 +15,6 @@ from pipetune._recorder import Recorder as _Recorder, warn as _warn, warn_once a
 
 _worker_rec = None  # in a DataLoader worker process, its _Recorder
 
-_worker_loop_signature = None
 
 
 def _get_worker_info_noting():
@@ -118,14 +117,16 @@ def _start_worker(tag, bound):
 
 
 def make_worker_loop(original):
-    """torch's _worker_loop, recording the worker when its DataLoader is recorded."""
-    global _worker_loop_signature
-    _worker_loop_signature = inspect.signature(original)
+    """A worker loop (torch's _worker_loop, or StatefulDataLoader's own),
+    recording the worker when its DataLoader is recorded. It keeps the
+    original's module and name, so that it pickles by reference to a spawned
+    worker, whose bootstrap has put it in that module's place."""
+    signature = inspect.signature(original)
 
     def _worker_loop(*args, **kwargs):
         _session.in_worker = True
         try:
-            bound = _worker_loop_signature.bind(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
             tag = _find_tag(bound.arguments.get("init_fn"))
         except TypeError:
             tag = None

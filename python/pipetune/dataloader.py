@@ -1,4 +1,5 @@
-"""Records torch.utils.data.DataLoader without a change to the training script,
+"""Records torch.utils.data.DataLoader (and torchdata's StatefulDataLoader, a
+subclass with its own iterators) without a change to the training script,
 and applies tuned DataLoader keyword arguments. Installed by sitecustomize.py;
 docs/pytorch.md describes what is recorded and how, docs/distributed.md a job
 of several ranks.
@@ -62,7 +63,7 @@ from pipetune._recorder import warn as _warn
 
 def _patch(module):
     """Instruments torch.utils.data.dataloader once it is imported."""
-    if getattr(module.DataLoader, "_pipetune_patched", False):
+    if module.DataLoader.__dict__.get("_pipetune_patched", False):
         return
     module.DataLoader._pipetune_patched = True
     _consumer.patch_loader(module)
@@ -74,16 +75,42 @@ def _patch(module):
         atexit.register(_session.stop_main)  # the root says so when no process built a DataLoader
 
 
+def _patch_stateful(module):
+    """Instruments torchdata's StatefulDataLoader once its module is
+    imported: a DataLoader subclass with its own __init__ and __iter__, its
+    own copies of the two iterator classes and its own worker loop, each
+    given the hook torch's has. Everything else it shares with torch (the
+    iterators' __next__, the fetchers, the pin thread, the unpickling of
+    batches), instrumented by _patch, which runs first: this module imports
+    torch's."""
+    klass = module.StatefulDataLoader
+    if klass.__dict__.get("_pipetune_patched", False):
+        return
+    _patch(sys.modules["torch.utils.data.dataloader"])
+    klass._pipetune_patched = True
+    _consumer.patch_loader_class(klass)
+    _consumer.patch_single_iterator(module._StatefulSingleProcessDataLoaderIter)
+    _consumer.patch_multi_iterator(module._StatefulMultiProcessingDataLoaderIter)
+    # The iterator starts each worker with this module's _worker_loop (its
+    # import of the worker module's): both names get the one wrapper, which
+    # pickles as the worker module's.
+    worker_loop = _workers.make_worker_loop(module._worker_loop)
+    sys.modules[module._worker_loop.__module__]._worker_loop = worker_loop
+    module._worker_loop = worker_loop
+
+
+# The modules instrumented when they are imported, and how.
+_TARGETS = {"torch.utils.data.dataloader": _patch,
+            "torchdata.stateful_dataloader.stateful_dataloader": _patch_stateful}
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    target = "torch.utils.data.dataloader"
-
     def __init__(self):
         self.busy = False
 
     def find_spec(self, name, path, target=None):
-        if name != self.target or self.busy:
+        patch = _TARGETS.get(name)
+        if patch is None or self.busy:
             return None
         self.busy = True
         try:
@@ -98,12 +125,14 @@ class _Finder(importlib.abc.MetaPathFinder):
         def exec_module(module):
             original_exec(module)
             try:
-                _patch(module)
+                patch(module)
             except Exception as error:  # never break the user's import
-                _warn("cannot instrument the DataLoader: %r" % (error,))
+                _warn("cannot instrument %s: %r" % (name, error))
 
         loader.exec_module = exec_module
         return spec
+
+
 def install():
     """Called from sitecustomize at every Python start-up."""
     path = os.environ.pop("PIPETUNE_TRACE", None)
@@ -121,7 +150,8 @@ def install():
     _apply.read_environment()
     if not (os.environ.get(_session.TRACE_ENV) or _apply.active()):
         return
-    if "torch.utils.data.dataloader" in sys.modules:
-        _patch(sys.modules["torch.utils.data.dataloader"])
-    else:
+    for name, patch in _TARGETS.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+    if not all(name in sys.modules for name in _TARGETS):
         sys.meta_path.insert(0, _Finder())

@@ -363,5 +363,53 @@ TEST(DataLoaderTuner, NoWorkersWhenTheStepIsTheLimitAnyway) {
   EXPECT_EQ(Tuned(run, LoaderBudget(4, 64 * 1024)).num_workers, 0);
 }
 
+// A webdataset of 2 shards: each is read whole by one worker, so a third
+// and fourth worker get no shard. The model gives them no throughput (they
+// still start and hold their memory), and the plan, which without the
+// limit would take 4 workers on 4 cores, takes 2 and says why.
+DataLoaderProfile TwoShardStream(int num_workers) {
+  DataLoaderProfile run = LoaderRun(num_workers);
+  run.settings.iterable = true;
+  run.settings.shards = 2;
+  return run;
+}
+
+TEST(DataLoaderModel, WorkersPastTheStreamsShardsAddNoThroughput) {
+  DataLoaderProfile run = TwoShardStream(2);
+  models::Prediction two = PredictAt(run, {2, 2, false, false}, 16);
+  models::Prediction four = PredictAt(run, {4, 2, false, false}, 16);
+  EXPECT_NEAR(four.steady_throughput, two.steady_throughput, 1e-9);
+  EXPECT_NEAR(two.steady_throughput, 2 / 0.197, 1e-6);
+  // The same run without a shard count: 4 workers are twice 2.
+  run.settings.shards.reset();
+  EXPECT_NEAR(PredictAt(run, {4, 2, false, false}, 16).steady_throughput, 2 * two.steady_throughput, 1e-6);
+}
+
+TEST(DataLoaderTuner, NoMoreWorkersThanTheStreamsShardsAndThePlanSaysWhy) {
+  Plan unlimited;
+  DataLoaderProfile run = TwoShardStream(4);
+  run.settings.shards.reset();
+  EXPECT_EQ(Tuned(run, LoaderBudget(4, 64 * 1024), &unlimited).num_workers, 4);
+  Plan plan;
+  DataLoaderKnobs knobs = Tuned(TwoShardStream(4), LoaderBudget(4, 64 * 1024), &plan);
+  EXPECT_EQ(knobs.num_workers, 2);
+  EXPECT_NE(plan.binding_reason.find("the stream's shards: 2 workers at most"), std::string::npos)
+      << plan.binding_reason;
+  EXPECT_NE(plan.binding_reason.find("4 workers would reach"), std::string::npos) << plan.binding_reason;
+  auto note = std::find_if(plan.notes.begin(), plan.notes.end(),
+                           [](const std::string& n) { return n.find("2 shards bind") != std::string::npos; });
+  EXPECT_NE(note, plan.notes.end()) << ::testing::PrintToString(plan.notes);
+  auto workers = std::find_if(plan.knobs.begin(), plan.knobs.end(),
+                              [](const KnobChange& k) { return k.stage == "num_workers"; });
+  ASSERT_NE(workers, plan.knobs.end());
+  EXPECT_NE(workers->reason.find("the stream has 2 shards"), std::string::npos) << workers->reason;
+  // A stream of more shards than the plan wants is no limit to speak of.
+  DataLoaderProfile wide = TwoShardStream(4);
+  wide.settings.shards = 64;
+  Plan free;
+  EXPECT_EQ(Tuned(wide, LoaderBudget(4, 64 * 1024), &free).num_workers, 4);
+  EXPECT_EQ(free.binding_reason.find("shards"), std::string::npos) << free.binding_reason;
+}
+
 }  // namespace
 }  // namespace pipetune::tuner

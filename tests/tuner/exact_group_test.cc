@@ -23,8 +23,11 @@ using testing::Instance;
 // A random DataLoader run (one to three sample stages, CPU- or
 // latency-bound; traced with 0 to 4 workers, any prefetch_factor,
 // persistence and pin_memory, with or without CUDA; a GPU or CPU step or
-// none), under random budgets, tight enough that memory often binds.
-Instance RandomGroupInstance(std::mt19937& rng) {
+// none), under random budgets, tight enough that memory often binds. A
+// third of them read a stream of 1 to 6 shards, drawn from `shard_rng` (so
+// that the other draws stay those the cases were chosen by): no worker past
+// the shards has work.
+Instance RandomGroupInstance(std::mt19937& rng, std::mt19937& shard_rng) {
   auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
   auto integer = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   auto coin = [&](double p) { return std::bernoulli_distribution(p)(rng); };
@@ -70,15 +73,20 @@ Instance RandomGroupInstance(std::mt19937& rng) {
     run.epochs.push_back({static_cast<uint64_t>(per_epoch), started ? uniform(0.01, 0.5) : 0,
                           started ? run.settings.num_workers : 0});
   }
+  if (std::bernoulli_distribution(0.35)(shard_rng)) {
+    run.settings.iterable = true;
+    run.settings.shards = std::uniform_int_distribution<int>(1, 6)(shard_rng);
+  }
   Instance instance;
   instance.input.profile = analyzer::DataLoaderModelProfile(run);
   instance.resources.cores = integer(1, 16);
   instance.resources.memory_bytes = static_cast<uint64_t>(std::exp(uniform(std::log(3e8), std::log(2e10))));
   instance.description = fmt::format(
-      "workers {} prefetch {} persistent {} pin {} cuda {} stages {} batch {} B epochs {}x{} cores {} memory {}",
+      "workers {} prefetch {} persistent {} pin {} cuda {} stages {} batch {} B epochs {}x{} cores {} memory {} "
+      "shards {}",
       run.settings.num_workers, run.settings.prefetch_factor, run.settings.persistent_workers,
       run.settings.pin_memory, run.cuda_available, run.sample_stages.size(), run.batch_bytes, epochs, per_epoch,
-      instance.resources.cores, instance.resources.memory_bytes);
+      instance.resources.cores, instance.resources.memory_bytes, run.settings.shards.value_or(0));
   return instance;
 }
 
@@ -94,7 +102,9 @@ struct GroupSetting {
   std::tuple<int, int, int, int, int, double> key;
 };
 
-// Every setting within the budgets: workers 0 to 32, buffers 1 to 8,
+// Every setting within the budgets: workers 0 to 32 (past a stream's
+// shards too: the oracle knows nothing of the search's limit, only the
+// model's idle workers), buffers 1 to 8,
 // persistence both ways, pin_memory off where the run pinned without CUDA.
 std::vector<GroupSetting> BruteForceGroup(const Instance& instance) {
   const models::Profile& profile = instance.input.profile;
@@ -142,11 +152,12 @@ const GroupSetting* LeastDeparture(const std::vector<GroupSetting>& all, double 
 }
 
 TEST(ExactSolver, WorkerGroupPlansMatchBruteForceOverEverySetting) {
-  std::mt19937 rng(28);
+  std::mt19937 rng(28), shard_rng(40);
   const double tolerance = SolverOptions{}.tie_tolerance;
   int compared = 0, refused = 0, no_workers = 0, memory_binds = 0, persistence = 0, unpinned = 0, demand = 0;
+  int shards_bind = 0;
   for (int trial = 0; trial < 30; ++trial) {
-    Instance instance = RandomGroupInstance(rng);
+    Instance instance = RandomGroupInstance(rng, shard_rng);
     std::vector<GroupSetting> all = BruteForceGroup(instance);
     for (Objective objective : {Objective::kMax, Objective::kDemand}) {
       StatusOr<Plan> plan = Solve(instance.input, instance.resources, objective);
@@ -184,6 +195,15 @@ TEST(ExactSolver, WorkerGroupPlansMatchBruteForceOverEverySetting) {
       persistence += expected->persistent != instance.input.profile.groups[0].persistent;
       unpinned += !expected->pin && instance.input.profile.stages[pin].enabled;
       memory_binds += plan->binding_reason.find("memory budget") != std::string::npos;
+      // No idle worker is proposed, and a plan the shards stop says so.
+      int shards = instance.input.profile.groups[0].max_workers;
+      if (shards > 0) {
+        EXPECT_LE(got.group_workers[0], shards) << what;
+      }
+      if (plan->binding_reason.find("the stream's shards") != std::string::npos) {
+        EXPECT_EQ(got.group_workers[0], shards) << what;
+        ++shards_bind;
+      }
     }
   }
   // The instances exercise every part of the rule.
@@ -194,6 +214,7 @@ TEST(ExactSolver, WorkerGroupPlansMatchBruteForceOverEverySetting) {
   EXPECT_GT(persistence, 0);
   EXPECT_GT(unpinned, 0);
   EXPECT_GT(demand, 0);
+  EXPECT_GT(shards_bind, 0);
 }
 
 }  // namespace

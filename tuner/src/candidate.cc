@@ -411,6 +411,8 @@ std::vector<Candidate> GroupSettings(const Candidate& traced, int max_workers) {
   for (size_t i = 0; i < traced.stages.size(); ++i) {
     if (MaySwitchOff(traced.profile.stages[i])) switches.push_back(i);
   }
+  // Workers past the group's limit would sit idle: no setting has them.
+  if (group.max_workers > 0) max_workers = std::min(max_workers, group.max_workers);
   for (int workers = group.may_run_on_consumer ? 0 : 1; workers <= max_workers; ++workers) {
     for (int buffer = 1; buffer <= (workers > 0 ? kMaxWorkerBuffer : 1); ++buffer) {
       for (bool persistent : persistence) {

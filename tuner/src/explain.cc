@@ -92,6 +92,8 @@ std::string NamedReason(const Candidate& candidate, const models::Prediction& pr
     if (knob.stage == traced.workers_knob) {
       if (group.workers == 0)
         return "the consumer's thread keeps up with the input stages: workers would only cost memory";
+      if (traced.max_workers > 0 && group.workers == traced.max_workers)
+        return fmt::format("no more than the stream's shards: {}", traced.max_workers_reason);
       if (prediction.binding.kind == models::BoundKind::kCpu)
         return fmt::format("enough workers to keep the {:.4g} cores busy", resources.cores);
       return fmt::format("the fewest workers that reach {:.4g} outputs/s", prediction.throughput);
@@ -123,7 +125,18 @@ void AddGroupNotes(const Candidate& candidate, const models::Prediction& predict
   if (candidate.groups.empty()) return;
   int workers = candidate.groups[0].workers;
   double beaten = plan.predicted_throughput * (1 + facts.tie_tolerance);
-  if (facts.over_memory_throughput > beaten) {
+  const models::WorkerGroup& traced = candidate.profile.groups[0];
+  if (facts.past_worker_limit_throughput > beaten) {
+    plan.binding_reason = fmt::format(
+        "the stream's shards: {} workers at most, since {} ({} workers would reach {:.4g} outputs/s with as "
+        "many shards)",
+        workers, traced.max_workers_reason, facts.past_worker_limit_workers, facts.past_worker_limit_throughput);
+    plan.notes.push_back(fmt::format(
+        "the stream's {} shards bind: split it into {} or more shards and {} workers would reach {:.4g} "
+        "outputs/s",
+        traced.max_workers, facts.past_worker_limit_workers, facts.past_worker_limit_workers,
+        facts.past_worker_limit_throughput));
+  } else if (facts.over_memory_throughput > beaten) {
     std::string budget = FormatBytes(static_cast<double>(plan.resources.memory_bytes));
     plan.binding_reason =
         fmt::format("the memory budget: {} workers fit in {} ({:.4g} outputs/s would need more)", workers,

@@ -27,6 +27,12 @@ struct ExplainFacts {
   // explainer names a budget as binding when its figure beats the plan's.
   double over_memory_throughput = 0;
   double over_threads_throughput = 0;
+  // A group with a worker limit (a stream's shards): the best throughput
+  // within the budgets of the settings past it, were their workers all
+  // given work, and the fewest workers that reach it; 0 when none beats
+  // the limited ones.
+  double past_worker_limit_throughput = 0;
+  int past_worker_limit_workers = 0;
   double tie_tolerance = 0;
 };
 

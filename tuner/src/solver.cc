@@ -9,6 +9,8 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "explain.h"
 #include "pipetune/base/check.h"
@@ -203,6 +205,36 @@ Solved SolveChoice(const TuneInput& input, const Resources& resources, Objective
   return solved;
 }
 
+// What the settings past the group's worker limit (a stream's shards) would
+// reach if each of their workers had work, as if the stream were split
+// into more shards: priced by the same model without the limit, within the
+// budgets, so that the plan can say what the limit costs. Not an
+// alternative: the run cannot have it without changing its data.
+void PricePastWorkerLimit(const Candidate& traced, const Resources& resources, const SolverOptions& options,
+                          ExplainFacts& facts) {
+  const int limit = traced.profile.groups[0].max_workers;
+  if (limit <= 0 || limit >= options.max_group_workers) return;
+  Candidate unlimited = traced;
+  unlimited.profile.groups[0].max_workers = 0;
+  std::vector<std::pair<int, double>> reached;  // (workers, throughput)
+  double best = 0;
+  for (Candidate& setting : GroupSettings(unlimited, options.max_group_workers)) {
+    if (setting.groups[0].workers <= limit || Threads(setting) > resources.max_threads ||
+        Memory(setting).Total() > static_cast<double>(resources.memory_bytes))
+      continue;
+    double x = Evaluate(setting, resources).throughput;
+    reached.push_back({setting.groups[0].workers, x});
+    best = std::max(best, x);
+  }
+  for (auto [workers, x] : reached) {  // in order of workers: the first within the tolerance
+    if (x >= best * (1 - options.tie_tolerance)) {
+      facts.past_worker_limit_throughput = best;
+      facts.past_worker_limit_workers = workers;
+      return;
+    }
+  }
+}
+
 // A worker group's settings, each priced as it is: its throughput is the
 // model's over an epoch as traced (start-up included), and a setting over
 // the memory or thread budget is no alternative; `facts` gets the best
@@ -239,6 +271,7 @@ StatusOr<std::vector<Solved>> SolveGroupSettings(const TuneInput& input, const R
     solved.candidate = std::make_unique<Candidate>(std::move(setting));
     all.push_back(std::move(solved));
   }
+  PricePastWorkerLimit(traced, resources, options, facts);
   if (all.empty()) {
     return InvalidInput(fmt::format("no setting fits the {} memory budget: the least needs {}",
                                     FormatBytes(static_cast<double>(resources.memory_bytes)),
@@ -388,7 +421,8 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   facts.last_buffer_capped_by_memory = chosen->last_buffer_capped;
   facts.moved_cache_reason = MovedCacheReason(input, resources, *chosen);
   // A budget binds a group's plan only where throughput is what is wanted.
-  if (objective != Objective::kMax) facts.over_memory_throughput = facts.over_threads_throughput = 0;
+  if (objective != Objective::kMax)
+    facts.over_memory_throughput = facts.over_threads_throughput = facts.past_worker_limit_throughput = 0;
   facts.tie_tolerance = options.tie_tolerance;
   ExplainPlan(input, resources, *chosen->candidate, facts, plan);
   return plan;

@@ -36,6 +36,11 @@ struct DataLoaderSettings {
   // own and in traces recorded before it.
   std::optional<bool> shuffle;
   bool drop_last = false;
+  // The shards a stream is split into across the workers, each read whole
+  // by one of them (a webdataset's shard list split by worker, an HF
+  // IterableDataset's n_shards): a worker past this count gets no shard and
+  // delivers nothing. Unset when the dataset does not say.
+  std::optional<int64_t> shards;
 };
 
 // One transform a sample goes through, as recorded: its class (or a

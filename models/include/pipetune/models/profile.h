@@ -83,6 +83,13 @@ struct WorkerGroup {
   double startup_seconds_fixed = 0;
   double startup_seconds_per_worker = 0;
   double memory_bytes_per_worker = 0;  // one worker's resident memory
+  // The most workers that get work (0: no limit): a stream split into that
+  // many shards, each read whole by one worker, leaves every further worker
+  // idle. Idle workers add no throughput but are still started and still
+  // hold their memory, so the model counts them there and nowhere else.
+  // `max_workers_reason` says why, in the user's words, for plans.
+  int max_workers = 0;
+  std::string max_workers_reason;
   // CPU seconds per output the workers spend outside every stage (a
   // DataLoader worker's fetch loop, pickling each batch for the consumer):
   // counted in the CPU bound only while the group has workers, since with

@@ -87,7 +87,8 @@ int Threads(const Candidate& candidate);
 // Every setting of the first worker group the search tries, as copies of
 // `traced` (MakeCandidate's, for a profile with groups) with its knobs set:
 // workers 0 (where the group may run on the consumer's thread) to
-// `max_workers`, each worker's buffer 1 to kMaxWorkerBuffer, persistence
+// `max_workers` (or the group's own max_workers, when lower: more would
+// sit idle), each worker's buffer 1 to kMaxWorkerBuffer, persistence
 // both ways (when the group has a persistence knob), and each switchable
 // stage off where the profile allows it. Further groups keep their traced
 // settings (the profiles this serves have one). Empty without groups.
