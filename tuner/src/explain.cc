@@ -130,7 +130,8 @@ void AddGroupNotes(const Candidate& candidate, const models::Prediction& predict
     plan.binding_reason = fmt::format(
         "the stream's shards: {} workers at most, since {} ({} workers would reach {:.4g} outputs/s with as "
         "many shards)",
-        workers, traced.max_workers_reason, facts.past_worker_limit_workers, facts.past_worker_limit_throughput);
+        workers, traced.max_workers_reason, facts.past_worker_limit_workers,
+        facts.past_worker_limit_throughput);
     plan.notes.push_back(fmt::format(
         "the stream's {} shards bind: split it into {} or more shards and {} workers would reach {:.4g} "
         "outputs/s",
