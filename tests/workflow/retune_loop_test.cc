@@ -1,0 +1,103 @@
+// The retuning rules every driver shares (engine online, pipetune.Loader, a
+// DataLoader between epochs), as a user of any of them meets them: a lucky
+// window does not keep a change, the tries stop at the cap, and what runs
+// at the end is the best measured setting.
+#include "pipetune/workflow/retune_loop.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace pipetune::workflow {
+namespace {
+
+using ::testing::HasSubstr;
+using Verdict = RetuneLoop::Verdict;
+using Action = RetuneLoop::Action;
+
+TEST(RetuneLoopTest, AChangeIsKeptOnlyWhenItBeatsTheWindowsNoise) {
+  RetuneLoop loop({/*min_gain=*/0.03, /*max_tries=*/3});
+  EXPECT_EQ(loop.Measured("w=1", {100, 0.10}).verdict, Verdict::kFirst);
+  ASSERT_EQ(loop.Consider("w=4", 300).action, Action::kTry);
+  // 20% more, but the two windows each move by 10%: 2 x 14% = 28% is the bar.
+  RetuneLoop::Judged judged = loop.Measured("w=4", {120, 0.10});
+  EXPECT_EQ(judged.verdict, Verdict::kNotBetter);
+  EXPECT_NEAR(judged.margin, 2 * std::hypot(0.10, 0.10), 1e-9);
+  EXPECT_EQ(loop.best(), "w=1");
+
+  // Quiet windows: the same 20% is a gain, and the change becomes the best.
+  RetuneLoop quiet({0.03, 3});
+  quiet.Measured("w=1", {100, 0.01});
+  ASSERT_EQ(quiet.Consider("w=4", 300).action, Action::kTry);
+  EXPECT_EQ(quiet.Measured("w=4", {120, 0.01}).verdict, Verdict::kBetter);
+  EXPECT_EQ(quiet.best(), "w=4");
+  EXPECT_DOUBLE_EQ(quiet.best_rate(), 120);
+}
+
+TEST(RetuneLoopTest, APlanPredictingNoMoreThanTheNoiseIsNotTried) {
+  RetuneLoop loop({0.03, 3});
+  loop.Measured("w=1", {100, 0.05});
+  RetuneLoop::Next next = loop.Consider("w=2", 108);  // under 2 x 5%
+  EXPECT_EQ(next.action, Action::kSettle);
+  EXPECT_THAT(next.reason, HasSubstr("not 10% over the best measured"));
+  EXPECT_TRUE(loop.settled());
+  EXPECT_EQ(loop.best(), "w=1");
+}
+
+TEST(RetuneLoopTest, TriesStopAtTheCapAndSettleOnTheBestMeasured) {
+  RetuneLoop loop({0.03, 2});
+  loop.Measured("w=1", {100, 0});
+  ASSERT_EQ(loop.Consider("w=2", 200).action, Action::kTry);
+  EXPECT_EQ(loop.Measured("w=2", {150, 0}).verdict, Verdict::kBetter);
+  ASSERT_EQ(loop.Consider("w=6", 400).action, Action::kTry);
+  EXPECT_EQ(loop.Measured("w=6", {140, 0}).verdict, Verdict::kNotBetter);
+  // A third plan, however promising: 2 tries were allowed.
+  RetuneLoop::Next next = loop.Consider("w=9", 900);
+  EXPECT_EQ(next.action, Action::kSettle);
+  EXPECT_THAT(next.reason, HasSubstr("2 changes tried"));
+  EXPECT_EQ(loop.best(), "w=2");  // what runs from now on: measured, not predicted
+  EXPECT_EQ(loop.tries(), 2);
+}
+
+TEST(RetuneLoopTest, NoSettingIsTriedTwice) {
+  RetuneLoop loop({0.03, 5});
+  loop.Measured("w=1", {100, 0});
+  ASSERT_EQ(loop.Consider("w=4", 300).action, Action::kTry);
+  loop.Measured("w=4", {90, 0});  // worse: not kept
+  RetuneLoop::Next next = loop.Consider("w=4", 300);
+  EXPECT_EQ(next.action, Action::kSettle);
+  EXPECT_THAT(next.reason, HasSubstr("measured already"));
+  EXPECT_EQ(loop.best(), "w=1");
+  // The plan that is the best setting itself settles too.
+  RetuneLoop again({0.03, 5});
+  again.Measured("w=1", {100, 0});
+  EXPECT_THAT(again.Consider("w=1", 500).reason, HasSubstr("is the best measured setting"));
+}
+
+TEST(RetuneLoopTest, TheBestMeasuredAgainIsJudgedByItsNewerWindow) {
+  RetuneLoop loop({0.03, 3});
+  loop.Measured("w=1", {100, 0});
+  EXPECT_EQ(loop.Measured("w=1", {80, 0}).verdict, Verdict::kAgain);  // the machine got busier
+  EXPECT_DOUBLE_EQ(loop.best_rate(), 80);
+}
+
+TEST(RetuneLoopTest, TheRateErrorIsTheSpreadOfStepsPerSnapshot) {
+  analyzer::CollectedTrace steady, bursty;
+  uint64_t a = 0, b = 0;
+  for (int f = 0; f < 21; ++f) {
+    steady.frames.push_back({});
+    steady.frames.back().steps = a;
+    a += 10;
+    bursty.frames.push_back({});
+    bursty.frames.back().steps = b;
+    b += f % 2 == 0 ? 2 : 18;
+  }
+  EXPECT_DOUBLE_EQ(RateRelativeError(steady, 0, 20), 0);
+  // Counts 2 and 18 around a mean of 10: sd 8.2, over 10 x sqrt(20).
+  EXPECT_NEAR(RateRelativeError(bursty, 0, 20), 8.2 / (10 * std::sqrt(20.0)), 0.01);
+  EXPECT_EQ(RateRelativeError(bursty, 0, 2), 0);  // two intervals: too few to tell
+}
+
+}  // namespace
+}  // namespace pipetune::workflow
