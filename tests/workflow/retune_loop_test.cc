@@ -13,24 +13,22 @@ namespace pipetune::workflow {
 namespace {
 
 using ::testing::HasSubstr;
-using Verdict = RetuneLoop::Verdict;
-using Action = RetuneLoop::Action;
 
 TEST(RetuneLoopTest, AChangeIsKeptOnlyWhenItBeatsTheWindowsNoise) {
   RetuneLoop loop({/*min_gain=*/0.03, /*max_tries=*/3});
-  EXPECT_EQ(loop.Measured("w=1", {100, 0.10}).verdict, Verdict::kFirst);
-  ASSERT_EQ(loop.Consider("w=4", 300).action, Action::kTry);
+  EXPECT_EQ(loop.Measured("w=1", {100, 0.10}).verdict, RetuneLoop::Verdict::kFirst);
+  ASSERT_EQ(loop.Consider("w=4", 300).action, RetuneLoop::Action::kTry);
   // 20% more, but the two windows each move by 10%: 2 x 14% = 28% is the bar.
   RetuneLoop::Judged judged = loop.Measured("w=4", {120, 0.10});
-  EXPECT_EQ(judged.verdict, Verdict::kNotBetter);
+  EXPECT_EQ(judged.verdict, RetuneLoop::Verdict::kNotBetter);
   EXPECT_NEAR(judged.margin, 2 * std::hypot(0.10, 0.10), 1e-9);
   EXPECT_EQ(loop.best(), "w=1");
 
   // Quiet windows: the same 20% is a gain, and the change becomes the best.
   RetuneLoop quiet({0.03, 3});
   quiet.Measured("w=1", {100, 0.01});
-  ASSERT_EQ(quiet.Consider("w=4", 300).action, Action::kTry);
-  EXPECT_EQ(quiet.Measured("w=4", {120, 0.01}).verdict, Verdict::kBetter);
+  ASSERT_EQ(quiet.Consider("w=4", 300).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(quiet.Measured("w=4", {120, 0.01}).verdict, RetuneLoop::Verdict::kBetter);
   EXPECT_EQ(quiet.best(), "w=4");
   EXPECT_DOUBLE_EQ(quiet.best_rate(), 120);
 }
@@ -39,7 +37,7 @@ TEST(RetuneLoopTest, APlanPredictingNoMoreThanTheNoiseIsNotTried) {
   RetuneLoop loop({0.03, 3});
   loop.Measured("w=1", {100, 0.05});
   RetuneLoop::Next next = loop.Consider("w=2", 108);  // under 2 x 5%
-  EXPECT_EQ(next.action, Action::kSettle);
+  EXPECT_EQ(next.action, RetuneLoop::Action::kSettle);
   EXPECT_THAT(next.reason, HasSubstr("not 10% over the best measured"));
   EXPECT_TRUE(loop.settled());
   EXPECT_EQ(loop.best(), "w=1");
@@ -48,13 +46,13 @@ TEST(RetuneLoopTest, APlanPredictingNoMoreThanTheNoiseIsNotTried) {
 TEST(RetuneLoopTest, TriesStopAtTheCapAndSettleOnTheBestMeasured) {
   RetuneLoop loop({0.03, 2});
   loop.Measured("w=1", {100, 0});
-  ASSERT_EQ(loop.Consider("w=2", 200).action, Action::kTry);
-  EXPECT_EQ(loop.Measured("w=2", {150, 0}).verdict, Verdict::kBetter);
-  ASSERT_EQ(loop.Consider("w=6", 400).action, Action::kTry);
-  EXPECT_EQ(loop.Measured("w=6", {140, 0}).verdict, Verdict::kNotBetter);
+  ASSERT_EQ(loop.Consider("w=2", 200).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(loop.Measured("w=2", {150, 0}).verdict, RetuneLoop::Verdict::kBetter);
+  ASSERT_EQ(loop.Consider("w=6", 400).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(loop.Measured("w=6", {140, 0}).verdict, RetuneLoop::Verdict::kNotBetter);
   // A third plan, however promising: 2 tries were allowed.
   RetuneLoop::Next next = loop.Consider("w=9", 900);
-  EXPECT_EQ(next.action, Action::kSettle);
+  EXPECT_EQ(next.action, RetuneLoop::Action::kSettle);
   EXPECT_THAT(next.reason, HasSubstr("2 changes tried"));
   EXPECT_EQ(loop.best(), "w=2");  // what runs from now on: measured, not predicted
   EXPECT_EQ(loop.tries(), 2);
@@ -63,10 +61,10 @@ TEST(RetuneLoopTest, TriesStopAtTheCapAndSettleOnTheBestMeasured) {
 TEST(RetuneLoopTest, NoSettingIsTriedTwice) {
   RetuneLoop loop({0.03, 5});
   loop.Measured("w=1", {100, 0});
-  ASSERT_EQ(loop.Consider("w=4", 300).action, Action::kTry);
+  ASSERT_EQ(loop.Consider("w=4", 300).action, RetuneLoop::Action::kTry);
   loop.Measured("w=4", {90, 0});  // worse: not kept
   RetuneLoop::Next next = loop.Consider("w=4", 300);
-  EXPECT_EQ(next.action, Action::kSettle);
+  EXPECT_EQ(next.action, RetuneLoop::Action::kSettle);
   EXPECT_THAT(next.reason, HasSubstr("measured already"));
   EXPECT_EQ(loop.best(), "w=1");
   // The plan that is the best setting itself settles too.
@@ -78,7 +76,7 @@ TEST(RetuneLoopTest, NoSettingIsTriedTwice) {
 TEST(RetuneLoopTest, TheBestMeasuredAgainIsJudgedByItsNewerWindow) {
   RetuneLoop loop({0.03, 3});
   loop.Measured("w=1", {100, 0});
-  EXPECT_EQ(loop.Measured("w=1", {80, 0}).verdict, Verdict::kAgain);  // the machine got busier
+  EXPECT_EQ(loop.Measured("w=1", {80, 0}).verdict, RetuneLoop::Verdict::kAgain);  // the machine got busier
   EXPECT_DOUBLE_EQ(loop.best_rate(), 80);
 }
 
