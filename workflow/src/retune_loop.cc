@@ -64,9 +64,12 @@ RetuneLoop::Next RetuneLoop::Consider(const std::string& setting, double predict
     settled_ = settled_ || !best_;
     return next;
   }
-  // The prediction is one number, the best's rate a window's: the margin is
-  // that window's spread alone.
-  next.margin = std::max(rules_.min_gain, kNoiseSigmas * best_->window.rate_error);
+  // A prediction has no spread of its own to beat, and trying costs one
+  // window (the tries are capped; the change is kept only if its window
+  // beats the noise): min_gain alone. A noise bar here, where a window
+  // moves by 30% (an epoch on a loaded host), kept the first plan's
+  // overshoot (9 workers from a run without any) from ever being corrected.
+  next.margin = rules_.min_gain;
   auto tried = measured_.find(setting);
   if (setting == best_->setting) {
     next.reason = "the model's plan is the best measured setting";

@@ -15,8 +15,8 @@
 //  - a change must beat noise: a setting tried replaces the best measured
 //    one only when its window's rate beats the best's by more than the
 //    windows' own spread (twice their combined relative standard error),
-//    and by at least min_gain; a plan is tried only when it predicts that
-//    much over the best measured rate (against the best window's error);
+//    and by at least min_gain; a plan is tried only when it predicts at
+//    least min_gain over the best measured rate;
 //  - a cap on tries: after max_tries changes the loop settles;
 //  - settle on the best measured setting: whatever ends the exploring (the
 //    plan is the best setting, or was measured already, or gains too
