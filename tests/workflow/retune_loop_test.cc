@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 namespace pipetune::workflow {
 namespace {
@@ -84,21 +85,34 @@ TEST(RetuneLoopTest, TheBestMeasuredAgainIsJudgedByItsNewerWindow) {
   EXPECT_DOUBLE_EQ(loop.best_rate(), 80);
 }
 
-TEST(RetuneLoopTest, TheRateErrorIsTheSpreadOfStepsPerSnapshot) {
-  analyzer::CollectedTrace steady, bursty;
-  uint64_t a = 0, b = 0;
-  for (int f = 0; f < 21; ++f) {
-    steady.frames.push_back({});
-    steady.frames.back().steps = a;
-    a += 10;
-    bursty.frames.push_back({});
-    bursty.frames.back().steps = b;
-    b += f % 2 == 0 ? 2 : 18;
+// Steps per snapshot, as a trace records them cumulatively.
+analyzer::CollectedTrace Steps(const std::vector<uint64_t>& per_interval) {
+  analyzer::CollectedTrace trace;
+  uint64_t total = 0;
+  trace.frames.push_back({});
+  for (uint64_t n : per_interval) {
+    total += n;
+    trace.frames.push_back({});
+    trace.frames.back().steps = total;
   }
-  EXPECT_DOUBLE_EQ(RateRelativeError(steady, 0, 20), 0);
-  // Counts 2 and 18 around a mean of 10: sd 8.2, over 10 x sqrt(20).
-  EXPECT_NEAR(RateRelativeError(bursty, 0, 20), 8.2 / (10 * std::sqrt(20.0)), 0.01);
-  EXPECT_EQ(RateRelativeError(bursty, 0, 2), 0);  // two intervals: too few to tell
+  return trace;
+}
+
+TEST(RetuneLoopTest, TheRateErrorIsTheSpreadOfStepsPerBlockOfSnapshots) {
+  // A pool of workers' bursts (18 batches, then 2) average out within
+  // blocks of 4 snapshots: the window's rate is steady.
+  std::vector<uint64_t> bursty;
+  for (int i = 0; i < 20; ++i) bursty.push_back(i % 2 == 0 ? 18 : 2);
+  EXPECT_DOUBLE_EQ(RateRelativeError(Steps(bursty), 0, 20), 0);
+  // The machine's load drifting (5 a snapshot, then 15): blocks of 20, 20,
+  // 60, 60, 60 around 44 show it.
+  std::vector<uint64_t> drifting(8, 5);
+  drifting.insert(drifting.end(), 12, 15);
+  double sd = std::sqrt((2 * 24 * 24 + 3 * 16 * 16) / 4.0);
+  EXPECT_NEAR(RateRelativeError(Steps(drifting), 0, 20), sd / (44 * std::sqrt(5.0)), 1e-9);
+  // A short window: one snapshot a block, and 2 intervals are too few to tell.
+  EXPECT_GT(RateRelativeError(Steps({2, 18, 2, 18}), 0, 4), 0.3);
+  EXPECT_EQ(RateRelativeError(Steps({2, 18}), 0, 2), 0);
 }
 
 }  // namespace

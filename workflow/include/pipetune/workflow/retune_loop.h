@@ -52,9 +52,10 @@ struct MeasuredWindow {
 };
 
 // The relative standard error of the mean output rate over frames
-// [begin_frame, end_frame] of a trace, from the consumer's steps per
-// snapshot interval: how far the rate of a window this long moves by chance
-// on this machine now. 0 with fewer than 3 intervals or no steps.
+// [begin_frame, end_frame] of a trace, from the consumer's steps per block
+// of snapshot intervals (batch means: at least 5 blocks, one interval each
+// in a short window): how far the rate of a window this long moves by
+// chance on this machine now. 0 with fewer than 3 intervals or no steps.
 double RateRelativeError(const analyzer::CollectedTrace& trace, size_t begin_frame, size_t end_frame);
 
 class RetuneLoop {
