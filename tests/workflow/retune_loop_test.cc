@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 TEST(RetuneLoopTest, AChangeIsKeptOnlyWhenItBeatsTheWindowsNoise) {
   RetuneLoop loop({/*min_gain=*/0.03, /*max_tries=*/3});
   EXPECT_EQ(loop.Measured("w=1", {100, 0.10}).verdict, RetuneLoop::Verdict::kFirst);
-  ASSERT_EQ(loop.Consider("w=4", 300).action, RetuneLoop::Action::kTry);
+  ASSERT_EQ(loop.Consider("w=4", 300, 0).action, RetuneLoop::Action::kTry);
   // 20% more, but the two windows each move by 10%: 2 x 14% = 28% is the bar.
   RetuneLoop::Judged judged = loop.Measured("w=4", {120, 0.10});
   EXPECT_EQ(judged.verdict, RetuneLoop::Verdict::kNotBetter);
@@ -28,7 +28,7 @@ TEST(RetuneLoopTest, AChangeIsKeptOnlyWhenItBeatsTheWindowsNoise) {
   // Quiet windows: the same 20% is a gain, and the change becomes the best.
   RetuneLoop quiet({0.03, 3});
   quiet.Measured("w=1", {100, 0.01});
-  ASSERT_EQ(quiet.Consider("w=4", 300).action, RetuneLoop::Action::kTry);
+  ASSERT_EQ(quiet.Consider("w=4", 300, 0).action, RetuneLoop::Action::kTry);
   EXPECT_EQ(quiet.Measured("w=4", {120, 0.01}).verdict, RetuneLoop::Verdict::kBetter);
   EXPECT_EQ(quiet.best(), "w=4");
   EXPECT_DOUBLE_EQ(quiet.best_rate(), 120);
@@ -39,9 +39,9 @@ TEST(RetuneLoopTest, APlanPredictingLessThanTheMinimumGainIsNotTried) {
   loop.Measured("w=1", {100, 0.20});
   // A noisy window does not raise the bar for trying: the window after the
   // change must beat the noise, not the prediction.
-  EXPECT_EQ(loop.Consider("w=2", 108).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(loop.Consider("w=2", 108, 0).action, RetuneLoop::Action::kTry);
   loop.Measured("w=2", {110, 0.20});
-  RetuneLoop::Next next = loop.Consider("w=3", 104);  // under 5% over the best, still w=1's 100
+  RetuneLoop::Next next = loop.Consider("w=3", 104, 0);  // under 5% over the best, still w=1's 100
   EXPECT_EQ(next.action, RetuneLoop::Action::kSettle);
   EXPECT_THAT(next.reason, HasSubstr("not 5% over the best measured"));
   EXPECT_TRUE(loop.settled());
@@ -51,31 +51,67 @@ TEST(RetuneLoopTest, APlanPredictingLessThanTheMinimumGainIsNotTried) {
 TEST(RetuneLoopTest, TriesStopAtTheCapAndSettleOnTheBestMeasured) {
   RetuneLoop loop({0.03, 2});
   loop.Measured("w=1", {100, 0});
-  ASSERT_EQ(loop.Consider("w=2", 200).action, RetuneLoop::Action::kTry);
+  ASSERT_EQ(loop.Consider("w=2", 200, 0).action, RetuneLoop::Action::kTry);
   EXPECT_EQ(loop.Measured("w=2", {150, 0}).verdict, RetuneLoop::Verdict::kBetter);
-  ASSERT_EQ(loop.Consider("w=6", 400).action, RetuneLoop::Action::kTry);
+  ASSERT_EQ(loop.Consider("w=6", 400, 0).action, RetuneLoop::Action::kTry);
   EXPECT_EQ(loop.Measured("w=6", {140, 0}).verdict, RetuneLoop::Verdict::kNotBetter);
   // A third plan, however promising: 2 tries were allowed.
-  RetuneLoop::Next next = loop.Consider("w=9", 900);
+  RetuneLoop::Next next = loop.Consider("w=9", 900, 0);
   EXPECT_EQ(next.action, RetuneLoop::Action::kSettle);
   EXPECT_THAT(next.reason, HasSubstr("2 changes tried"));
   EXPECT_EQ(loop.best(), "w=2");  // what runs from now on: measured, not predicted
   EXPECT_EQ(loop.tries(), 2);
 }
 
+TEST(RetuneLoopTest, APlanGainingOnlyTheModelsGapIsNotTried) {
+  RetuneLoop loop({0.03, 3});
+  loop.Measured("decode=14", {86, 0.05});
+  // The model says 14 workers could do 230/s and 52 would do 236/s: 3% by
+  // its own account, whatever the measured 86/s.
+  RetuneLoop::Next next = loop.Consider("decode=52", 236, 230);
+  EXPECT_EQ(next.action, RetuneLoop::Action::kSettle);
+  EXPECT_THAT(next.reason, HasSubstr("only the gap between model and measurement"));
+  // A plan the model itself prices higher is tried.
+  RetuneLoop fewer({0.03, 3});
+  fewer.Measured("w=9", {63, 0.05});
+  EXPECT_EQ(fewer.Consider("w=5", 81, 66).action, RetuneLoop::Action::kTry);
+}
+
 TEST(RetuneLoopTest, NoSettingIsTriedTwice) {
   RetuneLoop loop({0.03, 5});
   loop.Measured("w=1", {100, 0});
-  ASSERT_EQ(loop.Consider("w=4", 300).action, RetuneLoop::Action::kTry);
+  ASSERT_EQ(loop.Consider("w=4", 300, 0).action, RetuneLoop::Action::kTry);
   loop.Measured("w=4", {90, 0});  // worse: not kept
-  RetuneLoop::Next next = loop.Consider("w=4", 300);
+  RetuneLoop::Next next = loop.Consider("w=4", 300, 0);
   EXPECT_EQ(next.action, RetuneLoop::Action::kSettle);
   EXPECT_THAT(next.reason, HasSubstr("measured already"));
   EXPECT_EQ(loop.best(), "w=1");
   // The plan that is the best setting itself settles too.
   RetuneLoop again({0.03, 5});
   again.Measured("w=1", {100, 0});
-  EXPECT_THAT(again.Consider("w=1", 500).reason, HasSubstr("is the best measured setting"));
+  EXPECT_THAT(again.Consider("w=1", 500, 0).reason, HasSubstr("is the best measured setting"));
+}
+
+TEST(RetuneLoopTest, WithinTheNoiseTheModelRefitOnTheWindowBreaksTheTie) {
+  RetuneLoop loop({0.03, 3});
+  loop.Measured("w=0", {30, 0.05});
+  ASSERT_EQ(loop.Consider("w=10", 190, 0).action, RetuneLoop::Action::kTry);
+  loop.Measured("w=10", {61, 0.05});  // kept: far beyond the noise
+  ASSERT_EQ(loop.Consider("w=5", 79, 0).action, RetuneLoop::Action::kTry);
+  // 19% more, within the two windows' noise; the model refit on this
+  // window plans w=5 again: it is the best now, and what runs on.
+  EXPECT_EQ(loop.Measured("w=5", {72.8, 0.2}).verdict, RetuneLoop::Verdict::kNotBetter);
+  RetuneLoop::Next next = loop.Consider("w=5", 80, 0);
+  EXPECT_EQ(next.action, RetuneLoop::Action::kSettle);
+  EXPECT_THAT(next.reason, HasSubstr("above the best within the noise"));
+  EXPECT_EQ(loop.best(), "w=5");
+  // Below the best within the noise, the best stays, whatever the model says.
+  RetuneLoop lower({0.03, 3});
+  lower.Measured("w=9", {63, 0.1});
+  ASSERT_EQ(lower.Consider("w=5", 81, 0).action, RetuneLoop::Action::kTry);
+  lower.Measured("w=5", {57, 0.1});
+  lower.Consider("w=5", 81, 0);
+  EXPECT_EQ(lower.best(), "w=9");
 }
 
 TEST(RetuneLoopTest, TheBestMeasuredAgainIsJudgedByItsNewerWindow) {

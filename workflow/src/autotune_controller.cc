@@ -308,7 +308,8 @@ void AutotuneController::Propose(const tuner::Plan& plan, uint64_t trace_end_ns,
   decision.measured_before = plan.measured_throughput;
   decision.predicted = plan.predicted_throughput;
   decision.refit_ms = refit_ms;
-  RetuneLoop::Next next = loop_.Consider(WorkersOf(planned), plan.predicted_throughput);
+  RetuneLoop::Next next =
+      loop_.Consider(WorkersOf(planned), plan.predicted_throughput, plan.predicted_throughput_before);
   if (next.action == RetuneLoop::Action::kTry) {
     decision.kind = AutotuneDecision::Kind::kChange;
     decision.moves = MovesBetween(current_, planned);
@@ -319,13 +320,14 @@ void AutotuneController::Propose(const tuner::Plan& plan, uint64_t trace_end_ns,
     return;
   }
   decision.note = next.reason;
-  SettleOnBest(std::move(decision), WorkersOf(planned) == WorkersOf(best_) ? &planned : nullptr);
+  SettleOnBest(std::move(decision), WorkersOf(planned) == loop_.best() ? &planned : nullptr);
 }
 
 // Settled: the best measured knobs run from now on. When the plan has their
 // workers, its prefetch buffers too: the queue model sized them for those
 // workers, and a buffer moves no bound, so it needs no judging.
 void AutotuneController::SettleOnBest(AutotuneDecision decision, const models::PipelineConfig* plan_knobs) {
+  if (loop_.best() == WorkersOf(current_)) best_ = current_;  // the running knobs won a tie
   models::PipelineConfig target = best_;
   if (plan_knobs != nullptr) {
     for (models::StageConfig& stage : target.stages) {

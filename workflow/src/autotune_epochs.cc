@@ -114,7 +114,8 @@ Json EpochDecider::Decide(const Json& request) {
   // The plan refit on this segment, kept or not: it measured what the plan
   // before it had to guess (the workers' start-up and CPU).
   Json planned = NormalizedKwargs(tuned->dataloader->kwargs);
-  RetuneLoop::Next next = loop_.Consider(DumpJson(planned), plan.predicted_throughput);
+  RetuneLoop::Next next =
+      loop_.Consider(DumpJson(planned), plan.predicted_throughput, plan.predicted_throughput_before);
   if (next.action == RetuneLoop::Action::kTry) {
     lines.push_back(fmt::format("epoch {}: {}: predicted {:.1f} batches/s (measured {:.1f} at {})", epoch,
                                 DescribeChange(*running_, planned), plan.predicted_throughput,
@@ -126,6 +127,7 @@ Json EpochDecider::Decide(const Json& request) {
     return {{"apply", planned}, {"state", "exploring"}, {"lines", std::move(lines)}};
   }
   Json apply = nullptr;
+  if (loop_.best() == ran) best_ = *running_;  // the running settings won a tie
   if (DumpJson(best_) == ran) {
     lines.push_back(fmt::format("epoch {}: settled at {}: {:.1f} batches/s measured ({})", epoch,
                                 KnobsText(best_), loop_.best_rate(), next.reason));

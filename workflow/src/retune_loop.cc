@@ -64,6 +64,7 @@ RetuneLoop::Judged RetuneLoop::Measured(const std::string& setting, MeasuredWind
     return judged;
   }
   pending_.reset();
+  tied_.reset();
   double spread = std::hypot(best_->window.rate_error, window.rate_error);
   judged.margin = std::max(rules_.min_gain, kNoiseSigmas * spread);
   if (window.rate > best_->window.rate * (1 + judged.margin)) {
@@ -71,11 +72,12 @@ RetuneLoop::Judged RetuneLoop::Measured(const std::string& setting, MeasuredWind
     judged.verdict = Verdict::kBetter;
   } else {
     judged.verdict = Verdict::kNotBetter;
+    if (window.rate > best_->window.rate) tied_ = Best{setting, window};
   }
   return judged;
 }
 
-RetuneLoop::Next RetuneLoop::Consider(const std::string& setting, double predicted) {
+RetuneLoop::Next RetuneLoop::Consider(const std::string& setting, double predicted, double predicted_running) {
   Next next;
   if (!best_ || settled_) {
     next.reason = settled_ ? "settled already" : "nothing measured yet";
@@ -89,7 +91,15 @@ RetuneLoop::Next RetuneLoop::Consider(const std::string& setting, double predict
   // overshoot (9 workers from a run without any) from ever being corrected.
   next.margin = rules_.min_gain;
   auto tried = measured_.find(setting);
-  if (setting == best_->setting) {
+  std::optional<Best> tied = std::move(tied_);
+  tied_.reset();
+  if (tied && setting == tied->setting) {
+    // Measured above the best but within the noise, and the model refit on
+    // its window plans it again: the windows cannot tell the two apart,
+    // and the model, which has its costs measured now, breaks the tie.
+    best_ = std::move(tied);
+    next.reason = "the model's plan, refit on it, is the setting measured above the best within the noise";
+  } else if (setting == best_->setting) {
     next.reason = "the model's plan is the best measured setting";
   } else if (tried != measured_.end()) {
     next.reason = fmt::format("the model's plan was measured already, at {:.4g}/s", tried->second);
@@ -98,6 +108,11 @@ RetuneLoop::Next RetuneLoop::Consider(const std::string& setting, double predict
   } else if (!(predicted > best_->window.rate * (1 + next.margin))) {
     next.reason = fmt::format("the model's plan predicts {:.4g}/s, not {:.0f}% over the best measured {:.4g}/s",
                               predicted, 100 * next.margin, best_->window.rate);
+  } else if (!(predicted >= predicted_running * (1 + next.margin))) {
+    next.reason = fmt::format(
+        "the model's plan predicts {:.4g}/s, not {:.0f}% over its {:.4g}/s for the setting running: no gain, only the "
+        "gap between model and measurement",
+        predicted, 100 * next.margin, predicted_running);
   } else {
     next.action = Action::kTry;
     pending_ = setting;

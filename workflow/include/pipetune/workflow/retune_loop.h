@@ -16,12 +16,22 @@
 //    one only when its window's rate beats the best's by more than the
 //    windows' own spread (twice their combined relative standard error),
 //    and by at least min_gain; a plan is tried only when it predicts at
-//    least min_gain over the best measured rate;
+//    least min_gain over the best measured rate, and over what the same
+//    model predicts for the setting running (else its gain is only the gap
+//    between model and measurement: on a loaded host every worker's latency
+//    stretches, Little's law asks for more, and decode went 14 -> 52 -> 233
+//    workers on 2 cores, each plan predicting the same 230/s);
 //  - a cap on tries: after max_tries changes the loop settles;
 //  - settle on the best measured setting: whatever ends the exploring (the
 //    plan is the best setting, or was measured already, or gains too
 //    little, or the cap), the setting kept is the best measured, never a
-//    prediction, and a setting is never tried twice.
+//    prediction, and a setting is never tried twice. One tie-break: a
+//    change that measured above the best but within the noise, and that
+//    the model refit on its own window plans again, is the best: the
+//    windows cannot tell the two apart, and the model then has its costs
+//    measured (without it the first plan's overshoot, 9-10 workers planned
+//    from a run without any, stayed whenever a correction's gain was
+//    within an epoch's noise on a loaded host).
 // A setting is the driver's name for a set of knobs (equal names, equal
 // knobs); the loop never reads it. Pure: no I/O, no clock, one thread.
 #pragma once
@@ -83,10 +93,11 @@ class RetuneLoop {
     double margin = 0;   // the relative gain the prediction had to beat
   };
   // The model's plan, refit on the last window: `setting`, predicted to run
-  // at `predicted`. kTry: the driver runs it and measures it next. kSettle:
-  // the loop is settled and the driver runs best() from now on (it may be
-  // the setting running already).
-  Next Consider(const std::string& setting, double predicted);
+  // at `predicted`, where the same model predicts `predicted_running` for
+  // the setting that ran the window. kTry: the driver runs it and measures
+  // it next. kSettle: the loop is settled and the driver runs best() from
+  // now on (it may be the setting running already).
+  Next Consider(const std::string& setting, double predicted, double predicted_running);
 
   // Ends the exploring where it stands (a driver that cannot go on): best()
   // is what runs from now on.
@@ -108,6 +119,7 @@ class RetuneLoop {
   RetuneRules rules_;
   std::optional<Best> best_;
   std::optional<std::string> pending_;
+  std::optional<Best> tied_;  // the last window: above the best, within the noise
   std::map<std::string, double> measured_;  // every setting run -> its last window's rate
   int tries_ = 0;
   bool settled_ = false;
