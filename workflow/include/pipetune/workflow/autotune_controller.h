@@ -20,7 +20,8 @@
 // judged when it ran a change (kept: it beat the best measured setting
 // beyond the noise; rolled back: it did not); then the model is refit on it
 // and its plan's workers are tried when the rules allow (never measured, a
-// gain predicted beyond the noise, under the cap on tries), else the loop
+// gain predicted over the best measured rate and by the model's own account,
+// under the cap on tries), else the loop
 // settles on the best measured knobs (a buffer the queue model sizes
 // differently for them is applied then: it moves no bound) and no further
 // refit runs. A prediction is the plan's, the consumer's measured rate
