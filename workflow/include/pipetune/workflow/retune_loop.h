@@ -18,9 +18,7 @@
 //    and by at least min_gain; a plan is tried only when it predicts at
 //    least min_gain over the best measured rate, and over what the same
 //    model predicts for the setting running (else its gain is only the gap
-//    between model and measurement: on a loaded host every worker's latency
-//    stretches, Little's law asks for more, and decode went 14 -> 52 -> 233
-//    workers on 2 cores, each plan predicting the same 230/s);
+//    between model and measurement);
 //  - a cap on tries: after max_tries changes the loop settles;
 //  - settle on the best measured setting: whatever ends the exploring (the
 //    plan is the best setting, or was measured already, or gains too
