@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -138,13 +139,20 @@ class DecisionServer {
       request.append(buffer, static_cast<size_t>(got));
     }
     Json answer;
+    std::string problem = "the request was not a JSON object";
     Json parsed = Json::parse(request.substr(0, request.find('\n')), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_object()) {
-      answer = decider_->Decide(parsed);
-    } else {
-      answer = {{"apply", nullptr},
-                {"state", "stopped"},
-                {"lines", Json::array({"no decision (the request was not a JSON object)"})}};
+      // A request whose fields have the wrong types throws in nlohmann's
+      // accessors: it is answered, not let out of this thread (which would
+      // end the process that runs the job).
+      try {
+        answer = decider_->Decide(parsed);
+      } catch (const std::exception& error) {
+        problem = std::string("a malformed request: ") + error.what();
+      }
+    }
+    if (answer.is_null()) {
+      answer = {{"apply", nullptr}, {"state", "stopped"}, {"lines", Json::array({"no decision (" + problem + ")"})}};
     }
     std::string line = DumpJson(answer) + "\n";
     for (size_t sent = 0; sent < line.size();) {
