@@ -25,6 +25,7 @@ int RunAutotuneJob(const AutotuneFlags& flags) {
   StatusOr<workflow::AutotuneJobResult> job = workflow::AutotuneJob(options);
   if (!job.ok()) return ReportError(job.status());
   const workflow::ProfiledProgram& program = job->program;
+  for (const std::string& note : job->notes) fmt::print(stderr, "pipetune autotune: {}\n", note);
   std::error_code error;
   if (std::filesystem::exists(job->output, error)) {
     fmt::print("settled DataLoader keyword arguments: {}\n", job->output);

@@ -22,6 +22,13 @@ constexpr double kSaturatedShare = 0.9;
 // per element is latency-bound.
 constexpr double kLatencyBoundRatio = 2.0;
 
+// A consumer that spent less than this share of the window in its own steps
+// only drains the pipeline (the runtime's consumer without a step spends
+// about 0.1% there): its loop overhead is no training step, and 1 / it is
+// over 100 times the rate measured, so as a demand it would bind no plan
+// yet tell `--objective demand` there was a rate to meet.
+constexpr double kMinStepShare = 0.01;
+
 // The stage of the config that a measurement describes.
 const StageConfig* FindConfigStage(const PipelineConfig* config, const std::string& name) {
   if (config == nullptr) return nullptr;
@@ -178,12 +185,18 @@ void SetVisitRatios(Profile& profile) {
 }
 
 void SetDemandAndBudgets(Profile& profile, const WindowMeasurement& window, const PipelineConfig* config) {
+  // The demand is the consumer's own rate as measured: its steps, not the
+  // pipeline's outputs, set what a plan can deliver to it (a training loop
+  // that pulls from pipetune.Loader states no step in its config, yet its
+  // step bounds the rate). The config's step_time_ms stands in when the
+  // window measured none.
   double measured_step = SafeDiv(window.consumer_step_seconds, window.outputs);
-  bool configured = config != nullptr && config->consumer.step_time_ms.has_value();
-  if (configured) {
-    profile.step_time_seconds = measured_step > 0 ? measured_step : *config->consumer.step_time_ms / 1e3;
-  } else if (config == nullptr && measured_step > 0) {
+  double window_seconds = window.end_seconds - window.begin_seconds;
+  bool stepped = measured_step > 0 && window.consumer_step_seconds >= kMinStepShare * window_seconds;
+  if (stepped) {
     profile.step_time_seconds = measured_step;
+  } else if (config != nullptr && config->consumer.step_time_ms) {
+    profile.step_time_seconds = measured_step > 0 ? measured_step : *config->consumer.step_time_ms / 1e3;
   }
   if (config != nullptr) {
     profile.storage_bytes_per_second = config->resources.storage_bytes_per_second;

@@ -9,46 +9,44 @@ exploring, at each boundary:
 1. the trace of the epochs run at the current settings (a segment: T, then
    T_STEM-retune-K.trace) is ended, persistent workers included, so that it
    describes one setting, which is what the model reads;
-2. the pipetune binary's `tune` plans on it, under the job's budgets: the
-   segment's measured rate, the plan's kwargs and its predicted rate;
-3. the change the segment ran (if any) is judged: kept when it measured
-   more than the best settings so far or within TOLERANCE of its
-   prediction, else rolled back; settling always comes back to the best
-   measured settings (as `tune --verify`'s PickBestRound);
-4. the plan (refit on this segment) is tried on the next epoch when it
-   differs from the best settings, was never run before, and is predicted
-   to gain at least MIN_GAIN over the best measured rate; otherwise, or
-   after MAX_CHANGES changes, the settings settle;
-5. the next segment's session starts and the settings are set on the
-   DataLoader before torch makes the iterator.
+2. the `pipetune autotune` process that runs the job is asked what to run
+   next (one JSON line each way over the Unix socket it names): it plans on
+   the segment and applies the retuning rules that every driver shares
+   (workflow/retune_loop.h: a change must beat the noise of the windows'
+   own spread, a cap on tries, settle on the best measured setting). This
+   side holds no rule: it reports the segment and applies the answer;
+3. the next segment's session starts and the settings answered are set on
+   the DataLoader before torch makes the iterator.
 
-Once settled, no more segments or plans: a boundary only sets the settled
-kwargs on a new DataLoader. The settled kwargs are written as `tune` writes
-them, when they settle (and at exit if the job ended while exploring).
+Once settled, no more segments or questions: a boundary only sets the
+settled kwargs on a new DataLoader. The settled kwargs are written by the
+decider (as `tune` writes them).
 
 A job of several ranks (torch.distributed initialised) decides on rank 0:
-every rank ends its segment, a barrier, rank 0 plans and judges, and the
-outcome is broadcast through the job's own process group, so every rank
-changes at the same epoch (each its own "ranks" entry, if the plan has one).
+every rank ends its segment, a barrier, rank 0 asks, and the answer is
+broadcast through the job's own process group, so every rank changes at
+the same epoch (each its own "ranks" entry, if the answer has one).
 
 Never applied to an IterableDataset: a stream is one iterator that is never
 restarted, so it has no boundary; autotune says so and profiles it. A
-decision that fails (the analysis cannot run) keeps the current settings,
-says why, and stops retuning; nothing here changes the job's exit status.
+decision that fails (the decider cannot plan on the segment, or cannot be
+reached or answers nothing within DECISION_TIMEOUT_S) keeps the current
+settings, says why, and stops retuning; nothing here changes the job's exit
+status.
 """
 import inspect
 import json
 import os
-import subprocess
+import socket
 import sys
 
 from pipetune import _apply, _session
 
-AUTOTUNE_ENV = "PIPETUNE_AUTOTUNE"  # {"pipetune", "cores", "memory", "output", "segments"} (autotune_job.cc)
-TOLERANCE = 0.10  # a change measured below (1 - TOLERANCE) x its prediction, and no better, is rolled back
-MIN_GAIN = 0.05  # a plan predicted to gain less over the measured rate is not tried
-MAX_CHANGES = 3
-TUNE_TIMEOUT_S = 120
+AUTOTUNE_ENV = "PIPETUNE_AUTOTUNE"  # {"decider": a socket's path, "segments"} (autotune_job.cc)
+# How long rank 0 waits for an answer: a decision is a plan on one epoch's
+# trace (milliseconds); a decider that takes longer is stuck, and the job
+# must not wait on it.
+DECISION_TIMEOUT_S = 120
 
 _tuner = None  # this process's _Tuner, made at the first iterator of a recorded DataLoader
 
@@ -60,7 +58,7 @@ def options():
         return None
     try:
         value = json.loads(text)
-        return value if isinstance(value, dict) and value.get("pipetune") and value.get("segments") else None
+        return value if isinstance(value, dict) and value.get("decider") and value.get("segments") else None
     except ValueError:
         return None
 
@@ -102,11 +100,6 @@ def set_knobs(loader, knobs):
     object.__setattr__(loader, "pin_memory", bool(knobs.get("pin_memory")))
 
 
-def describe_change(old, new):
-    parts = ["%s %s -> %s" % (k, old.get(k), new.get(k)) for k in _apply.TUNABLE if old.get(k) != new.get(k)]
-    return ", ".join(parts) or "no change"
-
-
 def _knobs_text(knobs):
     return ", ".join("%s=%s" % (k, knobs.get(k)) for k in _apply.TUNABLE)
 
@@ -132,93 +125,39 @@ class _Tuner:
         self.segment = 0
         self.epoch = 0  # of the tuned DataLoader(s): iterators made
         self.state = "exploring"  # then "settled", "stopped" (a decision failed) or "declined" (a stream)
-        self.script = knobs_of(loader)
-        self.current = dict(self.script)  # the kwargs file's object now applied (tune's, with "ranks")
-        self.ran = dict(self.script)  # this process's knobs that the current segment runs
-        self.pending = None  # (the knobs it changed from, its prediction): the change the segment measures
-        self.best = None  # (knobs, kwargs object, batches/s measured) of the best measured settings
-        self.measured = {}  # _knobs_text(knobs) -> batches/s, of every setting run: none is tried twice
-        self.changes = 0
+        self.current = knobs_of(loader)  # the kwargs object now applied (the decider's, with "ranks")
+        self.ran = dict(self.current)  # this process's knobs that the current segment runs
         self.first_ns = _session.now()
         self.costs_ms = []
-        self.written = False
         self.rank = 0
 
-    # ---- rank 0 (or the only process): plan and judge
+    # ---- rank 0 (or the only process): ask the decider
 
-    def plan(self, trace):
-        """`pipetune tune` on one segment: its kwargs, measured and predicted
-        rates (batches/s); raises RuntimeError saying why it could not."""
-        s = self.settings
-        out = os.path.splitext(trace)[0] + ".dataloader.json"
-        cmd = [s["pipetune"], "tune", trace, "--format", "json", "-o", out]
-        if s.get("cores") is not None:
-            cmd += ["--cores", repr(float(s["cores"]))]
-        if s.get("memory"):
-            cmd += ["--memory", s["memory"]]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PIPETUNE_PYTHON") and k != AUTOTUNE_ENV}
-        # A tune that hangs must not hang the job: TimeoutExpired is a failed decision.
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                              timeout=TUNE_TIMEOUT_S)
-        if done.returncode != 0:
-            lines = (done.stderr or done.stdout).strip().splitlines()
-            raise RuntimeError(lines[-1] if lines else "pipetune tune exited %d" % done.returncode)
-        plan = json.loads(done.stdout)
-        with open(out) as f:
-            kwargs = json.load(f)
-        return kwargs, float(plan.get("measured_throughput") or 0), float(plan.get("predicted_throughput") or 0)
-
-    def judge(self, trace, ran):
-        """What the job does next, from the segment `trace` that ran at
-        `ran` (rank 0's knobs): {"apply": a kwargs object or None (keep),
-        "state", "lines", "settled": the kwargs to write once settled}."""
+    def ask(self, trace, ran):
+        """The decider's answer for the segment `trace` that ran at `ran`:
+        {"apply": a kwargs object or None (keep), "state", "lines"}. Never
+        raises: a decider that cannot be reached or answers nothing usable
+        is a stopped answer saying why."""
+        request = {"segment": trace, "epoch": self.epoch, "knobs": ran}
         try:
-            kwargs, measured, predicted = self.plan(trace)
-        except Exception as error:  # an unreadable trace, an analysis that cannot run
-            line = "epoch %d: no decision (%s): the job goes on with %s" % (self.epoch, error, _knobs_text(ran))
-            return {"apply": None, "state": "stopped", "lines": [line], "settled": self.current}
-        lines = []
-        kept = True
-        self.measured[_knobs_text(ran)] = measured
-        if self.pending is not None:  # the segment measured a change
-            came_from, expected = self.pending
-            self.pending = None
-            kept = measured > self.best[2] or measured >= (1 - TOLERANCE) * expected
-            lines.append("epoch %d: %s: predicted %.1f batches/s, measured %.1f (before: %.1f): %s" % (
-                self.epoch - 1, describe_change(came_from, ran), expected, measured, self.best[2],
-                "kept" if kept else "rolled back"))
-        if self.best is None or measured > self.best[2]:
-            self.best = (ran, self.current, measured)  # what settling comes back to, as PickBestRound
-        # The model refit on this segment plans the next epoch, whether the
-        # change was kept or not: the segment measured what it had to guess
-        # before (the workers' start-up and CPU).
-        new = dict(ran, **_apply.for_rank(*_apply.parse_kwargs(kwargs), 0))
-        if new.get("num_workers", 0) == 0:
-            new["prefetch_factor"], new["persistent_workers"] = None, False
-        base, base_kwargs, best = self.best
-        same = all(new.get(k) == base.get(k) for k in _apply.TUNABLE) and \
-            kwargs.get("ranks") == base_kwargs.get("ranks")
-        tried = _knobs_text(new) in self.measured and not same
-        if same or tried or predicted < best * (1 + MIN_GAIN) or self.changes >= MAX_CHANGES:
-            why = ("the model's plan is these settings" if same else
-                   "the model's plan (%s) was measured at %.1f batches/s" % (
-                       _knobs_text(new), self.measured.get(_knobs_text(new), 0)) if tried else
-                   "%d changes tried" % self.changes if self.changes >= MAX_CHANGES else
-                   "the plan (%s) predicts %.1f batches/s, under %.0f%% more" % (
-                       describe_change(base, new), predicted, 100 * MIN_GAIN))
-            if _knobs_text(base) == _knobs_text(ran):
-                lines.append("epoch %d: settled at %s: %.1f batches/s measured (%s)" % (
-                    self.epoch, _knobs_text(base), best, why))
-                return {"apply": None, "state": "settled", "lines": lines, "settled": base_kwargs}
-            lines.append("epoch %d: %s (back to the best measured, %.1f batches/s); settled (%s)" % (
-                self.epoch, describe_change(ran, base), best, why))
-            return {"apply": base_kwargs, "state": "settled", "lines": lines, "settled": base_kwargs}
-        self.pending = (ran, predicted)
-        self.changes += 1
-        lines.append("epoch %d: %s: predicted %.1f batches/s (measured %.1f at %s)" % (
-            self.epoch, describe_change(ran, new), predicted, best,
-            "the current settings" if kept else "the best settings so far"))
-        return {"apply": kwargs, "state": "exploring", "lines": lines, "settled": None}
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(DECISION_TIMEOUT_S)
+                s.connect(self.settings["decider"])
+                s.sendall((json.dumps(request) + "\n").encode())
+                answer = b""
+                while not answer.endswith(b"\n"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    answer += chunk
+            outcome = json.loads(answer.decode())
+            if not isinstance(outcome, dict) or outcome.get("state") not in ("exploring", "settled", "stopped"):
+                raise ValueError("an answer that is no decision: %r" % answer[:200])
+            return outcome
+        except (OSError, ValueError) as error:
+            line = "epoch %d: no decision (the decider at %s: %s): the job goes on with %s" % (
+                self.epoch, self.settings["decider"], error, _knobs_text(ran))
+            return {"apply": None, "state": "stopped", "lines": [line]}
 
     # ---- every rank
 
@@ -232,17 +171,18 @@ class _Tuner:
         rank = self.rank
         self.segment += 1
         _session.start_segment(segment_trace(self.settings, self.trace, self.segment))
-        if outcome["apply"] is not None:
+        if outcome.get("apply") is not None:
             self.current = outcome["apply"]
         self.apply(loader, rank)
         self.state = outcome["state"]
         cost_ms = (_session.now() - begin) / 1e6
         self.costs_ms.append(cost_ms)
         if rank == 0:
-            for line in outcome["lines"]:
-                _say(line + (" [decision %.0f ms]" % cost_ms if line is outcome["lines"][-1] else ""))
+            lines = outcome.get("lines") or []
+            for line in lines:
+                _say(line + (" [decision %.0f ms]" % cost_ms if line is lines[-1] else ""))
             if self.state != "exploring":
-                self.settle(outcome["settled"] or self.current)
+                self.settled()
 
     def end_segment(self, loader):
         """Ends this process's trace of the current settings; its path."""
@@ -253,12 +193,12 @@ class _Tuner:
         return segment_trace(self.settings, self.trace, self.segment)
 
     def decide(self, trace, ran):
-        """judge()'s outcome: rank 0's, the same on every rank of a job."""
+        """The decider's answer to rank 0, the same on every rank of a job."""
         dist = _distributed()
         if dist is None:
-            return self.judge(trace, ran)
-        dist.barrier()  # every rank's segment is complete before rank 0 reads it
-        box = [self.judge(trace, ran) if self.rank == 0 else None]
+            return self.ask(trace, ran)
+        dist.barrier()  # every rank's segment is complete before rank 0's is read
+        box = [self.ask(trace, ran) if self.rank == 0 else None]
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
@@ -272,27 +212,12 @@ class _Tuner:
             set_knobs(loader, own)
         self.ran = knobs_of(loader)
 
-    def settle(self, kwargs):
+    def settled(self):
         seconds = (_session.now() - self.first_ns) / 1e9
         costs = sorted(self.costs_ms)
         _say("%s %.1f s after the first epoch began, after %d decisions of %.0f ms each (median; max %.0f ms)" % (
             "settled" if self.state == "settled" else "stopped retuning", seconds, len(costs),
             costs[len(costs) // 2], costs[-1]))
-        self.write(kwargs)
-
-    def write(self, kwargs):
-        path = self.settings.get("output")
-        if not path:
-            return
-        try:
-            tmp = path + ".tmp.%d" % os.getpid()
-            with open(tmp, "w") as f:
-                json.dump(kwargs, f, indent=2)
-                f.write("\n")
-            os.replace(tmp, path)
-            self.written = True
-        except OSError as error:
-            _say("cannot write %s: %s" % (path, error))
 
 
 def _distributed():
@@ -343,10 +268,6 @@ def _at_iterator(loader, record, settings_of):
             _say("loader%d reads an IterableDataset (a stream): live retuning needs epoch boundaries, and a "
                  "stream's iterator is never restarted; profiled as `pipetune profile` does (then: pipetune "
                  "tune %s)" % (record.id, _tuner.trace))
-        else:
-            import atexit
-
-            atexit.register(_at_exit)
     t = _tuner
     if t.state == "declined" or _dataset_kind(loader) != t.kind:
         return
@@ -364,13 +285,3 @@ def _at_iterator(loader, record, settings_of):
         if entry["id"] == record.id and entry["settings"] != settings_of(loader):
             entry["settings"] = settings_of(loader)  # the record describes the settings this segment runs
             rec.update_info()
-
-
-def _at_exit():
-    t = _tuner
-    if t is None or t.written or t.state != "exploring":
-        return
-    if t.rank != 0:
-        return
-    _say("the job ended while exploring (epoch %d); wrote the settings in use" % t.epoch)
-    t.write(t.current)

@@ -15,7 +15,8 @@ Cases:
   partial  100 partial epochs: resident memory flat, no thread left behind
   traced   `pipetune profile -- python3 train.py` with a Loader: the trace has
            the engine's stages and the loop's steps; report, tune, baseline
-           and check work on it
+           and check work on it; tune predicts no more than the loop's step
+           can take
   errors   a bad config is a ValueError naming file, stage and key
 """
 import importlib.util
@@ -308,9 +309,21 @@ def case_traced(tmp, pipetune):
     if stall is None or stall > 0.5:
         fail("the consumer's stall fraction is %r: its waits and steps were not recorded" % stall)
     tuned = os.path.join(tmp, "tuned.json")
-    r = subprocess.run([pipetune, "tune", traces[0], "-o", tuned], capture_output=True, text=True)
+    r = subprocess.run([pipetune, "tune", traces[0], "-o", tuned, "--format", "json"], capture_output=True,
+                       text=True)
     if r.returncode != 0 or not os.path.exists(tuned):
         fail("tune exited %d: %s" % (r.returncode, r.stdout + r.stderr))
+    # The loop's step (a 4 ms sleep, and the loop's own Python) is the
+    # demand: the plan promises no more batches/s than the loop can take,
+    # however many workers could decode more (the config states no step).
+    plan = json.loads(r.stdout)
+    most = 1 / 0.004
+    if report.get("demand_throughput") is None or not report["demand_throughput"] <= most:
+        fail("report's demand is %r, not the loop's measured rate (under %.0f/s)" %
+             (report.get("demand_throughput"), most))
+    if not plan["predicted_throughput"] <= min(most, report["demand_throughput"] * 1.001):
+        fail("tune predicts %.1f batches/s, more than the loop's step can take (%.1f/s measured, at most %.0f/s)"
+             % (plan["predicted_throughput"], report["demand_throughput"], most))
     base = os.path.join(tmp, "base.json")
     for command in (["baseline", "-o", base, traces[0], traces[1]], ["check", "--baseline", base, traces[2]]):
         r = subprocess.run([pipetune] + command, capture_output=True, text=True)

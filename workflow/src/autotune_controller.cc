@@ -25,53 +25,33 @@ constexpr size_t kMinFrames = 5;
 // tuner's default thread budget.
 constexpr int kDefaultResizableWorkers = 256;
 
-// The relative standard error of the window's mean output rate, from the
-// consumer's steps per snapshot interval (0 with fewer than 3 intervals):
-// how far the rate of a window this long moves by chance.
-double RateRelativeError(const analyzer::CollectedTrace& trace, const analyzer::Window& window) {
-  std::vector<double> counts;
-  for (size_t f = window.begin_frame + 1; f <= window.end_frame && f < trace.frames.size(); ++f) {
-    counts.push_back(static_cast<double>(trace.frames[f].steps - trace.frames[f - 1].steps));
+// The setting a config runs, as the retuning rules name it: its stages'
+// workers. Buffers are left out: they follow the workers (the queue model
+// sizes them) and move no bound, so two plans with the same workers are one
+// setting.
+std::string WorkersOf(const models::PipelineConfig& config) {
+  std::string setting;
+  for (const models::StageConfig& stage : config.stages) {
+    if (models::OpIsParallel(stage.op)) setting += fmt::format("{}={};", stage.name, stage.parallelism);
   }
-  if (counts.size() < 3) return 0;
-  double n = static_cast<double>(counts.size());
-  double mean = 0, squares = 0;
-  for (double c : counts) mean += c / n;
-  if (mean <= 0) return 0;
-  for (double c : counts) squares += (c - mean) * (c - mean);
-  return std::sqrt(squares / (n - 1)) / (mean * std::sqrt(n));
+  return setting;
 }
 
-bool SameMoves(const std::vector<KnobMove>& a, const std::vector<KnobMove>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const KnobMove& x, const KnobMove& y) {
-    return x.stage == y.stage && x.knob == y.knob && x.new_value == y.new_value;
-  });
-}
-
-// The consumer's own rate in the window: its steps over the time it spent in
-// them (not waiting for an output); nullopt when it recorded none.
-std::optional<double> ConsumerRate(const analyzer::CollectedTrace& trace, const analyzer::Window& window) {
-  if (window.end_frame >= trace.frames.size() || window.begin_frame >= window.end_frame) return std::nullopt;
-  const analyzer::Frame& begin = trace.frames[window.begin_frame];
-  const analyzer::Frame& end = trace.frames[window.end_frame];
-  if (end.steps <= begin.steps || end.step_busy_ns <= begin.step_busy_ns) return std::nullopt;
-  return static_cast<double>(end.steps - begin.steps) * 1e9 /
-         static_cast<double>(end.step_busy_ns - begin.step_busy_ns);
-}
-
-// What a plan can give the consumer: its prediction of the pipeline, but no
-// more than the consumer's own rate (the plan's demand when the config states
-// a step, else the one measured): a training loop whose step takes 4 ms
-// drains no more than 250 outputs/s, so a plan predicted beyond that gains
-// nothing that could be measured.
-double Achievable(const tuner::Plan& plan, std::optional<double> consumer_rate) {
-  std::optional<double> demand = plan.demand_throughput ? plan.demand_throughput : consumer_rate;
-  return demand ? std::min(plan.predicted_throughput, *demand) : plan.predicted_throughput;
-}
-
-std::vector<KnobMove> Reversed(std::vector<KnobMove> moves) {
-  for (KnobMove& move : moves) std::swap(move.old_value, move.new_value);
-  return moves;
+// The knob moves that take `from` to `to`, workers first, then buffers.
+std::vector<KnobMove> MovesBetween(const models::PipelineConfig& from, const models::PipelineConfig& to) {
+  std::vector<KnobMove> workers, buffers;
+  for (const models::StageConfig& stage : from.stages) {
+    std::optional<size_t> index = to.FindStage(stage.name);
+    if (!index) continue;
+    const models::StageConfig& target = to.stages[*index];
+    if (models::OpIsParallel(stage.op) && target.parallelism != stage.parallelism) {
+      workers.push_back({stage.name, tuner::Knob::kParallelism, stage.parallelism, target.parallelism});
+    } else if (stage.op == models::Op::kPrefetch && target.buffer.value_or(1) != stage.buffer.value_or(1)) {
+      buffers.push_back({stage.name, tuner::Knob::kBuffer, stage.buffer.value_or(1), target.buffer.value_or(1)});
+    }
+  }
+  workers.insert(workers.end(), buffers.begin(), buffers.end());
+  return workers;
 }
 
 // Sets one knob on a pipeline; the stage's config follows when it took.
@@ -155,10 +135,10 @@ Status ValidateControllerOptions(const AutotuneControllerOptions& options) {
   if (!(options.refit_every_seconds > 0))
     return InvalidInput(
         fmt::format("the refit interval must be > 0 seconds, got {}", options.refit_every_seconds));
-  if (!(options.tolerance >= 0 && options.tolerance < 1))
-    return InvalidInput(fmt::format("the tolerance must be in [0, 1), got {}", options.tolerance));
-  if (!(options.min_gain >= 0 && options.min_gain < 1))
-    return InvalidInput(fmt::format("the minimum gain must be in [0, 1), got {}", options.min_gain));
+  if (!(options.rules.min_gain >= 0 && options.rules.min_gain < 1))
+    return InvalidInput(fmt::format("the minimum gain must be in [0, 1), got {}", options.rules.min_gain));
+  if (options.rules.max_tries < 1)
+    return InvalidInput(fmt::format("the changes tried must be at least 1, got {}", options.rules.max_tries));
   return Status::Ok();
 }
 
@@ -168,7 +148,9 @@ AutotuneController::AutotuneController(AutotuneControllerOptions options, models
       config_path_(std::move(config_path)),
       current_(std::move(config)),
       trace_(std::move(trace_path)),
-      next_refit_seconds_(options_.refit_every_seconds) {}
+      next_refit_seconds_(options_.refit_every_seconds),
+      loop_(options_.rules),
+      best_(current_) {}
 
 void AutotuneController::Attach(runtime::Pipeline* pipeline, const models::PipelineConfig& built_from) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -199,15 +181,17 @@ void AutotuneController::Step(double seconds) {
 
 void AutotuneController::Finish() {
   Attach(nullptr, {});
-  if (!pending_) return;
-  Refit(/*final=*/true);
-  if (!pending_) return;
-  AutotuneDecision undone = *pending_;
-  undone.kind = AutotuneDecision::Kind::kRolledBack;
-  undone.note = "the run ended before the change could be measured; the config keeps the knobs before it";
-  Apply(Reversed(pending_->moves));
-  pending_.reset();
-  Record(std::move(undone));
+  if (pending_) Refit(/*final=*/true);
+  if (pending_) {
+    AutotuneDecision undone = *pending_;
+    undone.kind = AutotuneDecision::Kind::kRolledBack;
+    undone.note = "the run ended before the change could be measured";
+    pending_.reset();
+    Record(std::move(undone));
+  }
+  // Still exploring: the written config is the best measured knobs, as a
+  // settled run's is.
+  if (!settled_) Apply(MovesBetween(current_, best_));
 }
 
 models::PipelineConfig AutotuneController::CurrentConfig() const {
@@ -248,13 +232,14 @@ void AutotuneController::Refit(bool final) {
   ++stats_.refits;
   refit_ms_total_ += ms;
   stats_.refit_ms_max = std::max(stats_.refit_ms_max, ms);
-  if (pending_) {
-    Judge(refitted.plan.measured_throughput, refitted.rate_error, refitted.trace_end_ns, ms);
-    return;  // the next refit reads the window after this decision
-  }
-  if (final) return;
-  pending_error_ = refitted.rate_error;  // the "before" of a change made now
-  Propose(refitted.plan, refitted.consumer_rate, refitted.trace_end_ns, ms);
+  double measured = refitted.plan.measured_throughput;
+  RetuneLoop::Judged judged = loop_.Measured(WorkersOf(current_), {measured, refitted.rate_error});
+  if (judged.verdict == RetuneLoop::Verdict::kFirst || judged.verdict == RetuneLoop::Verdict::kBetter)
+    best_ = current_;
+  if (pending_) Judge(judged, measured, ms);
+  // The plan refit on this window (a change's, kept or not) is the next
+  // one considered: the window measured what the plan before it guessed.
+  if (!final) Propose(refitted.plan, refitted.trace_end_ns, ms);
 }
 
 // The run's trace since the last change -> profile -> plan; nullopt while
@@ -272,8 +257,7 @@ StatusOr<std::optional<AutotuneController::Refitted>> AutotuneController::Solve(
   Refitted out;
   out.trace_end_ns = trace.frames.back().time_ns;
   PIPETUNE_ASSIGN_OR_RETURN(analyzer::ProfiledRun run, analyzer::ProfileCollected(trace));
-  out.rate_error = RateRelativeError(trace, run.window);
-  out.consumer_rate = ConsumerRate(trace, run.window);
+  out.rate_error = RateRelativeError(trace, run.window.begin_frame, run.window.end_frame);
   tuner::TuneInput input;
   input.profile = std::move(run.profile);
   input.config = current_;  // the knobs running now
@@ -285,96 +269,76 @@ StatusOr<std::optional<AutotuneController::Refitted>> AutotuneController::Solve(
   return std::optional<Refitted>(std::move(out));
 }
 
-// A change helped when the rate after it beats the rate before it by more
-// than min_gain and by more than twice the two windows' combined standard
-// error: on a loaded machine a 2 s window's rate moves by tens of percent,
-// and a change kept on such a fluke leaves workers the cores cannot run.
-void AutotuneController::Judge(double measured, double rate_error, uint64_t trace_end_ns, double refit_ms) {
-  AutotuneDecision judged = *pending_;
-  judged.measured = measured;
-  judged.refit_ms = refit_ms;
-  judged.seconds = now_seconds_;
-  bool missed = measured < (1 - options_.tolerance) * judged.predicted;
-  double noise = 2 * std::sqrt(pending_error_ * pending_error_ + rate_error * rate_error);
-  bool helped = measured > judged.measured_before * (1 + std::max(options_.min_gain, noise));
-  if (missed && !helped) {
-    judged.kind = AutotuneDecision::Kind::kRolledBack;
-    judged.note = fmt::format(
-        "measured {:.3g}/s, below {:.0f}% of the predicted {:.3g}/s, and no gain beyond the windows' noise "
-        "({:.0f}%)",
-        measured, 100 * (1 - options_.tolerance), judged.predicted, 100 * std::max(options_.min_gain, noise));
-    rejected_.push_back(pending_->moves);
-    Apply(Reversed(pending_->moves));
-    last_change_ns_ = trace_end_ns;  // the next refit measures the knobs restored
-  } else {
-    judged.kind = AutotuneDecision::Kind::kKept;
-    kept_prediction_ = judged.predicted;
-  }
+// The change the window ran, judged by the rules: kept when it beat the
+// best measured knobs beyond the windows' noise, else rolled back (the
+// knobs go back to the best when the loop settles, or on to the next plan).
+void AutotuneController::Judge(const RetuneLoop::Judged& judged, double measured, double refit_ms) {
+  AutotuneDecision decision = *pending_;
   pending_.reset();
-  Record(std::move(judged));
+  decision.measured = measured;
+  decision.refit_ms = refit_ms;
+  decision.seconds = now_seconds_;
+  if (judged.verdict == RetuneLoop::Verdict::kBetter) {
+    decision.kind = AutotuneDecision::Kind::kKept;
+  } else {
+    decision.kind = AutotuneDecision::Kind::kRolledBack;
+    decision.note = fmt::format("measured {:.3g}/s, not {:.0f}% (the windows' noise, at least the minimum gain) "
+                                "over the best measured {:.3g}/s",
+                                measured, 100 * judged.margin, judged.best_rate_before);
+  }
+  Record(std::move(decision));
 }
 
-void AutotuneController::Propose(const tuner::Plan& plan, std::optional<double> consumer_rate,
-                                 uint64_t trace_end_ns, double refit_ms) {
-  std::vector<KnobMove> workers, buffers;
-  for (const tuner::PlannedStage& planned : plan.stages) {
-    if (planned.inserted()) {
+void AutotuneController::Propose(const tuner::Plan& plan, uint64_t trace_end_ns, double refit_ms) {
+  models::PipelineConfig planned = current_;
+  for (const tuner::PlannedStage& stage : plan.stages) {
+    if (stage.inserted()) {
       NoteOnce(fmt::format("the plan would insert a {} stage \"{}\", which needs a restart (pipetune tune)",
-                           planned.op_name, planned.name));
+                           stage.op_name, stage.name));
       continue;
     }
-    std::optional<size_t> index = current_.FindStage(planned.name);
+    std::optional<size_t> index = planned.FindStage(stage.name);
     if (!index) continue;
-    const models::StageConfig* stage = &current_.stages[*index];
-    if (models::OpIsParallel(stage->op) && planned.parallelism != stage->parallelism) {
-      workers.push_back({stage->name, tuner::Knob::kParallelism, stage->parallelism, planned.parallelism});
-    } else if (stage->op == models::Op::kPrefetch && planned.buffer &&
-               *planned.buffer != stage->buffer.value_or(1)) {
-      buffers.push_back({stage->name, tuner::Knob::kBuffer, stage->buffer.value_or(1), *planned.buffer});
-    }
+    models::StageConfig& knobs = planned.stages[*index];
+    if (models::OpIsParallel(knobs.op)) knobs.parallelism = stage.parallelism;
+    if (knobs.op == models::Op::kPrefetch && stage.buffer) knobs.buffer = *stage.buffer;
   }
   AutotuneDecision decision;
   decision.seconds = now_seconds_;
   decision.measured_before = plan.measured_throughput;
-  decision.predicted = Achievable(plan, consumer_rate);
+  decision.predicted = plan.predicted_throughput;
   decision.refit_ms = refit_ms;
-  // Worth it only when the plan predicts (up to the consumer's own rate:
-  // Achievable) more than both the rate measured
-  // and what the change already kept was predicted to give: a plan that
-  // predicts no more than the running one only restates the gap between
-  // model and measurement (a loaded machine stretches every worker's
-  // latency, and Little's law then asks for ever more workers that the
-  // cores cannot run).
-  double baseline = std::max(plan.measured_throughput, kept_prediction_);
-  bool worth = decision.predicted >= baseline * (1 + options_.min_gain);
-  bool tried = std::any_of(rejected_.begin(), rejected_.end(),
-                           [&](const std::vector<KnobMove>& r) { return SameMoves(r, workers); });
-  if (!workers.empty() && worth && !tried) {
+  RetuneLoop::Next next =
+      loop_.Consider(WorkersOf(planned), plan.predicted_throughput, plan.predicted_throughput_before);
+  if (next.action == RetuneLoop::Action::kTry) {
     decision.kind = AutotuneDecision::Kind::kChange;
-    decision.moves = workers;
-    decision.moves.insert(decision.moves.end(), buffers.begin(), buffers.end());
+    decision.moves = MovesBetween(current_, planned);
     Apply(decision.moves);
     last_change_ns_ = trace_end_ns;
     pending_ = decision;
     Record(std::move(decision));
     return;
   }
-  // Settled. A buffer the queue model sizes differently costs no workers
-  // and moves no bound, so it is applied without being judged.
-  if (!buffers.empty()) {
-    AutotuneDecision buffer = decision;
-    buffer.moves = buffers;
-    Apply(buffers);
-    Record(std::move(buffer));
+  decision.note = next.reason;
+  SettleOnBest(std::move(decision), WorkersOf(planned) == loop_.best() ? &planned : nullptr);
+}
+
+// Settled: the best measured knobs run from now on. When the plan has their
+// workers, its prefetch buffers too: the queue model sized them for those
+// workers, and a buffer moves no bound, so it needs no judging.
+void AutotuneController::SettleOnBest(AutotuneDecision decision, const models::PipelineConfig* plan_knobs) {
+  if (loop_.best() == WorkersOf(current_)) best_ = current_;  // the running knobs won a tie
+  models::PipelineConfig target = best_;
+  if (plan_knobs != nullptr) {
+    for (models::StageConfig& stage : target.stages) {
+      std::optional<size_t> index = plan_knobs->FindStage(stage.name);
+      if (index && stage.op == models::Op::kPrefetch) stage.buffer = plan_knobs->stages[*index].buffer;
+    }
   }
   decision.kind = AutotuneDecision::Kind::kSettled;
-  decision.note = workers.empty() ? "the plan keeps every stage's workers"
-                  : tried
-                      ? "the plan is one that was rolled back"
-                      : fmt::format("the plan predicts less than {:.0f}% over {}", 100 * options_.min_gain,
-                                    kept_prediction_ > plan.measured_throughput
-                                        ? "the prediction of the change kept before it"
-                                        : "the measured rate");
+  decision.moves = MovesBetween(current_, target);
+  Apply(decision.moves);
+  best_ = current_;
   settled_ = true;
   stats_.settled_at_seconds = now_seconds_;
   Record(std::move(decision));
@@ -392,6 +356,7 @@ void AutotuneController::Decline(const std::string& why, double refit_ms) {
 // Sets the knobs on the attached pipeline (when there is one) and in the
 // config decided so far, and tells the trace the config it runs.
 void AutotuneController::Apply(const std::vector<KnobMove>& moves) {
+  if (moves.empty()) return;
   std::vector<std::string> failures;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -198,7 +198,9 @@ struct Profile {
   // CPU-bound threads took (1: none). Used to compute latency_seconds.
   double cpu_contention = 1;
 
-  // Demand: the consumer's mean step time (measured, else the config's).
+  // Demand: the consumer's mean step time, as measured when its steps took
+  // at least 1% of the window (a training loop's step, whether or not the
+  // config states one), else the config's step_time_ms; unset: it drains.
   std::optional<double> step_time_seconds;
 
   // Storage: bandwidth when the config's resources give it, and the bytes

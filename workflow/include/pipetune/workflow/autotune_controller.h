@@ -14,20 +14,19 @@
 //   at the end:                    controller.Finish();
 //   models::PipelineConfig settled = controller.SettledOn(original);
 //
-// The loop, decided at each refit (docs/tuner.md, "Online: autotune"):
-//  - a change waiting to be judged is judged on the window since it: kept,
-//    or rolled back when it measured below (1 - tolerance) x its prediction
-//    and no better than the rate before it (better: by min_gain and by twice
-//    the two windows' standard error);
-//  - else the model is refit on the trace since the last change, and its
-//    plan's knobs that differ from the running ones are applied when the
-//    plan predicts at least min_gain over the measured rate and over the
-//    prediction of the change kept before (buffers follow any applied plan);
-//    a prediction counts up to the consumer's own rate (1 / its step time,
-//    a training loop's step, measured in the window): no plan makes the
-//    consumer drain the pipeline faster;
-//  - nothing worth changing (or only what was rolled back): settled, and no
-//    further refit runs.
+// The loop, decided at each refit by the retuning rules every driver shares
+// (workflow/retune_loop.h; docs/tuner.md, "The retuning rules"): the window
+// since the last change is measured (its rate and its own spread) and
+// judged when it ran a change (kept: it beat the best measured setting
+// beyond the noise; rolled back: it did not); then the model is refit on it
+// and its plan's workers are tried when the rules allow (never measured, a
+// gain predicted over the best measured rate and by the model's own account,
+// under the cap on tries), else the loop
+// settles on the best measured knobs (a buffer the queue model sizes
+// differently for them is applied then: it moves no bound) and no further
+// refit runs. A prediction is the plan's, the consumer's measured rate
+// being the model's demand (models/profile.h), so no plan counts capacity
+// the consumer cannot take.
 // Budgets: the plan's (tuner::ResolveResources: the budget flags, the
 // config's resources, the host), so no applied configuration exceeds them;
 // no cache and no inserted stage (neither can be added to a running
@@ -55,6 +54,7 @@
 #include "pipetune/runtime/pipeline.h"
 #include "pipetune/tuner/plan.h"
 #include "pipetune/tuner/tune_input.h"
+#include "pipetune/workflow/retune_loop.h"
 
 namespace pipetune::workflow {
 
@@ -72,7 +72,7 @@ struct AutotuneDecision {
   double seconds = 0;  // since the run started
   std::vector<KnobMove> moves;
   double measured_before = 0;      // outputs/s in the window the refit read
-  double predicted = 0;            // the plan's outputs/s, at most the consumer's own rate
+  double predicted = 0;            // the plan's outputs/s (the consumer's demand bounds it)
   std::optional<double> measured;  // outputs/s after the change (kKept, kRolledBack)
   double refit_ms = 0;             // trace read + profile + solve
   std::string note;                // kDeclined / kSettled: why
@@ -91,12 +91,8 @@ Json DecisionToJson(const AutotuneDecision& decision);
 struct AutotuneControllerOptions {
   double refit_every_seconds = 2;  // the model is refit this often until settled
   tuner::BudgetFlags budgets;
-  // A change is rolled back when it measured below (1 - tolerance) of what
-  // its plan predicted and did not beat the rate before it.
-  double tolerance = 0.10;
-  // A plan is applied only when it predicts at least this much over the
-  // measured rate: below it the gain is within the noise of a 2 s window.
-  double min_gain = 0.03;
+  // When a change is worth trying and keeping, and how many are tried.
+  RetuneRules rules;
   // Called (on the driver's thread) as each decision is made and again once
   // it is judged.
   std::function<void(const AutotuneDecision&)> on_decision;
@@ -120,7 +116,7 @@ int ResizableWorkers(const tuner::BudgetFlags& budgets);
 std::string AutotunedConfigPath(const std::string& config_path);
 
 // Checks what a driver passes on from its user: a refit interval > 0, a
-// tolerance and a minimum gain in [0, 1). kInvalidInput naming the option.
+// minimum gain in [0, 1), at least one try. kInvalidInput naming the option.
 Status ValidateControllerOptions(const AutotuneControllerOptions& options);
 
 class AutotuneController {
@@ -159,15 +155,14 @@ class AutotuneController {
   struct Refitted {
     tuner::Plan plan;
     uint64_t trace_end_ns = 0;
-    double rate_error = 0;                // the relative standard error of the window's rate
-    std::optional<double> consumer_rate;  // outputs/s its steps alone allow
+    double rate_error = 0;  // the relative standard error of the window's rate
   };
 
   void Refit(bool final);
   StatusOr<std::optional<Refitted>> Solve();
-  void Judge(double measured, double rate_error, uint64_t trace_end_ns, double refit_ms);
-  void Propose(const tuner::Plan& plan, std::optional<double> consumer_rate, uint64_t trace_end_ns,
-               double refit_ms);
+  void Judge(const RetuneLoop::Judged& judged, double measured, double refit_ms);
+  void Propose(const tuner::Plan& plan, uint64_t trace_end_ns, double refit_ms);
+  void SettleOnBest(AutotuneDecision decision, const models::PipelineConfig* plan_knobs);
   void Decline(const std::string& why, double refit_ms);
   void Apply(const std::vector<KnobMove>& moves);
   void NoteOnce(const std::string& note);
@@ -187,9 +182,8 @@ class AutotuneController {
   double next_refit_seconds_;                // the first after one interval: a window to measure
   uint64_t last_change_ns_ = 0;              // trace time of the last frame read before the last change
   std::optional<AutotuneDecision> pending_;  // applied, not yet judged
-  double kept_prediction_ = 0;               // the last kept change's prediction
-  double pending_error_ = 0;                 // the rate error of the window before the pending change
-  std::vector<std::vector<KnobMove>> rejected_;
+  RetuneLoop loop_;
+  models::PipelineConfig best_;  // the knobs of the best measured window
   std::vector<std::string> notes_;
   std::atomic<bool> settled_{false};
   double refit_ms_total_ = 0;

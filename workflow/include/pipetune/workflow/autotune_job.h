@@ -2,14 +2,16 @@
 // script unchanged and retunes its DataLoader at each epoch boundary (each
 // new iterator), docs/pytorch.md, "autotune: retuning a live job".
 //
-// The decisions are made inside the program, by the bootstrap
-// (python/pipetune/_autotune.py): at a boundary it ends the trace of the
-// epochs run at the current settings (a segment), runs this binary's
-// `tune` on it with the budgets given here, applies the plan to the next
-// iterator, and measures it. This side only checks the budgets, hands them
-// to the bootstrap through PIPETUNE_AUTOTUNE (a JSON object: "pipetune",
-// "cores", "memory", "output", "segments"), and runs the program as `profile` does:
-// the program's exit status passes through.
+// At each epoch boundary the bootstrap (python/pipetune/_autotune.py) ends
+// the trace of the epochs run at the current settings (a segment) and asks
+// this process what to run next: an EpochDecider (autotune_epochs.h, the
+// retuning rules every driver shares) served on a Unix socket while the job
+// runs, named to the bootstrap in PIPETUNE_AUTOTUNE (a JSON object:
+// "decider", the socket's path; "segments", the segment traces' pattern).
+// The bootstrap applies what it is told and holds no rule of its own. The
+// program runs as `profile` runs it: its exit status passes through. The
+// settled kwargs are written by the decider when it settles, else (the job
+// ended while exploring) the best measured ones once the job has ended.
 //
 //   AutotuneJobOptions options;
 //   options.trace_path = "out/train.trace";
@@ -37,7 +39,8 @@ struct AutotuneJobOptions {
 
 struct AutotuneJobResult {
   ProfiledProgram program;
-  std::string output;  // where the bootstrap writes the settled kwargs (absent when it declined)
+  std::string output;  // where the settled kwargs are written (absent when the job declined)
+  std::vector<std::string> notes;  // said after the job (a settled file that could not be written)
 };
 
 // The trace of the K-th settings' epochs (K >= 1), beside `trace`:
@@ -47,8 +50,8 @@ std::string AutotuneSegmentPattern(const std::string& trace);
 std::string AutotuneSegmentTrace(const std::string& trace, int k);
 
 // Errors (before anything runs): a bad budget (kInvalidInput naming the
-// flag), no Python bootstrap found, an empty command or one that cannot
-// start. Stale segment traces of an earlier run beside the trace are
+// flag), no Python bootstrap found, no socket for the decider, an empty
+// command or one that cannot start. Stale segment traces of an earlier run beside the trace are
 // deleted first.
 StatusOr<AutotuneJobResult> AutotuneJob(const AutotuneJobOptions& options);
 
