@@ -20,7 +20,7 @@ import functools
 import operator
 import time
 
-from pipetune import _dataset, _streams
+from pipetune import _dataset, _hf_map, _streams
 
 _now = time.monotonic_ns
 _cpu = time.thread_time_ns
@@ -54,9 +54,9 @@ class SampleContext:
         self.transform_cpu_ns = 0
         self.active = True
 
-    def record_load(self, begin, end, cpu_ns):
-        self.rec.element(self.prefix + "load", begin, max(begin, end - self.transform_ns), self.index,
-                         op="read", cpu_ns=max(0, cpu_ns - self.transform_cpu_ns))
+    def record_load(self, begin, end, cpu_ns, count=1):
+        self.rec.elements(self.prefix + "load", begin, max(begin, end - self.transform_ns), self.index, count,
+                          op="read", cpu_ns=max(0, cpu_ns - self.transform_cpu_ns))
 
 
 def _original(wrapper):
@@ -174,14 +174,18 @@ def _wrap_transform(dataset, transform, ctx):
 
 
 def context_of(dataset, rec):
-    """The dataset's SampleContext, its transforms wrapped the first time."""
+    """The dataset's SampleContext, its transforms wrapped the first time
+    (an HF map-style dataset's format transform: _hf_map.py)."""
     transform = getattr(dataset, "transform", None)
-    ctx = _existing_context(transform)
+    hf = transform is None and _hf_map.is_hf_dataset(dataset)
+    ctx = _hf_map.context_of(dataset) if hf else _existing_context(transform)
     if ctx is not None:
         ctx.rec = rec  # wrapped in a forked parent, or by another DataLoader
         return ctx
     ctx = SampleContext(rec)
-    if transform is not None:
+    if hf:
+        _hf_map.instrument(dataset, ctx, TimedTransform)
+    elif transform is not None:
         _wrap_transform(dataset, transform, ctx)
     return ctx
 
@@ -213,9 +217,29 @@ class TimedDataset:
         return len(self._pt_dataset)
 
     def __getattr__(self, name):
-        if name == "__getitems__" or name.startswith("_pt_"):  # batch fetching would bypass the timing
+        if name == "__getitems__" or name.startswith("_pt_"):  # batch fetching: TimedBatchDataset's
             raise AttributeError(name)
         return getattr(self._pt_dataset, name)
+
+
+class TimedBatchDataset(TimedDataset):
+    """Stands for a map-style dataset that fetches a batch at once
+    (__getitems__, as HF datasets' does): the call is recorded as `load` of
+    that many samples, so that the traced run fetches as the untraced one."""
+
+    def __getitems__(self, indices):
+        ctx = self._pt_ctx
+        first = indices[0] if len(indices) and isinstance(indices[0], int) else 0
+        ctx.begin(self._pt_rec, self._pt_prefix, first)
+        begin = _now()
+        cpu = _cpu()
+        try:
+            items = self._pt_dataset.__getitems__(indices)
+        finally:
+            ctx.active = False
+        cpu_ns = _cpu() - cpu
+        ctx.record_load(begin, _now(), cpu_ns, max(1, len(indices)))
+        return items
 
 
 class TimedIterator(_streams.IteratorProxy):
@@ -291,6 +315,7 @@ def instrument_fetcher(fetcher, rec, prefix):
         if not isinstance(fetcher.dataset_iter, TimedIterator):
             fetcher.dataset_iter = TimedIterator(fetcher.dataset_iter, ctx, rec, prefix)
     elif not isinstance(dataset, TimedDataset):
-        fetcher.dataset = TimedDataset(dataset, ctx, rec, prefix)
+        timed = TimedBatchDataset if callable(getattr(dataset, "__getitems__", None)) else TimedDataset
+        fetcher.dataset = timed(dataset, ctx, rec, prefix)
     if getattr(fetcher, "collate_fn", None) is not None:
         fetcher.collate_fn = timed_collate(fetcher.collate_fn, rec, prefix)
