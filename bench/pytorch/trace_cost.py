@@ -27,8 +27,13 @@ Each pair runs one script untraced (python3) and traced (`pipetune
 profile`), the order flipped every pair so that a drift of the machine's
 load falls on both sides. The script times its own loop (images over
 seconds from iter() to the last batch, two epochs), so Python's and
-torch's start-up are left out of both. Printed per kind: every pair's
-images/s, and the median over the pairs of traced / untraced.
+torch's start-up are left out of both; it also counts the CPU its loop
+took (its own and its ended workers', getrusage), per image. Printed per
+kind: every pair's figures, and the medians over the pairs of traced /
+untraced images/s and of untraced / traced CPU per image. On a machine
+whose cores other programs share, images/s moves by tens of percent from
+run to run whatever is traced; CPU per image moves far less, and where
+the loop keeps every core busy it is what throughput follows.
 """
 import json
 import os
@@ -41,7 +46,7 @@ import textwrap
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 COMMON = textwrap.dedent("""
-    import os, sys, time
+    import os, resource, sys, time
     import torch
     from torchvision import transforms
 
@@ -49,13 +54,19 @@ COMMON = textwrap.dedent("""
     TRAIN = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
                                 transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
 
+    def cpu_seconds():
+        # This process and its ended children: the workers, joined at each epoch's end.
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
     def timed_epochs(loader, epochs):
         images = 0
-        begin = time.perf_counter()
+        begin, cpu = time.perf_counter(), cpu_seconds()
         for epoch in range(epochs):
             for batch in loader:
                 images += len(batch[1] if isinstance(batch, (list, tuple)) else batch["labels"])
-        print("images_per_second %.3f" % (images / (time.perf_counter() - begin)))
+        seconds, cpu = time.perf_counter() - begin, cpu_seconds() - cpu
+        print("images_per_second %.3f cpu_ms_per_image %.4f" % (images / seconds, cpu * 1e3 / images))
 """)
 
 SCRIPTS = {
@@ -175,7 +186,7 @@ def make_data(data, count):
                                                        "shuffle_seed": 5}},
         {"name": "read", "op": "read_file"},
         {"name": "decode", "op": "map", "fn": "jpeg_decode", "parallelism": 2},
-        {"name": "augment", "op": "map", "fn": "random_crop_flip", "args": {"size": 224}},
+        {"name": "augment", "op": "map", "fn": "random_crop_flip", "args": {"size": 224}, "random": True},
         {"name": "normalize", "op": "map", "fn": "normalize",
          "args": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}},
         {"name": "batch", "op": "batch", "args": {"size": 32}},
@@ -184,13 +195,15 @@ def make_data(data, count):
         json.dump(config, f)
 
 
-def images_per_second(cmd, env):
+def measure(cmd, env):
+    """(images/s, CPU ms per image) as the script measured its loop."""
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if r.returncode != 0:
         sys.exit("failed (%d): %s\n%s%s" % (r.returncode, " ".join(cmd), r.stdout, r.stderr))
     for line in r.stdout.splitlines():
         if line.startswith("images_per_second "):
-            return float(line.split()[1])
+            fields = line.split()
+            return float(fields[1]), float(fields[3])
     sys.exit("no images_per_second line from: %s\n%s" % (" ".join(cmd), r.stdout))
 
 
@@ -222,20 +235,23 @@ def main():
                 trace = os.path.join(tmp, "%s%d.trace" % (kind, pair))
                 traced_cmd = [pipetune, "profile", "--trace", trace, "--"] + plain
                 if pair % 2 == 0:
-                    untraced = images_per_second(plain, env)
-                    traced = images_per_second(traced_cmd, env)
+                    untraced = measure(plain, env)
+                    traced = measure(traced_cmd, env)
                 else:
-                    traced = images_per_second(traced_cmd, env)
-                    untraced = images_per_second(plain, env)
+                    traced = measure(traced_cmd, env)
+                    untraced = measure(plain, env)
                 rows.append((untraced, traced))
-                print("%-10s pair %d: untraced %7.1f  traced %7.1f images/s  (%.3f)" % (
-                    kind, pair, untraced, traced, traced / untraced), flush=True)
-            ratio = statistics.median(t / u for u, t in rows)
-            summary.append((kind, ratio, min(t / u for u, t in rows), max(t / u for u, t in rows)))
-        print("== traced / untraced images/s, median of %d pairs (min, max)" % pairs)
-        for kind, ratio, low, high in summary:
-            print("%-10s %.3f  (%.3f, %.3f)" % (kind, ratio, low, high))
-
+                print("%-10s pair %d: untraced %7.1f images/s %6.2f ms CPU each; traced %7.1f images/s %6.2f ms"
+                      " (%.3f, %.3f)" % (kind, pair, untraced[0], untraced[1], traced[0], traced[1],
+                                         traced[0] / untraced[0], untraced[1] / traced[1]), flush=True)
+            throughput = [t[0] / u[0] for u, t in rows]
+            cpu = [u[1] / t[1] for u, t in rows]
+            summary.append((kind, statistics.median(throughput), min(throughput), max(throughput),
+                            statistics.median(cpu), min(cpu), max(cpu)))
+        print("== traced / untraced, median of %d pairs (min, max): images/s, and untraced / traced CPU per image"
+              % pairs)
+        for row in summary:
+            print("%-10s images/s %.3f (%.3f, %.3f)   CPU %.3f (%.3f, %.3f)" % row)
 
 if __name__ == "__main__":
     main()

@@ -180,7 +180,7 @@ def _patch():
         cpu_ns, end = _cpu() - cpu, _now()
         ctx.transform_ns += end - begin
         ctx.transform_cpu_ns += cpu_ns
-        ctx.rec.elements(ctx.prefix + known.decode_name, begin, end, ctx.index, rows, cpu_ns=cpu_ns)
+        ctx.record(known.decode_name, begin, end, ctx.index, cpu_ns, rows)
         inner_ns, inner_cpu = ctx.transform_ns, ctx.transform_cpu_ns
         begin, cpu = _now(), _cpu()
         out = self.transform(batch)
@@ -190,7 +190,7 @@ def _patch():
         own_cpu = max(0, cpu_ns - (ctx.transform_cpu_ns - inner_cpu))
         ctx.transform_ns = inner_ns + (end - begin)
         ctx.transform_cpu_ns = inner_cpu + cpu_ns
-        ctx.rec.elements(ctx.prefix + known.own_name, end - own_ns, end, ctx.index, rows, cpu_ns=own_cpu)
+        ctx.record(known.own_name, end - own_ns, end, ctx.index, own_cpu, rows)
         return out
 
     format_batch._pipetune = True

@@ -18,12 +18,14 @@ dataset, so that `load` never includes a transform's time.
 """
 import functools
 import operator
+import threading
 import time
 
 from pipetune import _dataset, _hf_map, _streams
 
 _now = time.monotonic_ns
 _cpu = time.thread_time_ns
+_thread_id = threading.get_ident
 
 # True while a dataset's stream is being read (its iterator made, or its
 # next()): what get_worker_info() calls are noted as sharding (dataloader.py).
@@ -34,9 +36,17 @@ class SampleContext:
     """One dataset's recording state, shared by its transforms' wrappers: the
     recorder and stage-name prefix of the sample being fetched, and what its
     transforms took so far (subtracted from `load`). Outside a fetch
-    (`active` false) the transforms run unrecorded."""
+    (`active` false) the transforms run unrecorded.
 
-    __slots__ = ("rec", "prefix", "index", "active", "transform_ns", "transform_cpu_ns")
+    record() is the one way every stage of a sample is recorded (load, a
+    transform, a stream's stage, a format's decode). It is called several
+    times per sample, so it keeps the fetching thread's tracer handle of
+    each stage by name, valid for one recorder, prefix and thread, rather
+    than look them up per call (Recorder.element's way: a thread-local
+    table, the prefixed name built each time)."""
+
+    __slots__ = ("rec", "prefix", "index", "active", "transform_ns", "transform_cpu_ns", "_handles", "_owner",
+                 "_thread")
 
     def __init__(self, rec):
         self.rec = rec
@@ -45,8 +55,17 @@ class SampleContext:
         self.active = False
         self.transform_ns = 0
         self.transform_cpu_ns = 0
+        self._handles = {}
+        self._owner = None  # the recorder and prefix _handles are of
+        self._thread = None
 
     def begin(self, rec, prefix, index):
+        thread = _thread_id()
+        owner = self._owner
+        if owner is None or owner[0] is not rec or owner[1] != prefix or thread != self._thread:
+            self._handles = {}
+            self._owner = (rec, prefix)
+            self._thread = thread
         self.rec = rec
         self.prefix = prefix
         self.index = index
@@ -54,9 +73,26 @@ class SampleContext:
         self.transform_cpu_ns = 0
         self.active = True
 
+    def record(self, name, begin, end, element_id, cpu_ns, count=1, op="map"):
+        """`count` elements of stage `name` (unprefixed), done from begin to end with cpu_ns of CPU."""
+        rec = self.rec
+        if not rec.running:
+            return
+        if _thread_id() != self._thread:  # a transform run on a thread of the dataset's own
+            rec.elements(self.prefix + name, begin, end, element_id, count, op=op, cpu_ns=cpu_ns)
+            return
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = self._handles[name] = rec.worker(self.prefix + name, op)
+        tracer = rec.tracer
+        tracer.element(handle, begin, end, element_id, max(0, cpu_ns), 0)
+        if count > 1:
+            tracer.consumed(handle, count - 1)
+            tracer.produced(handle, count - 1, 0)
+
     def record_load(self, begin, end, cpu_ns, count=1):
-        self.rec.elements(self.prefix + "load", begin, max(begin, end - self.transform_ns), self.index, count,
-                          op="read", cpu_ns=max(0, cpu_ns - self.transform_cpu_ns))
+        self.record("load", begin, max(begin, end - self.transform_ns), self.index,
+                    cpu_ns - self.transform_cpu_ns, count, op="read")
 
 
 def _original(wrapper):
@@ -100,7 +136,7 @@ class TimedTransform(_Stand):
         end = _now()
         ctx.transform_ns += end - begin
         ctx.transform_cpu_ns += cpu_ns
-        ctx.rec.element(ctx.prefix + self.name, begin, end, ctx.index, cpu_ns=cpu_ns)
+        ctx.record(self.name, begin, end, ctx.index, cpu_ns)
         return out
 
 
