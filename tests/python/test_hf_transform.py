@@ -109,7 +109,8 @@ def main():
         if r.returncode != 0:
             fail("report exited %d" % r.returncode, r)
         rep = json.loads(r.stdout)
-        if os.environ.get("SHOW"): print(run([pipetune, "report", trace]).stdout)
+        if os.environ.get("PIPETUNE_TEST_SHOW_REPORT"):  # the text report too, for a reader of the log
+            print(run([pipetune, "report", trace]).stdout)
 
     def expect(condition, message):
         if not condition:
