@@ -76,6 +76,15 @@ class Recorder:
             w = self.worker(name, op)
         self.tracer.element(w, begin, end, element_id, max(0, cpu_ns), nbytes)
 
+    def elements(self, name, begin, end, first_id, count, nbytes=0, op="map", cpu_ns=0):
+        """`count` elements of stage `name` done in one call (a batch fetched
+        at once, a decode of its rows): one span, the counts of `count`."""
+        self.element(name, begin, end, first_id, nbytes, op, cpu_ns)
+        if count > 1 and self.running:
+            w = self.local.workers[name]
+            self.tracer.consumed(w, count - 1)
+            self.tracer.produced(w, count - 1, 0)
+
     def update_info(self):
         if self.running:
             self.tracer.set_info(self.name, json.dumps(self.info))

@@ -18,12 +18,14 @@ dataset, so that `load` never includes a transform's time.
 """
 import functools
 import operator
+import threading
 import time
 
-from pipetune import _dataset, _streams
+from pipetune import _dataset, _hf_map, _streams
 
 _now = time.monotonic_ns
 _cpu = time.thread_time_ns
+_thread_id = threading.get_ident
 
 # True while a dataset's stream is being read (its iterator made, or its
 # next()): what get_worker_info() calls are noted as sharding (dataloader.py).
@@ -34,9 +36,17 @@ class SampleContext:
     """One dataset's recording state, shared by its transforms' wrappers: the
     recorder and stage-name prefix of the sample being fetched, and what its
     transforms took so far (subtracted from `load`). Outside a fetch
-    (`active` false) the transforms run unrecorded."""
+    (`active` false) the transforms run unrecorded.
 
-    __slots__ = ("rec", "prefix", "index", "active", "transform_ns", "transform_cpu_ns")
+    record() is the one way every stage of a sample is recorded (load, a
+    transform, a stream's stage, a format's decode). It is called several
+    times per sample, so it keeps the fetching thread's tracer handle of
+    each stage by name, valid for one recorder, prefix and thread, rather
+    than look them up per call (Recorder.element's way: a thread-local
+    table, the prefixed name built each time)."""
+
+    __slots__ = ("rec", "prefix", "index", "active", "transform_ns", "transform_cpu_ns", "_handles", "_owner",
+                 "_thread")
 
     def __init__(self, rec):
         self.rec = rec
@@ -45,8 +55,17 @@ class SampleContext:
         self.active = False
         self.transform_ns = 0
         self.transform_cpu_ns = 0
+        self._handles = {}
+        self._owner = None  # the recorder and prefix _handles are of
+        self._thread = None
 
     def begin(self, rec, prefix, index):
+        thread = _thread_id()
+        owner = self._owner
+        if owner is None or owner[0] is not rec or owner[1] != prefix or thread != self._thread:
+            self._handles = {}
+            self._owner = (rec, prefix)
+            self._thread = thread
         self.rec = rec
         self.prefix = prefix
         self.index = index
@@ -54,9 +73,26 @@ class SampleContext:
         self.transform_cpu_ns = 0
         self.active = True
 
-    def record_load(self, begin, end, cpu_ns):
-        self.rec.element(self.prefix + "load", begin, max(begin, end - self.transform_ns), self.index,
-                         op="read", cpu_ns=max(0, cpu_ns - self.transform_cpu_ns))
+    def record(self, name, begin, end, element_id, cpu_ns, count=1, op="map"):
+        """`count` elements of stage `name` (unprefixed), done from begin to end with cpu_ns of CPU."""
+        rec = self.rec
+        if not rec.running:
+            return
+        if _thread_id() != self._thread:  # a transform run on a thread of the dataset's own
+            rec.elements(self.prefix + name, begin, end, element_id, count, op=op, cpu_ns=cpu_ns)
+            return
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = self._handles[name] = rec.worker(self.prefix + name, op)
+        tracer = rec.tracer
+        tracer.element(handle, begin, end, element_id, max(0, cpu_ns), 0)
+        if count > 1:
+            tracer.consumed(handle, count - 1)
+            tracer.produced(handle, count - 1, 0)
+
+    def record_load(self, begin, end, cpu_ns, count=1):
+        self.record("load", begin, max(begin, end - self.transform_ns), self.index,
+                    cpu_ns - self.transform_cpu_ns, count, op="read")
 
 
 def _original(wrapper):
@@ -100,7 +136,7 @@ class TimedTransform(_Stand):
         end = _now()
         ctx.transform_ns += end - begin
         ctx.transform_cpu_ns += cpu_ns
-        ctx.rec.element(ctx.prefix + self.name, begin, end, ctx.index, cpu_ns=cpu_ns)
+        ctx.record(self.name, begin, end, ctx.index, cpu_ns)
         return out
 
 
@@ -174,14 +210,18 @@ def _wrap_transform(dataset, transform, ctx):
 
 
 def context_of(dataset, rec):
-    """The dataset's SampleContext, its transforms wrapped the first time."""
+    """The dataset's SampleContext, its transforms wrapped the first time
+    (an HF map-style dataset's format transform: _hf_map.py)."""
     transform = getattr(dataset, "transform", None)
-    ctx = _existing_context(transform)
+    hf = transform is None and _hf_map.is_hf_dataset(dataset)
+    ctx = _hf_map.context_of(dataset) if hf else _existing_context(transform)
     if ctx is not None:
         ctx.rec = rec  # wrapped in a forked parent, or by another DataLoader
         return ctx
     ctx = SampleContext(rec)
-    if transform is not None:
+    if hf:
+        _hf_map.instrument(dataset, ctx, TimedTransform)
+    elif transform is not None:
         _wrap_transform(dataset, transform, ctx)
     return ctx
 
@@ -213,9 +253,29 @@ class TimedDataset:
         return len(self._pt_dataset)
 
     def __getattr__(self, name):
-        if name == "__getitems__" or name.startswith("_pt_"):  # batch fetching would bypass the timing
+        if name == "__getitems__" or name.startswith("_pt_"):  # batch fetching: TimedBatchDataset's
             raise AttributeError(name)
         return getattr(self._pt_dataset, name)
+
+
+class TimedBatchDataset(TimedDataset):
+    """Stands for a map-style dataset that fetches a batch at once
+    (__getitems__, as HF datasets' does): the call is recorded as `load` of
+    that many samples, so that the traced run fetches as the untraced one."""
+
+    def __getitems__(self, indices):
+        ctx = self._pt_ctx
+        first = indices[0] if len(indices) and isinstance(indices[0], int) else 0
+        ctx.begin(self._pt_rec, self._pt_prefix, first)
+        begin = _now()
+        cpu = _cpu()
+        try:
+            items = self._pt_dataset.__getitems__(indices)
+        finally:
+            ctx.active = False
+        cpu_ns = _cpu() - cpu
+        ctx.record_load(begin, _now(), cpu_ns, max(1, len(indices)))
+        return items
 
 
 class TimedIterator(_streams.IteratorProxy):
@@ -291,6 +351,7 @@ def instrument_fetcher(fetcher, rec, prefix):
         if not isinstance(fetcher.dataset_iter, TimedIterator):
             fetcher.dataset_iter = TimedIterator(fetcher.dataset_iter, ctx, rec, prefix)
     elif not isinstance(dataset, TimedDataset):
-        fetcher.dataset = TimedDataset(dataset, ctx, rec, prefix)
+        timed = TimedBatchDataset if callable(getattr(dataset, "__getitems__", None)) else TimedDataset
+        fetcher.dataset = timed(dataset, ctx, rec, prefix)
     if getattr(fetcher, "collate_fn", None) is not None:
         fetcher.collate_fn = timed_collate(fetcher.collate_fn, rec, prefix)

@@ -6,8 +6,8 @@ what is recorded.
 
 A stream is a chain of iterators, each pulling from the one before it. A
 stage's own time per element is the time of its next() less the time of
-the next() calls it made upstream: a stack of frames, one per stage being
-pulled, charges each nested call's time to its caller's `inner`. What the
+the next() calls it made upstream: each call's whole time is added to
+its caller's upstream time, which the caller subtracts from its own. What the
 stages read from before the first recorded one (the shard list, the tar
 files, the Arrow tables) is left to `load`, which the fetcher's
 TimedIterator records as the stream's next() less every recorded stage's
@@ -37,13 +37,15 @@ _streams = weakref.WeakKeyDictionary()
 
 class _Stream:
     """One dataset's recording: its SampleContext (replaced at each fetcher
-    torch makes), the names of its stages by id(stage), and the frames of
-    the stages being pulled."""
+    torch makes), the names of its stages by id(stage), and the time (wall
+    and CPU) of the next() calls made so far by the stage being pulled
+    into the stages upstream of it."""
 
     def __init__(self, ctx, names):
         self.ctx = ctx
         self.names = names
-        self.frames = []  # [inner_ns, inner_cpu_ns] of each stage's next() in progress
+        self.upstream_ns = 0
+        self.upstream_cpu_ns = 0
 
 
 class IteratorProxy:
@@ -79,8 +81,11 @@ class TimedStage(IteratorProxy):
         ctx = stream.ctx
         if not ctx.active:
             return next(self._pt_iterator)
-        frame = [0, 0]
-        stream.frames.append(frame)
+        # The caller's upstream time so far is put aside while this call
+        # counts its own upstream, then given back with this call's whole
+        # time added: plain integers, as this runs several times per sample.
+        outer_ns, outer_cpu_ns = stream.upstream_ns, stream.upstream_cpu_ns
+        stream.upstream_ns = stream.upstream_cpu_ns = 0
         begin = _now()
         cpu = _cpu()
         try:
@@ -88,15 +93,14 @@ class TimedStage(IteratorProxy):
         finally:
             cpu_ns = _cpu() - cpu
             end = _now()
-            stream.frames.pop()
-            if stream.frames:  # this call's whole time is its caller's upstream time
-                stream.frames[-1][0] += end - begin
-                stream.frames[-1][1] += cpu_ns
-        own_ns = max(0, end - begin - frame[0])
-        own_cpu_ns = max(0, cpu_ns - frame[1])
+            upstream_ns, upstream_cpu_ns = stream.upstream_ns, stream.upstream_cpu_ns
+            stream.upstream_ns = outer_ns + (end - begin)
+            stream.upstream_cpu_ns = outer_cpu_ns + cpu_ns
+        own_ns = max(0, end - begin - upstream_ns)
+        own_cpu_ns = max(0, cpu_ns - upstream_cpu_ns)
         ctx.transform_ns += own_ns
         ctx.transform_cpu_ns += own_cpu_ns
-        ctx.rec.element(ctx.prefix + self._pt_name, end - own_ns, end, self._pt_count, cpu_ns=own_cpu_ns)
+        ctx.record(self._pt_name, end - own_ns, end, self._pt_count, own_cpu_ns)
         self._pt_count += 1
         return item
 

@@ -76,12 +76,22 @@ class Tracer:
             "pipetune_wait_input": (None, [_ptr, _u64]),
             "pipetune_consumer_step": (None, [_u64, _u64, _u64]),
         }
+        # The calls made per element take the GIL with them (PyDLL): each
+        # is tens of nanoseconds of C that never blocks, and releasing the
+        # GIL around it (CDLL's way) costs more than the call and lets
+        # another thread (a worker's queue feeder) take the GIL in between.
+        # Starting and stopping a session write files and join a thread, so
+        # those release it.
+        hot = ctypes.PyDLL(lib._name)
+        per_element = {"pipetune_produced", "pipetune_consumed", "pipetune_work", "pipetune_element",
+                       "pipetune_wait_input", "pipetune_consumer_step"}
         for name, (restype, argtypes) in signatures.items():
-            function = getattr(lib, name)
+            function = getattr(hot if name in per_element else lib, name)
             function.restype = restype
             function.argtypes = argtypes
             setattr(self, name[len("pipetune_"):], function)
         self.lib = lib
+        self.hot = hot
 
     def start(self, path, name, config_json, interval_ms):
         options = _Options()
