@@ -113,8 +113,9 @@ bool SetNamedKnob(const models::Profile& profile, const std::string& name, int v
   if (found == knobs.end()) {
     std::vector<std::string> names;
     for (const auto& [knob, _] : knobs.items()) names.push_back(knob);
-    *error = fmt::format("this pipeline has no knob \"{}\" (its named knobs: {})", name,
-                         names.empty() ? "none: it has no worker groups" : fmt::format("{}", fmt::join(names, ", ")));
+    *error = fmt::format(
+        "this pipeline has no knob \"{}\" (its named knobs: {})", name,
+        names.empty() ? "none: it has no worker groups" : fmt::format("{}", fmt::join(names, ", ")));
     return false;
   }
   for (const models::WorkerGroup& group : profile.groups) {

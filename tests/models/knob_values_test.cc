@@ -54,7 +54,8 @@ TEST(KnobValues, SetsWhatItNamesAndLeavesTheRest) {
 
 TEST(KnobValues, ReadsBackWhatItSet) {
   Profile profile = LoaderShaped();
-  Json values{{"num_workers", 7}, {"prefetch_factor", 1}, {"persistent_workers", true}, {"pin_memory", false}};
+  Json values{
+      {"num_workers", 7}, {"prefetch_factor", 1}, {"persistent_workers", true}, {"pin_memory", false}};
   EXPECT_EQ(KnobValues(profile, WithKnobValues(profile, ObservedConfiguration(profile), values)), values);
 }
 

@@ -85,7 +85,8 @@ Json DataLoaderKwargs(const models::Profile& profile, const models::Configuratio
 std::string DataLoaderCodeChange(const Json& kwargs) {
   auto flag = [&](const char* key) { return kwargs.value(key, false) ? "True" : "False"; };
   const int workers = kwargs.value("num_workers", 0);
-  if (workers == 0) return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})", flag("pin_memory"));
+  if (workers == 0)
+    return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})", flag("pin_memory"));
   return fmt::format(
       "DataLoader(dataset, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, pin_memory={})",
       workers, kwargs.value("prefetch_factor", 2), flag("persistent_workers"), flag("pin_memory"));

@@ -73,8 +73,8 @@ double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers, const J
   double cores = 0;
   for (const analyzer::DataLoaderProfile& peer : peers) {
     models::Profile profile = analyzer::DataLoaderModelProfile(peer);
-    models::Prediction alone =
-        models::Predict(profile, models::WithKnobValues(profile, models::ObservedConfiguration(profile), knobs));
+    models::Prediction alone = models::Predict(
+        profile, models::WithKnobValues(profile, models::ObservedConfiguration(profile), knobs));
     if (alone.throughput > 0) cores += alone.cores_used * std::min(1.0, job_rate / alone.throughput);
   }
   return cores;
@@ -87,8 +87,8 @@ double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers, const J
 // that pays (5% or more), its keyword arguments, written under "ranks" in
 // the kwargs file.
 std::optional<Json> PerRankSetting(const analyzer::JobTuning& tuning, const tuner::TuneInput& input,
-                                   const tuner::Resources& even, double node_cores, tuner::Objective objective,
-                                   tuner::Plan& plan) {
+                                   const tuner::Resources& even, double node_cores,
+                                   tuner::Objective objective, tuner::Plan& plan) {
   if (tuning.ranks_per_node < 2 || tuning.node_peers.empty() || !tuning.rank) return std::nullopt;
   const int others = static_cast<int>(tuning.node_peers.size());
   const Json knobs = models::KnobValues(input.profile, *plan.configuration);

@@ -85,8 +85,7 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     result.kwargs = DataLoaderKwargs(model, models::ObservedConfiguration(model));
   }
   result.output = DataLoaderKwargsPath(options.output, options.trace);
-  PIPETUNE_RETURN_IF_ERROR(
-      WriteFileAtomically(result.output, DumpJson(result.kwargs, 2) + "\n"));
+  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, DumpJson(result.kwargs, 2) + "\n"));
   result.code_change = DataLoaderCodeChange(result.kwargs);
   return result;
 }

@@ -99,7 +99,8 @@ GateInputKind ClassifyGateInputs(const std::vector<std::string>& inputs) {
 
 DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings,
                                                 const models::Profile& profile) {
-  return {settings.batch_size, settings.dataset, models::KnobValues(profile, models::ObservedConfiguration(profile))};
+  return {settings.batch_size, settings.dataset,
+          models::KnobValues(profile, models::ObservedConfiguration(profile))};
 }
 
 std::vector<StageKnobs> DataLoaderStagesOf(const models::Profile& profile) {

@@ -66,8 +66,8 @@ struct StageKnobs {
 
 // A DataLoader's settings as the gate keeps them.
 struct DataLoaderGateSettings {
-  int batch_size = 1;            // identity
-  std::string dataset;           // identity: the dataset's class
+  int batch_size = 1;   // identity
+  std::string dataset;  // identity: the dataset's class
   // What the tuner turns, by the names the profile gives them
   // (models::KnobValues of the run's configuration): num_workers,
   // prefetch_factor, persistent_workers, pin_memory.

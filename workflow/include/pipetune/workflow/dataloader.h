@@ -57,11 +57,11 @@ struct DataLoaderTuneRequest {
 
 struct DataLoaderTuneResult {
   analyzer::DataLoaderProfile run;
-  tuner::Plan plan;  // the one solver's, over analyzer::DataLoaderModelProfile
-  Json dataloader_kwargs;  // the plan's keyword arguments (DataLoaderKwargs), every rank's
+  tuner::Plan plan;               // the one solver's, over analyzer::DataLoaderModelProfile
+  Json dataloader_kwargs;         // the plan's keyword arguments (DataLoaderKwargs), every rank's
   bool changes_settings = false;  // the plan's knobs differ from the traced run's
   std::string output;             // the JSON of keyword arguments written
-  Json kwargs;  // what it holds: dataloader_kwargs, and "ranks" when a rank has its own
+  Json kwargs;                    // what it holds: dataloader_kwargs, and "ranks" when a rank has its own
   std::string code_change;
   // Said loudly (stderr) as well as in the plan's notes: an IterableDataset
   // the plan gives workers while its traced workers did not shard it.
