@@ -5,6 +5,11 @@
 
 #include <charconv>
 #include <cmath>
+#include <string>
+#include <vector>
+
+#include "pipetune/base/json.h"
+#include "pipetune/models/knob_values.h"
 
 namespace pipetune::analyzer {
 namespace {
@@ -97,52 +102,32 @@ Status ParseChange(std::string_view text, std::string_view change, WhatIf& what_
   return Bad(text, fmt::format("unknown knob \"{}\"", key));
 }
 
-// The knobs a pipeline has by name, for errors.
-std::string NamedKnobs(const models::Profile& profile) {
-  std::vector<std::string> names;
-  for (const models::WorkerGroup& group : profile.groups) {
-    for (const std::string* knob : {&group.workers_knob, &group.buffer_knob, &group.persistent_knob}) {
-      if (!knob->empty()) names.push_back(*knob);
-    }
-  }
-  for (const models::StageProfile& stage : profile.stages) {
-    if (stage.switchable && !stage.switch_knob.empty()) names.push_back(stage.switch_knob);
-  }
-  return names.empty() ? "none: it has no worker groups" : fmt::format("{}", fmt::join(names, ", "));
-}
-
-// Sets the group or stage knob called `name` in `config`; false when the
-// profile has none by that name.
+// Sets the group or stage knob called `name` in `config` through the one
+// crossing between a configuration and the knobs' names
+// (models/knob_values.h); false, with `error` naming the knobs there are,
+// when the profile has none by that name.
 bool SetNamedKnob(const models::Profile& profile, const std::string& name, int value,
                   models::Configuration& config, std::string* error) {
-  for (size_t g = 0; g < profile.groups.size(); ++g) {
-    const models::WorkerGroup& group = profile.groups[g];
-    if (name == group.workers_knob) {
-      if (value == 0 && !group.may_run_on_consumer) {
-        *error =
-            fmt::format("{} cannot run on the consumer's thread: {} must be at least 1", group.name, name);
-        return false;
-      }
-      config.group_workers[g] = value;
-      return true;
-    }
-    if (name == group.buffer_knob) {
-      config.group_buffer[g] = value;
-      return true;
-    }
-    if (name == group.persistent_knob) {
-      config.group_persistent[g] = value != 0;
-      return true;
+  const Json knobs = models::KnobValues(profile, config);
+  auto found = knobs.find(name);
+  if (found == knobs.end()) {
+    std::vector<std::string> names;
+    for (const auto& [knob, _] : knobs.items()) names.push_back(knob);
+    *error = fmt::format(
+        "this pipeline has no knob \"{}\" (its named knobs: {})", name,
+        names.empty() ? "none: it has no worker groups" : fmt::format("{}", fmt::join(names, ", ")));
+    return false;
+  }
+  for (const models::WorkerGroup& group : profile.groups) {
+    if (name == group.workers_knob && value == 0 && !group.may_run_on_consumer) {
+      *error = fmt::format("{} cannot run on the consumer's thread: {} must be at least 1", group.name, name);
+      return false;
     }
   }
-  for (size_t i = 0; i < profile.stages.size(); ++i) {
-    if (profile.stages[i].switchable && profile.stages[i].switch_knob == name) {
-      config.stage_enabled[i] = value != 0;
-      return true;
-    }
-  }
-  *error = fmt::format("this pipeline has no knob \"{}\" (its named knobs: {})", name, NamedKnobs(profile));
-  return false;
+  Json change = Json::object();
+  change[name] = found->is_boolean() ? Json(value != 0) : Json(value);
+  config = models::WithKnobValues(profile, config, change);
+  return true;
 }
 
 std::string StageList(const models::Profile& profile) {

@@ -8,13 +8,13 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/report.h"
 #include "pipetune/analyzer/what_if.h"
-#include "pipetune/tuner/rewrite.h"
+#include "pipetune/base/json.h"
+#include "pipetune/models/knob_values.h"
 #include "pipetune/tuner/solver.h"
 
 namespace pipetune::tuner {
 namespace {
 
-using tuner::DataLoaderKnobs;
 using analyzer::DataLoaderProfile;
 using analyzer::DataLoaderStage;
 using analyzer::DataLoaderStageKind;
@@ -71,9 +71,26 @@ double OverEpoch(double steady, int workers, double consumer, double outputs = 1
 // transfer.
 constexpr double kConsumer = 0.041;
 
-models::Prediction PredictAt(const DataLoaderProfile& run, DataLoaderKnobs knobs, double cores) {
+// A DataLoader's settings by the names its model profile gives them
+// (models::KnobValues): what a plan writes and a baseline keeps.
+struct Knobs {
+  int num_workers = 0;
+  int prefetch_factor = 2;
+  bool persistent_workers = false;
+  bool pin_memory = false;
+};
+
+models::Configuration ConfigurationAt(const models::Profile& profile, const Knobs& k) {
+  Json values{{"num_workers", k.num_workers},
+              {"prefetch_factor", k.prefetch_factor},
+              {"persistent_workers", k.persistent_workers},
+              {"pin_memory", k.pin_memory}};
+  return models::WithKnobValues(profile, models::ObservedConfiguration(profile), values);
+}
+
+models::Prediction PredictAt(const DataLoaderProfile& run, Knobs knobs, double cores) {
   models::Profile profile = analyzer::DataLoaderModelProfile(run);
-  models::Configuration config = tuner::ConfigurationFor(profile, knobs);
+  models::Configuration config = ConfigurationAt(profile, knobs);
   config.cores = cores;
   return models::Predict(profile, config);
 }
@@ -196,7 +213,7 @@ TEST(DataLoaderModel, EachEpochPaysItsFillAndDrainOneOutputPerWorker) {
 
 TEST(DataLoaderModel, MemoryCountsTheProcessesAndTheBatchesInFlight) {
   models::Profile profile = analyzer::DataLoaderModelProfile(LoaderRun(2));
-  models::Configuration config = tuner::ConfigurationFor(profile, {3, 4, false, false});
+  models::Configuration config = ConfigurationAt(profile, {3, 4, false, false});
   EXPECT_NEAR(models::WorkerMemoryBytes(profile, config), (400 + 3 * 300 + 12 * 20) * kMiB, 1);
 }
 
@@ -228,19 +245,21 @@ Resources LoaderBudget(double cores, double memory_mib) {
   return r;
 }
 
-DataLoaderKnobs Tuned(const DataLoaderProfile& run, const Resources& resources, Plan* out = nullptr) {
+Knobs Tuned(const DataLoaderProfile& run, const Resources& resources, Plan* out = nullptr) {
   TuneInput input;
   input.profile = analyzer::DataLoaderModelProfile(run);
   StatusOr<Plan> plan = Solve(input, resources, Objective::kMax);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   if (!plan.ok()) return {};
   if (out != nullptr) *out = *plan;
-  return tuner::DataLoaderKnobsOf(input.profile, *plan->configuration);
+  Json v = models::KnobValues(input.profile, *plan->configuration);
+  return {v["num_workers"].get<int>(), v["prefetch_factor"].get<int>(), v["persistent_workers"].get<bool>(),
+          v["pin_memory"].get<bool>()};
 }
 
 TEST(DataLoaderTuner, PicksWorkersUpToTheCores) {
   Plan plan;
-  DataLoaderKnobs knobs = Tuned(LoaderRun(), LoaderBudget(2, 64 * 1024), &plan);
+  Knobs knobs = Tuned(LoaderRun(), LoaderBudget(2, 64 * 1024), &plan);
   EXPECT_EQ(knobs.num_workers, 2);  // 2 / 197 ms per batch meets the cores' 2 / 198 ms
   EXPECT_EQ(knobs.prefetch_factor, 2);
   EXPECT_FALSE(knobs.pin_memory);
@@ -252,7 +271,7 @@ TEST(DataLoaderTuner, MemoryBelowWhatTheWorkersNeedMeansFewerWorkers) {
   // 4 workers would help on 8 cores, but 1000 MiB leaves room for one worker
   // (the main process 400 MiB, a worker 300 MiB, each batch in flight 20 MiB).
   Plan plan;
-  DataLoaderKnobs knobs = Tuned(LoaderRun(), LoaderBudget(8, 1000), &plan);
+  Knobs knobs = Tuned(LoaderRun(), LoaderBudget(8, 1000), &plan);
   EXPECT_EQ(knobs.num_workers, 1);
   EXPECT_LE(plan.memory.Total(), 1000 * kMiB);
   ASSERT_FALSE(plan.notes.empty());
@@ -278,7 +297,7 @@ TEST(DataLoaderTuner, TheThreadLimitCapsTheWorkersAndSaysSo) {
   Resources budget = LoaderBudget(8, 64 * 1024);
   budget.max_threads = 3;
   Plan plan;
-  DataLoaderKnobs knobs = Tuned(LoaderRun(), budget, &plan);
+  Knobs knobs = Tuned(LoaderRun(), budget, &plan);
   EXPECT_EQ(knobs.num_workers, 2);
   EXPECT_EQ(plan.threads, 3);
   EXPECT_NE(plan.binding_reason.find("the thread limit: 2 workers"), std::string::npos) << plan.binding_reason;

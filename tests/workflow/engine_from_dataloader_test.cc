@@ -311,7 +311,7 @@ TEST(EngineFromDataLoaderTest, PrintsTheRatesSideBySideAndTheSwap) {
 
   Json json = EngineTuneToJson(result);
   EXPECT_DOUBLE_EQ(json["dataloader"]["tuned_predicted_batches_per_second"].get<double>(), tuned);
-  EXPECT_EQ(json["dataloader"]["tuned_kwargs"]["num_workers"], dataloader->knobs.num_workers);
+  EXPECT_EQ(json["dataloader"]["tuned_kwargs"]["num_workers"], dataloader->dataloader_kwargs["num_workers"]);
   EXPECT_EQ(json["output"], "out/engine.json");
   EXPECT_EQ(json["code_change"], result.code_change);
 }

@@ -119,7 +119,7 @@ TEST(GateDataLoaderTest, ATransformFourTimesSlowerFailsNamingIt) {
 
 TEST(GateDataLoaderTest, FewerWorkersIsASettingsChangePricedByTheModel) {
   Baseline b = LoaderBaseline();
-  b.dataloader->knobs.num_workers = 3;  // the baseline ran 3 workers; now 1
+  b.dataloader->knobs["num_workers"] = 3;  // the baseline ran 3 workers; now 1
   analyzer::DataLoaderProfile run = LoaderRun(2);
   models::Profile now = analyzer::DataLoaderModelProfile(run);
   CheckReport report = Judge(b, LoaderNow(DataLoaderGateSettingsOf(run.settings, now), &now, nullptr), {});
@@ -188,7 +188,7 @@ TEST(GateDataLoaderTest, AnotherLoaderIsRefused) {
   EXPECT_NE(renamed.message().find("\"transform[1]:Sharpen\" in this run"), std::string::npos);
   // Knobs are not identity.
   DataLoaderGateSettings tuned = *b.dataloader;
-  tuned.knobs.num_workers = 4;
+  tuned.knobs["num_workers"] = 4;
   EXPECT_TRUE(SameRun(b, LoaderNow(tuned, nullptr, nullptr, b.stages), "base.json").ok());
   EXPECT_EQ(DataLoaderIdentityHash(tuned, b.stages), b.identity);
 }

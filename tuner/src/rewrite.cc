@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <set>
 
-#include "pipetune/base/check.h"
 #include "pipetune/tuner/fusion.h"
 
 namespace pipetune::tuner {
@@ -84,31 +83,6 @@ StatusOr<models::PipelineConfig> ApplyPlan(const models::PipelineConfig& config,
   }
   PIPETUNE_RETURN_IF_ERROR(models::Validate(tuned).WithContext("the tuned config does not validate"));
   return tuned;
-}
-
-DataLoaderKnobs DataLoaderKnobsOf(const models::Profile& profile, const models::Configuration& config) {
-  PIPETUNE_CHECK(!profile.groups.empty() && !config.group_workers.empty());
-  DataLoaderKnobs knobs;
-  knobs.num_workers = config.group_workers.at(0);
-  knobs.prefetch_factor = config.group_buffer.at(0);
-  knobs.persistent_workers = config.group_persistent.at(0);
-  std::optional<size_t> pin = profile.FindStage("pin_memory");
-  knobs.pin_memory = pin && config.stage_enabled.at(*pin);
-  return knobs;
-}
-
-DataLoaderKnobs TracedKnobs(const models::Profile& profile) {
-  return DataLoaderKnobsOf(profile, models::ObservedConfiguration(profile));
-}
-
-models::Configuration ConfigurationFor(const models::Profile& profile, const DataLoaderKnobs& knobs) {
-  models::Configuration config = models::ObservedConfiguration(profile);
-  config.group_workers.at(0) = knobs.num_workers;
-  config.group_buffer.at(0) = knobs.prefetch_factor;
-  config.group_persistent.at(0) = knobs.persistent_workers;
-  if (std::optional<size_t> pin = profile.FindStage("pin_memory"))
-    config.stage_enabled.at(*pin) = knobs.pin_memory;
-  return config;
 }
 
 }  // namespace pipetune::tuner

@@ -12,6 +12,7 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/analyzer/what_if.h"
 #include "pipetune/workflow/dataloader.h"
 
 namespace pipetune::workflow {
@@ -32,10 +33,13 @@ StatusOr<DataLoaderGateSettings> ParseDataLoaderSettings(const Json& doc, const 
   };
   PIPETUNE_ASSIGN_OR_RETURN(s.batch_size, integer("batch_size"));
   PIPETUNE_ASSIGN_OR_RETURN(s.dataset, r.String(*d, "dataset", "dataloader.dataset"));
-  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.num_workers, integer("num_workers"));
-  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.prefetch_factor, integer("prefetch_factor"));
-  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.persistent_workers, flag("persistent_workers"));
-  PIPETUNE_ASSIGN_OR_RETURN(s.knobs.pin_memory, flag("pin_memory"));
+  // The knobs the DataLoader's model profile names, each of its type.
+  for (const char* key : {analyzer::kNumWorkersKnob, analyzer::kPrefetchFactorKnob}) {
+    PIPETUNE_ASSIGN_OR_RETURN(s.knobs[key], integer(key));
+  }
+  for (const char* key : {analyzer::kPersistentWorkersKnob, analyzer::kPinMemoryKnob}) {
+    PIPETUNE_ASSIGN_OR_RETURN(s.knobs[key], flag(key));
+  }
   return s;
 }
 
@@ -67,7 +71,7 @@ class DataLoaderRunAdapter final : public internal::RunAdapter {
     result.plan = tuned.plan;
     result.warnings = tuned.warnings;
     result.written["output"] = tuned.output;
-    result.written["dataloader_kwargs"] = DataLoaderKwargs(tuned.knobs);
+    result.written["dataloader_kwargs"] = tuned.dataloader_kwargs;
     result.written["code_change"] = tuned.code_change;
     result.written_text =
         fmt::format("DataLoader keyword arguments: {}\ncode change: {}\n", tuned.output, tuned.code_change);
@@ -109,12 +113,9 @@ class DataLoaderRunAdapter final : public internal::RunAdapter {
 
   void WriteBaselineSettings(const Baseline& baseline, Json& doc) const override {
     if (const std::optional<DataLoaderGateSettings>& d = baseline.dataloader) {
-      doc["dataloader"] = Json{{"batch_size", d->batch_size},
-                               {"dataset", d->dataset},
-                               {"num_workers", d->knobs.num_workers},
-                               {"prefetch_factor", d->knobs.prefetch_factor},
-                               {"persistent_workers", d->knobs.persistent_workers},
-                               {"pin_memory", d->knobs.pin_memory}};
+      Json section{{"batch_size", d->batch_size}, {"dataset", d->dataset}};
+      for (const auto& [knob, value] : d->knobs.items()) section[knob] = value;
+      doc["dataloader"] = std::move(section);
     }
   }
 

@@ -34,7 +34,7 @@ Json DataLoaderVerifyToJson(const DataLoaderVerifyResult& result) {
   }
   Json document = VerifyLoopToJson(rounds, result.best, result.stop_reason);
   document["output"] = result.output;
-  document["dataloader_kwargs"] = DataLoaderKwargs(result.knobs);
+  document["dataloader_kwargs"] = result.kwargs;
   document["code_change"] = result.code_change;
   return document;
 }

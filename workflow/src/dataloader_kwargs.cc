@@ -1,11 +1,12 @@
 // A DataLoader's keyword arguments file (dataloader.h): checked when read,
-// written from the knobs, where it goes, and the code change it stands for.
+// written from a plan's configuration, where it goes, and the code change it stands for.
 #include <fmt/format.h>
 
 #include <filesystem>
 
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
+#include "pipetune/models/knob_values.h"
 #include "pipetune/workflow/dataloader.h"
 
 namespace pipetune::workflow {
@@ -70,22 +71,25 @@ std::string DataLoaderKwargsPath(const std::string& requested, const std::string
   return (p.parent_path() / (p.stem().string() + ".dataloader.json")).string();
 }
 
-Json DataLoaderKwargs(const tuner::DataLoaderKnobs& k) {
-  Json j;
-  j["num_workers"] = k.num_workers;
-  j["prefetch_factor"] = k.num_workers > 0 ? Json(k.prefetch_factor) : Json();
-  j["persistent_workers"] = k.num_workers > 0 && k.persistent_workers;
-  j["pin_memory"] = k.pin_memory;
-  return j;
+Json DataLoaderKwargs(const models::Profile& profile, const models::Configuration& config) {
+  Json kwargs = models::KnobValues(profile, config);
+  // torch refuses a prefetch_factor or persistent workers without workers:
+  // the model keeps a buffer and a persistence for 0 workers, the kwargs not.
+  if (kwargs.value("num_workers", 0) == 0) {
+    kwargs["prefetch_factor"] = Json();
+    kwargs["persistent_workers"] = false;
+  }
+  return kwargs;
 }
 
-std::string DataLoaderCodeChange(const tuner::DataLoaderKnobs& k) {
-  auto flag = [](bool b) { return b ? "True" : "False"; };
-  if (k.num_workers == 0)
-    return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})", flag(k.pin_memory));
+std::string DataLoaderCodeChange(const Json& kwargs) {
+  auto flag = [&](const char* key) { return kwargs.value(key, false) ? "True" : "False"; };
+  const int workers = kwargs.value("num_workers", 0);
+  if (workers == 0)
+    return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})", flag("pin_memory"));
   return fmt::format(
       "DataLoader(dataset, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, pin_memory={})",
-      k.num_workers, k.prefetch_factor, flag(k.persistent_workers), flag(k.pin_memory));
+      workers, kwargs.value("prefetch_factor", 2), flag("persistent_workers"), flag("pin_memory"));
 }
 
 }  // namespace pipetune::workflow

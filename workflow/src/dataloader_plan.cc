@@ -10,6 +10,7 @@
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/size.h"
+#include "pipetune/models/knob_values.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/dataloader.h"
@@ -23,15 +24,13 @@ namespace {
 // shards itself by get_worker_info().
 void AddStreamNotes(DataLoaderTuneResult& result) {
   const analyzer::DataLoaderProfile& run = result.run;
-  if (!run.settings.iterable || result.knobs.num_workers == run.settings.num_workers ||
-      result.knobs.num_workers <= 1) {
-    return;
-  }
+  const int workers = result.dataloader_kwargs.value("num_workers", 0);
+  if (!run.settings.iterable || workers == run.settings.num_workers || workers <= 1) return;
   std::string note = fmt::format(
       "num_workers={} with an IterableDataset: the dataset must shard its stream by "
       "torch.utils.data.get_worker_info() (each worker reads its own part), or every worker delivers every "
       "sample",
-      result.knobs.num_workers);
+      workers);
   result.plan.notes.push_back(note);
   if (run.settings.num_workers > 0 && run.sharded_by_worker_info) return;
   result.warnings.push_back(
@@ -67,14 +66,15 @@ std::string JobNote(const analyzer::JobTuning& tuning, const tuner::Resources& r
 }
 
 // The CPU the other ranks on the planned rank's node use at the job's rate
-// with `knobs` applied: each rank's CPU grows with its throughput, and DDP
-// holds every rank to the job's.
-double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers, const tuner::DataLoaderKnobs& knobs,
-                  double job_rate) {
+// with the plan's settings (`knobs`: models::KnobValues of its
+// configuration) applied: each rank's CPU grows with its throughput, and
+// DDP holds every rank to the job's.
+double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers, const Json& knobs, double job_rate) {
   double cores = 0;
   for (const analyzer::DataLoaderProfile& peer : peers) {
     models::Profile profile = analyzer::DataLoaderModelProfile(peer);
-    models::Prediction alone = models::Predict(profile, tuner::ConfigurationFor(profile, knobs));
+    models::Prediction alone = models::Predict(
+        profile, models::WithKnobValues(profile, models::ObservedConfiguration(profile), knobs));
     if (alone.throughput > 0) cores += alone.cores_used * std::min(1.0, job_rate / alone.throughput);
   }
   return cores;
@@ -84,14 +84,14 @@ double PeersCores(const std::vector<analyzer::DataLoaderProfile>& peers, const t
 // node at the traced CPU per batch; the other ranks may need less at the
 // plan's setting and the job's rate. What the planned rank
 // would reach with the rest of the node (a setting of its own), and, when
-// that pays (5% or more), its knobs, written under "ranks" in the kwargs.
-std::optional<tuner::DataLoaderKnobs> PerRankSetting(const analyzer::JobTuning& tuning,
-                                                     const tuner::TuneInput& input,
-                                                     const tuner::Resources& even, double node_cores,
-                                                     tuner::Objective objective, tuner::Plan& plan,
-                                                     const tuner::DataLoaderKnobs& knobs) {
+// that pays (5% or more), its keyword arguments, written under "ranks" in
+// the kwargs file.
+std::optional<Json> PerRankSetting(const analyzer::JobTuning& tuning, const tuner::TuneInput& input,
+                                   const tuner::Resources& even, double node_cores,
+                                   tuner::Objective objective, tuner::Plan& plan) {
   if (tuning.ranks_per_node < 2 || tuning.node_peers.empty() || !tuning.rank) return std::nullopt;
   const int others = static_cast<int>(tuning.node_peers.size());
+  const Json knobs = models::KnobValues(input.profile, *plan.configuration);
   const double peers = PeersCores(tuning.node_peers, knobs, plan.predicted_throughput) +
                        node_cores / tuning.ranks_per_node * std::max(0, tuning.ranks_per_node - 1 - others);
   tuner::Resources more = even;
@@ -100,7 +100,7 @@ std::optional<tuner::DataLoaderKnobs> PerRankSetting(const analyzer::JobTuning& 
   StatusOr<tuner::Plan> own = tuner::Solve(input, more, objective);
   if (!own.ok() || !own->configuration || plan.predicted_throughput <= 0) return std::nullopt;
   const double gain = own->predicted_throughput / plan.predicted_throughput;
-  tuner::DataLoaderKnobs own_knobs = tuner::DataLoaderKnobsOf(input.profile, *own->configuration);
+  const Json own_knobs = models::KnobValues(input.profile, *own->configuration);
   if (gain < 1.05 || own_knobs == knobs) {
     plan.notes.push_back(fmt::format(
         "a setting of rank {}'s own would gain {:.0f}% (the other ranks on its node need {:.2f} cores at the "
@@ -113,8 +113,9 @@ std::optional<tuner::DataLoaderKnobs> PerRankSetting(const analyzer::JobTuning& 
       "rate, leaving it {:.2f}, where num_workers={} reaches {:.1f} batches/s; written under \"ranks\" in "
       "the "
       "kwargs file",
-      *tuning.rank, 100 * (gain - 1), peers, more.cores, own_knobs.num_workers, own->predicted_throughput));
-  return own_knobs;
+      *tuning.rank, 100 * (gain - 1), peers, more.cores, own->configuration->group_workers.at(0),
+      own->predicted_throughput));
+  return DataLoaderKwargs(input.profile, *own->configuration);
 }
 
 }  // namespace
@@ -137,16 +138,18 @@ StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& 
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(input, resources, request.objective));
   if (tuning.processes > 1) plan.notes.push_back(JobNote(tuning, resources));
   DataLoaderTuneResult result;
-  result.knobs = tuner::DataLoaderKnobsOf(input.profile, *plan.configuration);
-  Json kwargs = DataLoaderKwargs(result.knobs);
-  if (std::optional<tuner::DataLoaderKnobs> own =
-          PerRankSetting(tuning, input, resources, node_cores, request.objective, plan, result.knobs)) {
-    kwargs["ranks"][std::to_string(*tuning.rank)] = DataLoaderKwargs(*own);
+  result.dataloader_kwargs = DataLoaderKwargs(input.profile, *plan.configuration);
+  result.changes_settings = models::KnobValues(input.profile, *plan.configuration) !=
+                            models::KnobValues(input.profile, models::ObservedConfiguration(input.profile));
+  Json kwargs = result.dataloader_kwargs;
+  if (std::optional<Json> own =
+          PerRankSetting(tuning, input, resources, node_cores, request.objective, plan)) {
+    kwargs["ranks"][std::to_string(*tuning.rank)] = std::move(*own);
   }
   result.plan = std::move(plan);
   result.run = std::move(run);
   result.output = DataLoaderKwargsPath(request.output, request.trace);
-  result.code_change = DataLoaderCodeChange(result.knobs);
+  result.code_change = DataLoaderCodeChange(result.dataloader_kwargs);
   result.kwargs = std::move(kwargs);
   AddStreamNotes(result);
   return result;

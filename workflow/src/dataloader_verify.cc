@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <optional>
 
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
@@ -27,13 +26,12 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     return InvalidInput("--verify: no program: pipetune tune --verify -- COMMAND ...");
   DataLoaderVerifyResult result;
   std::string kwargs_path;
-  std::optional<tuner::DataLoaderKnobs> applied_knobs;  // none: the script's own settings
+  Json applied;  // null: the script's own settings
   double predicted = 0;
   auto step = [&](int round, bool plan_next) -> StatusOr<LoopStep> {
     DataLoaderRound r;
     r.index = round;
-    r.knobs = applied_knobs;
-    r.applied = r.knobs ? DataLoaderKwargs(*r.knobs) : Json();
+    r.applied = applied;
     r.predicted_batches_per_second = predicted;
     r.trace = DataLoaderRoundTrace(options.trace, round);
     PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env,
@@ -65,10 +63,9 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     result.rounds.push_back(r);
     LoopStep step_result{r.measured_batches_per_second, 1 + r.workers, tuned->plan.demand_throughput, false};
     if (plan_next) {
-      step_result.plan_changes_something =
-          !(tuned->knobs == tuner::TracedKnobs(analyzer::DataLoaderModelProfile(tuned->run)));
+      step_result.plan_changes_something = tuned->changes_settings;
       kwargs_path = tuned->output;
-      applied_knobs = tuned->knobs;
+      applied = tuned->dataloader_kwargs;
       predicted = tuned->plan.predicted_throughput;
     }
     return step_result;
@@ -77,19 +74,19 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
   result.best = outcome.best;
   result.stop_reason = outcome.stop_reason;
   const DataLoaderRound& best = result.rounds[result.best];
-  if (best.knobs) {
-    result.knobs = *best.knobs;
+  if (!best.applied.is_null()) {
+    result.kwargs = best.applied;
   } else {
     // The script's own settings measured best: write them, so that applying
     // the file changes nothing.
     StatusOr<analyzer::DataLoaderProfile> profile = analyzer::ReadDataLoaderProfile(best.trace);
     if (!profile.ok()) return profile.status();
-    result.knobs = tuner::TracedKnobs(analyzer::DataLoaderModelProfile(*profile));
+    models::Profile model = analyzer::DataLoaderModelProfile(*profile);
+    result.kwargs = DataLoaderKwargs(model, models::ObservedConfiguration(model));
   }
   result.output = DataLoaderKwargsPath(options.output, options.trace);
-  PIPETUNE_RETURN_IF_ERROR(
-      WriteFileAtomically(result.output, DumpJson(DataLoaderKwargs(result.knobs), 2) + "\n"));
-  result.code_change = DataLoaderCodeChange(result.knobs);
+  PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(result.output, DumpJson(result.kwargs, 2) + "\n"));
+  result.code_change = DataLoaderCodeChange(result.kwargs);
   return result;
 }
 

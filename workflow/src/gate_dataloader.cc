@@ -15,8 +15,8 @@
 #include "gate_judge.h"
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
-#include "pipetune/analyzer/what_if.h"
 #include "pipetune/base/json.h"
+#include "pipetune/models/knob_values.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/profile_program.h"
@@ -30,8 +30,6 @@ std::string Joined(const std::vector<std::string>& words) {
   for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
   return out;
 }
-
-std::string Bool(bool b) { return b ? "true" : "false"; }
 
 // Runs the program `runs` times under the bootstrap; the main traces.
 StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request,
@@ -101,7 +99,8 @@ GateInputKind ClassifyGateInputs(const std::vector<std::string>& inputs) {
 
 DataLoaderGateSettings DataLoaderGateSettingsOf(const analyzer::DataLoaderSettings& settings,
                                                 const models::Profile& profile) {
-  return {settings.batch_size, settings.dataset, tuner::TracedKnobs(profile)};
+  return {settings.batch_size, settings.dataset,
+          models::KnobValues(profile, models::ObservedConfiguration(profile))};
 }
 
 std::vector<StageKnobs> DataLoaderStagesOf(const models::Profile& profile) {
@@ -206,29 +205,27 @@ void JudgeDataLoaderKnobs(const Baseline& baseline, const MeasuredRuns& now_runs
                           CheckReport& report) {
   const DataLoaderGateSettings now = now_runs.dataloader.value_or(DataLoaderGateSettings{});
   const models::Profile* now_profile = &now_runs.first_profile;
-  const tuner::DataLoaderKnobs before =
-      baseline.dataloader ? baseline.dataloader->knobs : tuner::DataLoaderKnobs{};
+  const Json before = baseline.dataloader ? baseline.dataloader->knobs : Json::object();
   // Priced on the new run's profile: the baseline keeps only the stages'
-  // parameters, not the worker group the settings act on.
-  std::function<double(const tuner::DataLoaderKnobs&)> predict;
+  // parameters, not the worker group the settings act on. The new run's own
+  // settings are its profile's observed configuration; the baseline's are
+  // set on it by name.
+  std::function<double(const Json&)> predict;
   if (!now_profile->groups.empty())
-    predict = [now_profile](const tuner::DataLoaderKnobs& knobs) {
-      return models::Predict(*now_profile, tuner::ConfigurationFor(*now_profile, knobs)).throughput;
+    predict = [now_profile](const Json& knobs) {
+      models::Configuration traced = models::ObservedConfiguration(*now_profile);
+      return models::Predict(*now_profile, models::WithKnobValues(*now_profile, traced, knobs)).throughput;
     };
-  // Each setting that changed, with the baseline's others, to price it alone.
-  std::vector<internal::KnobDifference<tuner::DataLoaderKnobs>> differences;
-  auto add = [&](const char* knob, auto tuner::DataLoaderKnobs::*member, auto spell) {
-    if (before.*member == now.knobs.*member) return;
-    tuner::DataLoaderKnobs alone = before;
-    alone.*member = now.knobs.*member;
-    differences.push_back(
-        {{"workers", knob, spell(before.*member), spell(now.knobs.*member), std::nullopt}, alone});
-  };
-  auto number = [](int value) { return std::to_string(value); };
-  add(analyzer::kNumWorkersKnob, &tuner::DataLoaderKnobs::num_workers, number);
-  add(analyzer::kPrefetchFactorKnob, &tuner::DataLoaderKnobs::prefetch_factor, number);
-  add(analyzer::kPersistentWorkersKnob, &tuner::DataLoaderKnobs::persistent_workers, Bool);
-  add(analyzer::kPinMemoryKnob, &tuner::DataLoaderKnobs::pin_memory, Bool);
+  // Each setting that changed, with the baseline's others, to price it
+  // alone; in the baseline's order (the profile's: num_workers first).
+  std::vector<internal::KnobDifference<Json>> differences;
+  for (const auto& [knob, was] : before.items()) {
+    auto is = now.knobs.find(knob);
+    if (is == now.knobs.end() || *is == was) continue;
+    Json alone = before;
+    alone[knob] = *is;
+    differences.push_back({{"workers", knob, was.dump(), is->dump(), std::nullopt}, std::move(alone)});
+  }
   internal::JudgeKnobs(predict, before, now.knobs, std::move(differences), options, report);
 }
 

@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
 #include "pipetune/models/profile.h"
 #include "pipetune/tracer/records.h"
-#include "pipetune/tuner/rewrite.h"
 
 namespace pipetune::workflow {
 
@@ -66,9 +66,12 @@ struct StageKnobs {
 
 // A DataLoader's settings as the gate keeps them.
 struct DataLoaderGateSettings {
-  int batch_size = 1;            // identity
-  std::string dataset;           // identity: the dataset's class
-  tuner::DataLoaderKnobs knobs;  // what the tuner turns
+  int batch_size = 1;   // identity
+  std::string dataset;  // identity: the dataset's class
+  // What the tuner turns, by the names the profile gives them
+  // (models::KnobValues of the run's configuration): num_workers,
+  // prefetch_factor, persistent_workers, pin_memory.
+  Json knobs = Json::object();
 };
 
 inline constexpr const char* kConfigBaseline = "config";

@@ -13,8 +13,8 @@
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
+#include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/plan.h"
-#include "pipetune/tuner/rewrite.h"
 #include "pipetune/tuner/tune_input.h"
 
 namespace pipetune::workflow {
@@ -42,9 +42,11 @@ StatusOr<Json> ReadDataLoaderKwargs(const std::string& path);
 // What is specific to a DataLoader once the one model has planned: the
 // keyword arguments the bootstrap applies, {"num_workers": N,
 // "prefetch_factor": P or null, "persistent_workers": B, "pin_memory": B},
-// and the one-line code change.
-Json DataLoaderKwargs(const tuner::DataLoaderKnobs& knobs);
-std::string DataLoaderCodeChange(const tuner::DataLoaderKnobs& knobs);
+// written straight from a configuration of the DataLoader's model profile
+// (analyzer::DataLoaderModelProfile names its knobs by these keys:
+// models::KnobValues), and the one-line code change they stand for.
+Json DataLoaderKwargs(const models::Profile& profile, const models::Configuration& config);
+std::string DataLoaderCodeChange(const Json& kwargs);
 
 struct DataLoaderTuneRequest {
   std::string trace;
@@ -55,10 +57,11 @@ struct DataLoaderTuneRequest {
 
 struct DataLoaderTuneResult {
   analyzer::DataLoaderProfile run;
-  tuner::Plan plan;  // the one solver's, over analyzer::DataLoaderModelProfile
-  tuner::DataLoaderKnobs knobs;
-  std::string output;  // the JSON of keyword arguments written
-  Json kwargs;         // what it holds (DataLoaderKwargs, and "ranks" when a rank has its own)
+  tuner::Plan plan;               // the one solver's, over analyzer::DataLoaderModelProfile
+  Json dataloader_kwargs;         // the plan's keyword arguments (DataLoaderKwargs), every rank's
+  bool changes_settings = false;  // the plan's knobs differ from the traced run's
+  std::string output;             // the JSON of keyword arguments written
+  Json kwargs;                    // what it holds: dataloader_kwargs, and "ranks" when a rank has its own
   std::string code_change;
   // Said loudly (stderr) as well as in the plan's notes: an IterableDataset
   // the plan gives workers while its traced workers did not shard it.
@@ -91,10 +94,9 @@ struct DataLoaderVerifyOptions {
 };
 struct DataLoaderRound {
   int index = 0;
-  // The settings the round ran with: none in round 0 (the script's own),
-  // else the plan's, as knobs and as the keyword arguments written.
-  std::optional<tuner::DataLoaderKnobs> knobs;
-  Json applied;  // null in round 0
+  // The settings the round ran with: null in round 0 (the script's own),
+  // else the plan's keyword arguments, as written.
+  Json applied;
   std::string trace;
   double measured_batches_per_second = 0;
   double predicted_batches_per_second = 0;  // by the plan that chose these settings; 0 in round 0
@@ -106,7 +108,7 @@ struct DataLoaderVerifyResult {
   size_t best = 0;          // RunTuningLoop's (verify.h): the one loop for configs and DataLoaders
   std::string stop_reason;  // "1 round of tuning", "the plan changed nothing"
   std::string output;
-  tuner::DataLoaderKnobs knobs;  // the best round's, as written to `output`
+  Json kwargs;  // the best round's keyword arguments, as written to `output`
   std::string code_change;
 };
 std::string DataLoaderRoundTrace(const std::string& trace, int round);
