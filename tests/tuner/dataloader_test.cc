@@ -410,7 +410,7 @@ TEST(DataLoaderTuner, NoMoreWorkersThanTheStreamsShardsAndThePlanSaysWhy) {
   run.settings.shards.reset();
   EXPECT_EQ(Tuned(run, LoaderBudget(4, 64 * 1024), &unlimited).num_workers, 4);
   Plan plan;
-  DataLoaderKnobs knobs = Tuned(TwoShardStream(4), LoaderBudget(4, 64 * 1024), &plan);
+  Knobs knobs = Tuned(TwoShardStream(4), LoaderBudget(4, 64 * 1024), &plan);
   EXPECT_EQ(knobs.num_workers, 2);
   EXPECT_NE(plan.binding_reason.find("the stream's shards: 2 workers at most"), std::string::npos)
       << plan.binding_reason;
