@@ -47,7 +47,8 @@ std::vector<KnobMove> MovesBetween(const models::PipelineConfig& from, const mod
     if (models::OpIsParallel(stage.op) && target.parallelism != stage.parallelism) {
       workers.push_back({stage.name, tuner::Knob::kParallelism, stage.parallelism, target.parallelism});
     } else if (stage.op == models::Op::kPrefetch && target.buffer.value_or(1) != stage.buffer.value_or(1)) {
-      buffers.push_back({stage.name, tuner::Knob::kBuffer, stage.buffer.value_or(1), target.buffer.value_or(1)});
+      buffers.push_back(
+          {stage.name, tuner::Knob::kBuffer, stage.buffer.value_or(1), target.buffer.value_or(1)});
     }
   }
   workers.insert(workers.end(), buffers.begin(), buffers.end());
@@ -282,9 +283,10 @@ void AutotuneController::Judge(const RetuneLoop::Judged& judged, double measured
     decision.kind = AutotuneDecision::Kind::kKept;
   } else {
     decision.kind = AutotuneDecision::Kind::kRolledBack;
-    decision.note = fmt::format("measured {:.3g}/s, not {:.0f}% (the windows' noise, at least the minimum gain) "
-                                "over the best measured {:.3g}/s",
-                                measured, 100 * judged.margin, judged.best_rate_before);
+    decision.note = fmt::format(
+        "measured {:.3g}/s, not {:.0f}% (the windows' noise, at least the minimum gain) "
+        "over the best measured {:.3g}/s",
+        measured, 100 * judged.margin, judged.best_rate_before);
   }
   Record(std::move(decision));
 }

@@ -27,7 +27,8 @@ std::string ValueText(const Json& value) {
 
 std::string KnobsText(const Json& kwargs) {
   std::vector<std::string> parts;
-  for (const char* key : kTunable) parts.push_back(fmt::format("{}={}", key, ValueText(kwargs.value(key, Json()))));
+  for (const char* key : kTunable)
+    parts.push_back(fmt::format("{}={}", key, ValueText(kwargs.value(key, Json()))));
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -73,7 +74,8 @@ Json NormalizedKwargs(const Json& kwargs) {
   return out;
 }
 
-EpochDecider::EpochDecider(EpochDeciderOptions options) : options_(std::move(options)), loop_(options_.rules) {}
+EpochDecider::EpochDecider(EpochDeciderOptions options)
+    : options_(std::move(options)), loop_(options_.rules) {}
 
 Json EpochDecider::Decide(const Json& request) {
   const int epoch = request.value("epoch", 0);
@@ -85,7 +87,8 @@ Json EpochDecider::Decide(const Json& request) {
       return Stopped(epoch, "the first request holds no knobs");
     running_ = NormalizedKwargs(request["knobs"]);
   }
-  if (stopped_ || loop_.settled()) return {{"apply", nullptr}, {"state", "settled"}, {"lines", Json::array()}};
+  if (stopped_ || loop_.settled())
+    return {{"apply", nullptr}, {"state", "settled"}, {"lines", Json::array()}};
 
   TuneRequest tune;
   tune.traces = {segment};
@@ -104,11 +107,13 @@ Json EpochDecider::Decide(const Json& request) {
     best_ = *running_;
   if (judging) {
     bool kept = judged.verdict == RetuneLoop::Verdict::kBetter;
-    lines.push_back(fmt::format(
-        "epoch {}: {}: predicted {:.1f} batches/s, measured {:.1f} (before: {:.1f}): {}", epoch - 1,
-        DescribeChange(pending_from_, *running_), pending_prediction_, plan.measured_throughput, judged.best_rate_before,
-        kept ? "kept" : fmt::format("rolled back (not {:.0f}% over the best, the windows' noise)",
-                                    100 * judged.margin)));
+    lines.push_back(
+        fmt::format("epoch {}: {}: predicted {:.1f} batches/s, measured {:.1f} (before: {:.1f}): {}",
+                    epoch - 1, DescribeChange(pending_from_, *running_), pending_prediction_,
+                    plan.measured_throughput, judged.best_rate_before,
+                    kept ? "kept"
+                         : fmt::format("rolled back (not {:.0f}% over the best, the windows' noise)",
+                                       100 * judged.margin)));
   }
 
   // The plan refit on this segment, kept or not: it measured what the plan
@@ -117,10 +122,10 @@ Json EpochDecider::Decide(const Json& request) {
   RetuneLoop::Next next =
       loop_.Consider(DumpJson(planned), plan.predicted_throughput, plan.predicted_throughput_before);
   if (next.action == RetuneLoop::Action::kTry) {
-    lines.push_back(fmt::format("epoch {}: {}: predicted {:.1f} batches/s (measured {:.1f} at {})", epoch,
-                                DescribeChange(*running_, planned), plan.predicted_throughput,
-                                loop_.best_rate(),
-                                DumpJson(best_) == ran ? "the current settings" : "the best settings so far"));
+    lines.push_back(
+        fmt::format("epoch {}: {}: predicted {:.1f} batches/s (measured {:.1f} at {})", epoch,
+                    DescribeChange(*running_, planned), plan.predicted_throughput, loop_.best_rate(),
+                    DumpJson(best_) == ran ? "the current settings" : "the best settings so far"));
     pending_prediction_ = plan.predicted_throughput;
     pending_from_ = *running_;
     running_ = planned;
@@ -132,8 +137,8 @@ Json EpochDecider::Decide(const Json& request) {
     lines.push_back(fmt::format("epoch {}: settled at {}: {:.1f} batches/s measured ({})", epoch,
                                 KnobsText(best_), loop_.best_rate(), next.reason));
   } else {
-    lines.push_back(fmt::format("epoch {}: {} (back to the best measured, {:.1f} batches/s); settled ({})", epoch,
-                                DescribeChange(*running_, best_), loop_.best_rate(), next.reason));
+    lines.push_back(fmt::format("epoch {}: {} (back to the best measured, {:.1f} batches/s); settled ({})",
+                                epoch, DescribeChange(*running_, best_), loop_.best_rate(), next.reason));
     apply = best_;
     running_ = best_;
   }
@@ -153,7 +158,8 @@ Json EpochDecider::Stopped(int epoch, const std::string& why) {
   stopped_ = true;
   loop_.Settle();
   std::string knobs = running_ ? KnobsText(*running_) : "its settings";
-  Json lines = Json::array({fmt::format("epoch {}: no decision ({}): the job goes on with {}", epoch, why, knobs)});
+  Json lines =
+      Json::array({fmt::format("epoch {}: no decision ({}): the job goes on with {}", epoch, why, knobs)});
   // What runs now is written: the job keeps it to its end.
   if (running_) Write(*running_, lines);
   return {{"apply", nullptr}, {"state", "stopped"}, {"lines", std::move(lines)}};

@@ -1,7 +1,7 @@
 #include "pipetune/workflow/autotune_job.h"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -152,7 +152,9 @@ class DecisionServer {
       }
     }
     if (answer.is_null()) {
-      answer = {{"apply", nullptr}, {"state", "stopped"}, {"lines", Json::array({"no decision (" + problem + ")"})}};
+      answer = {{"apply", nullptr},
+                {"state", "stopped"},
+                {"lines", Json::array({"no decision (" + problem + ")"})}};
     }
     std::string line = DumpJson(answer) + "\n";
     for (size_t sent = 0; sent < line.size();) {

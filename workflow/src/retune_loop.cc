@@ -77,7 +77,8 @@ RetuneLoop::Judged RetuneLoop::Measured(const std::string& setting, MeasuredWind
   return judged;
 }
 
-RetuneLoop::Next RetuneLoop::Consider(const std::string& setting, double predicted, double predicted_running) {
+RetuneLoop::Next RetuneLoop::Consider(const std::string& setting, double predicted,
+                                      double predicted_running) {
   Next next;
   if (!best_ || settled_) {
     next.reason = settled_ ? "settled already" : "nothing measured yet";
@@ -106,11 +107,13 @@ RetuneLoop::Next RetuneLoop::Consider(const std::string& setting, double predict
   } else if (tries_ >= rules_.max_tries) {
     next.reason = fmt::format("{} changes tried, the most the rules allow", tries_);
   } else if (!(predicted > best_->window.rate * (1 + next.margin))) {
-    next.reason = fmt::format("the model's plan predicts {:.4g}/s, not {:.0f}% over the best measured {:.4g}/s",
-                              predicted, 100 * next.margin, best_->window.rate);
+    next.reason =
+        fmt::format("the model's plan predicts {:.4g}/s, not {:.0f}% over the best measured {:.4g}/s",
+                    predicted, 100 * next.margin, best_->window.rate);
   } else if (!(predicted >= predicted_running * (1 + next.margin))) {
     next.reason = fmt::format(
-        "the model's plan predicts {:.4g}/s, not {:.0f}% over its {:.4g}/s for the setting running: no gain, only the "
+        "the model's plan predicts {:.4g}/s, not {:.0f}% over its {:.4g}/s for the setting running: no gain, "
+        "only the "
         "gap between model and measurement",
         predicted, 100 * next.margin, predicted_running);
   } else {

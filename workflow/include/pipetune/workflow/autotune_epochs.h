@@ -63,7 +63,7 @@ class EpochDecider {
   RetuneLoop loop_;
   std::optional<Json> running_;  // the kwargs the job runs now
   Json best_;                    // the kwargs of the best measured segment
-  Json pending_from_;  // the kwargs the change tried left
+  Json pending_from_;            // the kwargs the change tried left
   double pending_prediction_ = 0;
   bool stopped_ = false;
   bool written_ = false;

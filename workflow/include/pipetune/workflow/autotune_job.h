@@ -39,7 +39,7 @@ struct AutotuneJobOptions {
 
 struct AutotuneJobResult {
   ProfiledProgram program;
-  std::string output;  // where the settled kwargs are written (absent when the job declined)
+  std::string output;              // where the settled kwargs are written (absent when the job declined)
   std::vector<std::string> notes;  // said after the job (a settled file that could not be written)
 };
 

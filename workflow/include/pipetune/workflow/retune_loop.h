@@ -117,7 +117,7 @@ class RetuneLoop {
   RetuneRules rules_;
   std::optional<Best> best_;
   std::optional<std::string> pending_;
-  std::optional<Best> tied_;  // the last window: above the best, within the noise
+  std::optional<Best> tied_;                // the last window: above the best, within the noise
   std::map<std::string, double> measured_;  // every setting run -> its last window's rate
   int tries_ = 0;
   bool settled_ = false;
