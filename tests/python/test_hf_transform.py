@@ -9,14 +9,13 @@ the transform made costly as the bottleneck; and predict the measured
 throughput within 10% (num_workers=0, where the model is the sum of the
 rows). Usage: test_hf_transform.py CASE PIPETUNE. Exit 77 when this
 Python lacks `datasets` (Debian's python3; the torch 2.x venv has it)."""
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
-from _common import fail, run
+from _common import fail, profile_and_report, run, skip_without
 
 SAMPLES, BATCH, EPOCHS = 64, 8, 2
 # The costly transform's CPU per sample, in seconds: several times any other row's.
@@ -93,22 +92,13 @@ def main():
     how, workers = case.rsplit("_w", 1)
     if how not in ("set_transform", "with_transform"):
         fail("unknown case " + case)
-    for module in ("torch", "torchvision", "datasets"):
-        if importlib.util.find_spec(module) is None:
-            print("skipped: %s has no %s" % (sys.executable, module))
-            sys.exit(77)
+    skip_without("torch", "torchvision", "datasets")
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "train.py")
         with open(script, "w") as f:
             f.write(SCRIPT.format(slow=SLOW, samples=SAMPLES, batch=BATCH, epochs=EPOCHS))
         trace = os.path.join(tmp, "run.trace")
-        r = run([pipetune, "profile", "--trace", trace, "--", sys.executable, script, how, workers])
-        if r.returncode != 0:
-            fail("profile exited %d" % r.returncode, r)
-        r = run([pipetune, "report", trace, "--format", "json"])
-        if r.returncode != 0:
-            fail("report exited %d" % r.returncode, r)
-        rep = json.loads(r.stdout)
+        rep = profile_and_report(pipetune, trace, [sys.executable, script, how, workers])
         if os.environ.get("PIPETUNE_TEST_SHOW_REPORT"):  # the text report too, for a reader of the log
             print(run([pipetune, "report", trace]).stdout)
 

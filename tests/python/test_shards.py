@@ -9,14 +9,13 @@ such a plan to webdataset would see the extra workers fail the run ("No
 samples found"), or, for HF, sit idle.
 Usage: test_shards.py CASE PIPETUNE. Exit 77 when this Python lacks the
 library (Debian's python3 has neither)."""
-import importlib.util
 import json
 import os
 import re
 import sys
 import tempfile
 import textwrap
-from _common import fail, run
+from _common import fail, profile_and_report, run, skip_without
 
 WAIT = 0.010  # seconds per sample in the map: off the CPU, so workers hide it
 
@@ -74,13 +73,7 @@ def check(pipetune, tmp, source):
     with open(script, "w") as f:
         f.write(source.format(wait=WAIT))
     trace = os.path.join(tmp, "run.trace")
-    r = run([pipetune, "profile", "--trace", trace, "--", sys.executable, script, tmp])
-    if r.returncode != 0:
-        fail("profile exited %d" % r.returncode, r)
-    r = run([pipetune, "report", trace, "--format", "json"])
-    if r.returncode != 0:
-        fail("report exited %d" % r.returncode, r)
-    rep = json.loads(r.stdout)
+    rep = profile_and_report(pipetune, trace, [sys.executable, script, tmp])
     settings = rep["dataloader"]["settings"]
     if settings.get("shards") != 2:
         fail("the report's settings: shards 2, got %r" % settings.get("shards"), r)
@@ -111,10 +104,7 @@ def main():
         case, (None, None))
     if source is None:
         fail("unknown case " + case)
-    for module in ("torch", library):
-        if importlib.util.find_spec(module) is None:
-            print("skipped: %s has no %s" % (sys.executable, module))
-            sys.exit(77)
+    skip_without("torch", library)
     with tempfile.TemporaryDirectory() as tmp:
         check(pipetune, tmp, source)
     print("ok", case)

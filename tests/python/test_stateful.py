@@ -12,13 +12,12 @@ same way; resume checks that after --apply a loader's state_dict() taken
 mid-epoch, loaded into a new loader, yields exactly the remaining batches.
 Usage: test_stateful.py CASE PIPETUNE. Exit 77 where torchdata is missing
 (Debian's python3)."""
-import importlib.util
 import json
 import os
 import sys
 import tempfile
 import textwrap
-from _common import fail, run
+from _common import fail, json_report, run, skip_without
 
 SAMPLES = 96
 BATCH = 8
@@ -119,13 +118,6 @@ def profile(pipetune, tmp, name, args, apply=None):
         return trace, json.load(f)
 
 
-def report(pipetune, trace):
-    r = run([pipetune, "report", trace, "--format", "json"])
-    if r.returncode != 0:
-        fail("report exited %d" % r.returncode, r)
-    return json.loads(r.stdout)
-
-
 def expect(condition, message, doc=None):
     if not condition:
         if doc is not None:
@@ -137,7 +129,7 @@ def check_rows(pipetune, tmp, workers, context):
     # A spawned worker imports torch again (seconds of CPU): one epoch's pair.
     epochs = 1 if context == "spawn" else 2
     trace, _ = profile(pipetune, tmp, "rows", ["train", str(workers), context, str(epochs)])
-    rep = report(pipetune, trace)
+    rep = json_report(pipetune, trace)
     counts = {s["name"]: s["elements"] for s in rep["stages"] if s["elements"]}
     n_samples, n_batches = SAMPLES * epochs, SAMPLES // BATCH * epochs
     for name in ("load", "transform[0]:Scale"):
@@ -205,16 +197,13 @@ def case_resume(pipetune, tmp):
     whole, seen, rest = out["whole"], out["seen"], out["rest"]
     expect(len(whole) == SAMPLES // BATCH and seen == whole[:5], "the first 5 batches as an uninterrupted epoch", out)
     expect(rest == whole[5:], "the resumed loader yields exactly the remaining batches", out)
-    rep = report(pipetune, trace)
+    rep = json_report(pipetune, trace)
     expect(rep["dataloader"]["settings"]["num_workers"] == 2, "the trace records the applied settings", rep)
 
 
 def main():
     case, pipetune = sys.argv[1], os.path.abspath(sys.argv[2])
-    for module in ("torch", "torchvision", "torchdata"):
-        if importlib.util.find_spec(module) is None:
-            print("skipped: %s has no %s" % (sys.executable, module))
-            sys.exit(77)
+    skip_without("torch", "torchvision", "torchdata")
     with tempfile.TemporaryDirectory() as tmp:
         if case in ("workers0", "workers2", "workers2_spawn"):
             write_script(tmp, 0.001)

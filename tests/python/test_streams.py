@@ -7,14 +7,13 @@ and the prediction against the measured throughput.
 Usage: test_streams.py CASE PIPETUNE. Exit 77 when this Python lacks the
 library (Debian's python3 has neither; `scripts/setup.sh` installs
 both in the torch 2.x venv)."""
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
-from _common import fail, run
+from _common import fail, profile_and_report, skip_without
 
 # The costly map's CPU per sample, in seconds: several times any other stage's.
 SLOW = 0.004
@@ -97,18 +96,12 @@ HF_DATASETS = textwrap.dedent("""
 
 
 
-def profile_and_report(pipetune, tmp, source, workers):
+def profile_script(pipetune, tmp, source, workers):
     script = os.path.join(tmp, "train.py")
     with open(script, "w") as f:
         f.write(source)
     trace = os.path.join(tmp, "run%d.trace" % workers)
-    r = run([pipetune, "profile", "--trace", trace, "--", sys.executable, script, str(workers), tmp])
-    if r.returncode != 0:
-        fail("profile exited %d" % r.returncode, r)
-    r = run([pipetune, "report", trace, "--format", "json"])
-    if r.returncode != 0:
-        fail("report exited %d" % r.returncode, r)
-    return json.loads(r.stdout)
+    return profile_and_report(pipetune, trace, [sys.executable, script, str(workers), tmp])
 
 
 def expect(condition, message, rep):
@@ -139,7 +132,7 @@ def check(rep, rows, counts, slow_stage, workers):
 def case_webdataset(pipetune, tmp, workers):
     batch, shards, per_shard = 8, 2, 24
     source = WEBDATASET.format(slow=SLOW, shards=shards, per_shard=per_shard, batch=batch, epochs=EPOCHS)
-    rep = profile_and_report(pipetune, tmp, source, workers)
+    rep = profile_script(pipetune, tmp, source, workers)
     samples = shards * per_shard * EPOCHS
     rows = ["load", "transform[1]:decode", "transform[2]:to_tuple", "transform[3]:map:normalize",
             "transform[4]:batched"]
@@ -152,7 +145,7 @@ def case_webdataset(pipetune, tmp, workers):
 def case_hf_datasets(pipetune, tmp, workers):
     batch, samples = 8, 64
     source = HF_DATASETS.format(slow=SLOW, samples=samples, batch=batch, epochs=EPOCHS)
-    rep = profile_and_report(pipetune, tmp, source, workers)
+    rep = profile_script(pipetune, tmp, source, workers)
     rows = ["load", "transform[1]:map:tokenize", "transform[2]:map:scale"]
     n = samples * EPOCHS
     check(rep, rows, {"load": n, "transform[1]:map:tokenize": n, "transform[2]:map:scale": n,
@@ -165,10 +158,7 @@ def main():
     library = {"webdataset": "webdataset", "hf_datasets": "datasets"}.get(kind)
     if library is None:
         fail("unknown case " + case)
-    for module in ("torch", library):
-        if importlib.util.find_spec(module) is None:
-            print("skipped: %s has no %s" % (sys.executable, module))
-            sys.exit(77)
+    skip_without("torch", library)
     with tempfile.TemporaryDirectory() as tmp:
         if kind == "webdataset":
             case_webdataset(pipetune, tmp, int(workers))
