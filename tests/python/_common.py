@@ -20,6 +20,16 @@ def fail(message, *results):
     sys.exit(1)
 
 
+# For a generated training script (spliced in with str.format as {spin}):
+# CPU work spun on the thread's own clock, as decoding or augmenting is, so
+# that a busy host does not change what a transform costs.
+SPIN_SOURCE = """def spin(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+"""
+
+
 def skip_without(*modules):
     """Exits 77 (CTest's skip) when this interpreter lacks one of `modules`
     (Debian's python3 has no webdataset, datasets, torchdata or tensorflow)."""

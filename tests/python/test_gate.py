@@ -4,10 +4,10 @@ Usage: test_gate.py CASE PIPETUNE, or test_gate.py write-script DIR NAME SLOW
 (the script alone, Blur SLOW times its cost: the gate benchmark's). Exit 77 when this Python has no torch."""
 import importlib.util
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
+from _common import SPIN_SOURCE, run
 
 # Looked up, not imported: importing torch costs a second of CPU, and the
 # scripts this runs import it themselves.
@@ -25,10 +25,7 @@ SCRIPT = textwrap.dedent("""
     from torch.utils.data import DataLoader, Dataset
     from torchvision import transforms
 
-    def spin(seconds):
-        end = time.thread_time() + seconds
-        while time.thread_time() < end:
-            pass
+    {spin}
 
     class Scale:
         def __call__(self, x):
@@ -64,12 +61,8 @@ SCRIPT = textwrap.dedent("""
 def write_script(tmp, name, slow=1, extra=False, exit_code=0):
     path = os.path.join(tmp, name)
     with open(path, "w") as f:
-        f.write(SCRIPT.format(slow=slow, extra=extra, exit_code=exit_code))
+        f.write(SCRIPT.format(spin=SPIN_SOURCE, slow=slow, extra=extra, exit_code=exit_code))
     return path
-
-
-def run(cmd):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def expect(r, code, *words):

@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 import textwrap
-from _common import fail, json_report, run, skip_without
+from _common import SPIN_SOURCE, fail, json_report, run, skip_without
 
 SAMPLES = 96
 BATCH = 8
@@ -32,10 +32,7 @@ SCRIPT = textwrap.dedent("""
     from torchdata.stateful_dataloader import StatefulDataLoader
     from torchvision import transforms
 
-    def spin(seconds):
-        end = time.thread_time() + seconds
-        while time.thread_time() < end:
-            pass
+    {spin}
 
     class Scale:
         def __call__(self, x):
@@ -99,7 +96,7 @@ SCRIPT = textwrap.dedent("""
 def write_script(tmp, wait):
     script = os.path.join(tmp, "train.py")
     with open(script, "w") as f:
-        f.write(SCRIPT.format(samples=SAMPLES, batch=BATCH, wait=wait))
+        f.write(SCRIPT.format(spin=SPIN_SOURCE, samples=SAMPLES, batch=BATCH, wait=wait))
     return script
 
 
