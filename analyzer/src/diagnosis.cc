@@ -197,6 +197,13 @@ StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
   StatusOr<models::Profile> profile = models::MakeProfile(measurement, config_ptr);
   if (!profile.ok()) return profile.status().WithContext(trace.read_report.path);
   if (config_note) profile->assumptions.push_back(*config_note);
+  // What the program's recorder saw and the counts cannot say (tf.data's
+  // fused and added ops, docs/tfdata.md): said with the assumptions.
+  if (config && config->raw.contains("recording_notes") && config->raw["recording_notes"].is_array()) {
+    for (const Json& note : config->raw["recording_notes"]) {
+      if (note.is_string()) profile->assumptions.push_back(note.get<std::string>());
+    }
+  }
   ProfiledRun run{std::move(*profile), std::move(config), window};
   return run;
 }

@@ -21,7 +21,7 @@ seen_path = sys.argv[3] if len(sys.argv) > 3 else None
 
 def process_path(path):
     image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
-    return tf.image.resize(image, [160, 160]), path
+    return tf.image.resize(image, [96, 96]), path
 
 
 def augment(image, path):

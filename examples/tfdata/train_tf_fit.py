@@ -18,7 +18,7 @@ epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 def process_path(path):
     image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
     label = tf.strings.to_number(tf.strings.substr(path, -5, 1), tf.int32) % 2
-    return tf.image.resize(image, [160, 160]) / 255.0, label
+    return tf.image.resize(image, [96, 96]) / 255.0, label
 
 
 def augment(image, label):
@@ -30,7 +30,7 @@ ds = ds.map(process_path)
 ds = ds.map(augment)
 ds = ds.batch(32)
 
-model = keras.Sequential([keras.Input((160, 160, 3)), keras.layers.GlobalAveragePooling2D(),
+model = keras.Sequential([keras.Input((96, 96, 3)), keras.layers.GlobalAveragePooling2D(),
                           keras.layers.Dense(2)])
 model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 start = time.monotonic()

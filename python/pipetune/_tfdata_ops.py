@@ -167,9 +167,10 @@ def stage_config(op, name, knobs):
     method = op["method"]
     args = op.get("args", {})
     stage = {"name": name, "call_site": op["key"]}
-    if method == "list_files" and isinstance(args.get("file_pattern"), str):
-        stage.update(op="list_files", args={"pattern": args["file_pattern"]})
-    elif method in SOURCES:
+    if method in SOURCES:
+        # A range of the source's cardinality, list_files' too: the model
+        # needs the epoch's size to price a cache, and a list_files stage
+        # would have it only from globbing its pattern.
         count = args.get("elements")
         stage.update(op="range", args={"count": count} if isinstance(count, int) else {})
     elif method in ("batch", "padded_batch"):

@@ -48,7 +48,7 @@ class _Stage:
         self.worker = None
         self.parallelism = 1
         self.buffer = None
-        self.pending = [0, 0, 0, 0]  # elements, consumed, bytes, work ns
+        self.pending = [0, 0, 0, 0, 0]  # elements, consumed, bytes, work ns, cpu ns
         self.total = {"elements": 0, "consumed": 0, "bytes_in": 0, "bytes_out": 0, "work_ns": 0}
         self.nodes = set()
         self.fused_with = None
@@ -76,6 +76,8 @@ class Sampler:
         self.other_pipelines = []
         self.built = []  # call sites of pipelines built, for a script that never iterates
         self.steps = 0
+        self.step_ns = 0  # the consumer's steps since the last flush
+        self.cpu_ns = self.process_cpu_ns()
         self.thread = None
         self.stopped = False
 
@@ -106,8 +108,9 @@ class Sampler:
         return {"name": os.path.basename(sys.argv[0] or "python"),
                 "stages": stages or [{"name": "source", "op": "range", "args": {}}],
                 "consumer": {},
+                "recording_notes": notes,
                 KEY: {"version": RECORD_VERSION, "tensorflow": self.tf_version, "argv": sys.argv[:8],
-                      "ops": ops, "notes": notes, "steps": self.steps,
+                      "ops": ops, "steps": self.steps,
                       "applied": os.environ.get("PIPETUNE_TFDATA_APPLY") or None}}
 
     def ensure_recorder(self):
@@ -271,6 +274,7 @@ class Sampler:
         step_ns = [int(g * 1000) for g in gaps]
         wait_each = max(0, elapsed - sum(step_ns)) // steps
         tracer = self.recorder.tracer
+        self.step_ns += sum(step_ns)
         for k, step in enumerate(step_ns):
             end = t - (steps - 1 - k) * (elapsed // steps)
             tracer.consumer_step(wait_each, step, end)
@@ -287,23 +291,43 @@ class Sampler:
         self.recorder.info = self.config()
         self.recorder.update_info()
 
+    @staticmethod
+    def process_cpu_ns():
+        t = os.times()
+        return int((t.user + t.system) * 1e9)
+
+    def share_cpu(self):
+        """TensorFlow measures wall time per op, not CPU. The process's CPU
+        since the last sample is shared out over every wall time spent in
+        it (each op's work, the consumer's steps) in proportion, never more
+        than the wall time itself: on a loaded host a thread's wall time
+        holds its waits for a core, which are not its cost."""
+        cpu = self.process_cpu_ns()
+        spent, self.cpu_ns = cpu - self.cpu_ns, cpu
+        wall = sum(s.pending[3] for s in self.stages) + self.step_ns
+        self.step_ns = 0
+        share = min(1.0, spent / wall) if wall > 0 else 1.0
+        for s in self.stages:
+            s.pending[4] += int(s.pending[3] * share)
+
     def flush(self):
         if self.recorder is None or not self.recorder.running:
             return
         if any(s.sid is None for s in self.stages):
             self.register_all()
+        self.share_cpu()
         tracer = self.recorder.tracer
         t = now()
         for s in self.stages:
-            elements, consumed, nbytes, work = s.pending
+            elements, consumed, nbytes, work, cpu = s.pending
             if elements < 1:
                 continue  # the work waits for an element to count it against
-            tracer.element(s.worker, t - work, t, s.total["elements"], work, nbytes)
+            tracer.element(s.worker, t - work, t, s.total["elements"], cpu, nbytes)
             if elements > 1:
                 tracer.produced(s.worker, elements - 1, 0)
             if consumed > 1:
                 tracer.consumed(s.worker, consumed - 1)
-            s.pending = [0, 0, 0, 0]
+            s.pending = [0, 0, 0, 0, 0]
 
     def stop(self):
         if self.stopped:

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "pipetune/analyzer/dataloader_job.h"
+#include "pipetune/workflow/tfdata.h"
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/size.h"
@@ -109,9 +110,12 @@ StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_
   StatusOr<std::string> dir = FindPythonBootstrap();
   if (!apply_path.empty()) {
     if (!dir.ok()) return dir.status().WithContext("--apply");
-    PIPETUNE_RETURN_IF_ERROR(ReadDataLoaderKwargs(apply_path).status());
+    // A tf.data plan (tfdata.h) or DataLoader keyword arguments: the file says which.
+    const bool tfdata = IsTfDataPlanFile(apply_path);
+    PIPETUNE_RETURN_IF_ERROR(tfdata ? ReadTfDataPlan(apply_path).status() : ReadDataLoaderKwargs(apply_path).status());
     std::error_code error;
-    env.variables.emplace_back("PIPETUNE_DATALOADER_APPLY", fs::absolute(apply_path, error).string());
+    env.variables.emplace_back(tfdata ? "PIPETUNE_TFDATA_APPLY" : "PIPETUNE_DATALOADER_APPLY",
+                               fs::absolute(apply_path, error).string());
   }
   if (!dir.ok()) {
     env.warning = "Python DataLoaders will not be recorded: " + dir.status().message();

@@ -2,6 +2,7 @@
 #include "pipetune/workflow/recording.h"
 
 #include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/workflow/tfdata.h"
 
 namespace pipetune::workflow {
 
@@ -10,6 +11,8 @@ Recording OpenRecording(const std::vector<std::string>& traces) {
   recording.traces = traces;
   if (!traces.empty() && analyzer::IsDataLoaderTraceFile(traces.front())) {
     recording.kind = RecordingKind::kDataLoader;
+  } else if (!traces.empty() && IsTfDataTraceFile(traces.front())) {
+    recording.kind = RecordingKind::kTfData;
   }
   return recording;
 }

@@ -9,6 +9,7 @@
 #include "handoff_probe.h"
 #include "pipetune/analyzer/collector.h"
 #include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/base/files.h"
 #include "pipetune/base/size.h"
 #include "pipetune/models/queue_model.h"
 #include "pipetune/runtime/function_registry.h"
@@ -148,7 +149,7 @@ StatusOr<TuneResult> TuneDataLoader(const TuneRequest& request) {
 
 // A config's run (or a program's, with no config): the plan, the tuned
 // config written.
-StatusOr<TuneResult> TunePipeline(const TuneRequest& request) {
+StatusOr<TuneResult> TunePipeline(const TuneRequest& request, bool tfdata) {
   PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(request.traces));
   // Only a plan with graph rewrites prices a map fusion: the probe's 1.5 s is
   // spent here, not in every profile (the CI gate reads many).
@@ -175,6 +176,15 @@ StatusOr<TuneResult> TunePipeline(const TuneRequest& request) {
     return result;
   }
   PIPETUNE_ASSIGN_OR_RETURN(models::PipelineConfig tuned, tuner::ApplyPlan(*config, result.plan));
+  if (tfdata) {  // the script's calls take the plan (tfdata.h), not a config
+    PIPETUNE_ASSIGN_OR_RETURN(TfDataPlan plan, TfDataPlanFrom(*config, tuned));
+    plan.output = TfDataPlanPath(request.output, request.traces[0]);
+    Json document = TfDataPlanToJson(plan);
+    document["predicted_throughput"] = result.plan.predicted_throughput;
+    PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(plan.output, DumpJson(document, 2) + "\n"));
+    result.tfdata = std::move(plan);
+    return result;
+  }
   std::string output = TunedConfigPath(request.output, traced.config_path, config->name);
   std::string original_dir = traced.config_path.empty() ? std::string() : DirectoryOf(traced.config_path);
   PIPETUNE_ASSIGN_OR_RETURN(TunedConfig written,
@@ -190,8 +200,9 @@ StatusOr<TuneResult> Tune(const TuneRequest& request) {
   PIPETUNE_RETURN_IF_ERROR(ValidateGivenHandoff(request.handoff_ns));
   const Recording recording = OpenRecording(request.traces);
   PIPETUNE_ASSIGN_OR_RETURN(TuneResult result,
-                            recording.is_dataloader() ? TuneDataLoader(request) : TunePipeline(request));
-  if (!request.source.empty() && !result.dataloader) {
+                            recording.is_dataloader() ? TuneDataLoader(request)
+                                                      : TunePipeline(request, recording.is_tfdata()));
+  if (!request.source.empty() && !result.dataloader && !result.tfdata) {
     PIPETUNE_ASSIGN_OR_RETURN(SourceRewriteResult rewritten,
                               RewriteSource({.source = request.source,
                                              .plan = TuneResultToJson(result),
@@ -209,6 +220,11 @@ Json TuneResultToJson(const TuneResult& result) {
     document["code_change"] = result.dataloader->code_change;
     return document;
   }
+  if (result.tfdata) {
+    document["output"] = result.tfdata->output;
+    document["tfdata_plan"] = TfDataPlanToJson(*result.tfdata)["tfdata_plan"];
+    return document;
+  }
   document["config_path"] = result.config ? Json(result.config->path) : Json(nullptr);
   if (result.config && result.config->diff) document["diff"] = *result.config->diff;
   return document;
@@ -219,6 +235,13 @@ std::string FormatTuneResult(const TuneResult& result, const std::string& source
   if (result.dataloader) {
     return text + fmt::format("DataLoader keyword arguments: {}\ncode change: {}\n",
                               result.dataloader->output, result.dataloader->code_change);
+  }
+  if (result.tfdata) {
+    text += fmt::format("\ntf.data plan: {} (pipetune profile --apply {} -- python3 ...)\ncode change:\n",
+                        result.tfdata->output, result.tfdata->output);
+    for (const std::string& line : result.tfdata->code_change) text += "  " + line + "\n";
+    if (result.tfdata->code_change.empty()) text += "  (none: the script as written is the plan)\n";
+    return text;
   }
   if (!result.config) {
     if (!result.source) text += "\nthe trace holds no pipeline config: nothing to rewrite\n";

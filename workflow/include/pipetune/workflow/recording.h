@@ -18,6 +18,10 @@ namespace pipetune::workflow {
 enum class RecordingKind {
   kPipeline,    // the engine's run (pipetune run --trace) or a C++ program's (pipetune profile)
   kDataLoader,  // a PyTorch DataLoader's: the Python bootstrap's main trace (docs/pytorch.md)
+  // A tf.data pipeline's (docs/tfdata.md): a pipeline trace whose config is
+  // the script's ops, so every path reads it as kPipeline but tune, which
+  // writes a plan keyed by call site where a config's run writes a config.
+  kTfData,
 };
 
 struct Recording {
@@ -26,6 +30,7 @@ struct Recording {
   // scaling points; for a DataLoader, the main traces of one job's nodes.
   std::vector<std::string> traces;
   bool is_dataloader() const { return kind == RecordingKind::kDataLoader; }
+  bool is_tfdata() const { return kind == RecordingKind::kTfData; }
 };
 
 // Decides the kind from the first trace's header (the bootstrap starts its

@@ -18,6 +18,7 @@
 #include "pipetune/tuner/tune_input.h"
 #include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/source_rewrite.h"
+#include "pipetune/workflow/tfdata.h"
 
 namespace pipetune::workflow {
 
@@ -98,6 +99,9 @@ struct TuneResult {
   // A DataLoader's trace: the keyword arguments written (`output`) and the
   // one-line code change, in place of a config.
   std::optional<DataLoaderTuneResult> dataloader;
+  // A tf.data trace: the plan keyed by call site (written to its `output`)
+  // and the code change, in place of a config.
+  std::optional<TfDataPlan> tfdata;
   std::optional<SourceRewriteResult> source;  // when the request named a source
   // Said loudly (stderr) as well as in the plan's notes.
   std::vector<std::string> warnings;
