@@ -124,12 +124,12 @@ def _add_after(result, settings, site):
     cache = settings.get("cache_after")
     if cache is not None:
         result = result.cache("" if cache == "memory" else cache)
-        _tag(result, dict(site, op="cache", method="cache", added=True,
+        _tag(result, dict(site, op="cache", method="cache", added=True, fn="",
                           args={"location": cache}))
     depth = settings.get("prefetch_after")
     if depth:
         result = result.prefetch(int(depth))
-        _tag(result, dict(site, op="prefetch", method="prefetch", added=True,
+        _tag(result, dict(site, op="prefetch", method="prefetch", added=True, fn="",
                           args={"buffer_size": int(depth)}))
     return result
 

@@ -76,6 +76,7 @@ class Sampler:
         self.other_pipelines = []
         self.built = []  # call sites of pipelines built, for a script that never iterates
         self.steps = 0
+        self.epochs = 0  # iterators of the recorded pipeline that delivered an element
         self.step_ns = 0  # the consumer's steps since the last flush
         self.cpu_ns = self.process_cpu_ns()
         self.thread = None
@@ -100,6 +101,12 @@ class Sampler:
                              "where TensorFlow gives pipetune no iterator to sample" % ", ".join(self.built[:3]))
             else:
                 notes.append("the script built no tf.data pipeline from its own code")
+        if self.stages and self.epochs > 0:
+            # The script's loop: each epoch a new iterator over the same
+            # dataset, whose cache() outlives the iterator. To the model that
+            # is a repeat at the end, so a cache is priced over the epochs.
+            stages.append({"name": "epochs (the script's loop)", "op": "repeat",
+                           "args": {"count": self.epochs}, "tfdata_epochs": True})
         for other in self.other_pipelines[:3]:
             notes.append("another pipeline's iterator (%s) was not recorded: one pipeline per trace" % other)
         ops = [dict({k: v for k, v in s.op.items() if k not in ("key",)}, stage=s.name, call_site=s.op["key"],
@@ -267,6 +274,8 @@ class Sampler:
         entry.last_ns = t
         if steps <= 0:
             return
+        if entry.root_elements == 0:
+            self.epochs += 1
         entry.root_elements = root.num_elements
         gaps = list(proto.gap_times)[-steps:]
         mean_gap = (sum(gaps) / len(gaps)) if gaps else 0

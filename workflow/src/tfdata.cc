@@ -145,6 +145,7 @@ StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced, const 
   std::string last_site;
   Json last_op;
   for (const models::StageConfig& stage : tuned.stages) {
+    if (stage.raw.value("tfdata_epochs", false)) continue;  // the script's loop, not a call
     auto op_it = ops.find(stage.name);
     const std::string site = Text(stage.raw, "call_site");
     if (!site.empty() && op_it != ops.end()) {

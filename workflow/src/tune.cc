@@ -153,14 +153,17 @@ StatusOr<TuneResult> TunePipeline(const TuneRequest& request, bool tfdata) {
   PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(request.traces));
   // Only a plan with graph rewrites prices a map fusion: the probe's 1.5 s is
   // spent here, not in every profile (the CI gate reads many).
-  if (request.graph_rewrites && traced.input.config) {
+  // tf.data fuses maps itself (map_fusion) and a plan sets knobs at calls:
+  // no graph rewrite is priced for it.
+  const bool graph_rewrites = request.graph_rewrites && !tfdata;
+  if (graph_rewrites && traced.input.config) {
     HandoffCost(request.handoff_ns).PriceInto(*traced.input.config, traced.input.profile);
   }
   PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
                             tuner::ResolveResources(traced.input, traced.Limits(), request.budgets));
   PIPETUNE_ASSIGN_OR_RETURN(
       tuner::Plan plan,
-      request.graph_rewrites
+      graph_rewrites
           ? tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver)
           : tuner::Solve(traced.input, resources, request.objective, request.solver));
   TuneResult result;
