@@ -15,7 +15,9 @@
 #                               streaming datasets' tests), spdl and
 #                               nvidia-dali-cuda130 (the peers that
 #                               bench/image/compare.sh measures; SPDL loads
-#                               Debian's FFmpeg 5 libraries) in a venv outside
+#                               Debian's FFmpeg 5 libraries) and tensorflow-cpu
+#                               (tf.data, docs/tfdata.md: about 1.6 GB
+#                               installed, 30 s) in a venv outside
 #                               the repository
 #                               (PIPETUNE_TORCH2_VENV, by default
 #                               ~/.local/share/pipetune/torch2), reused when it
@@ -70,9 +72,9 @@ fi
 # tests/python/CMakeLists.txt looks for the same path.
 if [[ "$mode" == "--torch2" ]]; then
   venv="${PIPETUNE_TORCH2_VENV:-$HOME/.local/share/pipetune/torch2}"
-  pypi=(torch torchvision webdataset datasets spdl nvidia-dali-cuda130)
+  pypi=(torch torchvision webdataset datasets spdl nvidia-dali-cuda130 tensorflow-cpu)
   if [[ -x "$venv/bin/python3" ]] &&
-    "$venv/bin/python3" -c "import torch, torchvision, webdataset, datasets, spdl.io, nvidia.dali" 2>/dev/null; then
+    "$venv/bin/python3" -c "import torch, torchvision, webdataset, datasets, spdl.io, nvidia.dali, tensorflow" 2>/dev/null; then
     echo "setup: torch $("$venv/bin/python3" -c "import torch; print(torch.__version__)") already in $venv"
   else
     echo "setup: installing ${pypi[*]} from PyPI into $venv (about 3.3 GB)"

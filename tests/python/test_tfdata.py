@@ -52,8 +52,10 @@ def profile(pipetune, trace, script, *args, apply=None):
 
 
 def rate_of(result):
-    """The script's own batches per second (its last stdout line)."""
-    return json.loads(result.stdout.strip().splitlines()[-1])["batches_per_second"]
+    """The script's own batches per second (its JSON line; `pipetune
+    profile` prints the trace's name after it)."""
+    line = [l for l in result.stdout.splitlines() if l.startswith("{")][-1]
+    return json.loads(line)["batches_per_second"]
 
 
 def report(pipetune, trace):
