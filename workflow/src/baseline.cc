@@ -213,9 +213,11 @@ RunKind ConfigRunKind() {
 }
 
 RunKind RunKindFor(const BaselineRequest& request, const Baseline* baseline) {
-  bool dataloader = (baseline != nullptr && baseline->kind == kDataLoaderBaseline) ||
-                    !request.command.empty() || OpenRecording(request.traces).is_dataloader();
-  return dataloader ? DataLoaderRunKind() : ConfigRunKind();
+  if (baseline != nullptr && baseline->kind == kDataLoaderBaseline) return DataLoaderRunKind();
+  // A program against a config-kind baseline is a tf.data script's; with no
+  // baseline yet, its first run tells (ProgramRunKind).
+  if (!request.command.empty()) return baseline != nullptr ? TfDataRunKind() : ProgramRunKind();
+  return OpenRecording(request.traces).is_dataloader() ? DataLoaderRunKind() : ConfigRunKind();
 }
 
 }  // namespace internal

@@ -135,6 +135,15 @@ struct RunKind {
 // fresh kind (it may hold what `prepare` read).
 RunKind ConfigRunKind();
 RunKind DataLoaderRunKind();
+// A tf.data program's runs (gate_tfdata.cc): its traces are pipeline traces,
+// judged as a config's; the program is run under the bootstrap. And a
+// program's runs before there is a baseline, when only the first run's trace
+// can tell a DataLoader's from a tf.data pipeline's.
+RunKind TfDataRunKind();
+RunKind ProgramRunKind();
+// Runs request.command `request.runs` times under the Python bootstrap; the
+// main traces (gate_dataloader.cc).
+StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request, const RunDirectory& dir);
 // The kind of the runs `request` names (the one place the gate asks): a
 // DataLoader's when `baseline` (null: none yet) is one's, a program is
 // given, or the traces are a DataLoader's; else a config's.
