@@ -3,8 +3,9 @@
 // that. Its trace is a pipeline trace: the header's config has one stage per
 // op of the script, named by its line, with `call_site` keys, and a "tfdata"
 // record; the counts are the stages' own. So the one profile, diagnosis,
-// solver, report, export and CI gate read it as they read the engine's.
-// What this file adds:
+// solver, report, export and CI gate read it as they read the engine's
+// (the gate runs a tf.data program through gate_tfdata.cc). What this file
+// adds:
 //
 //   - telling a tf.data trace (IsTfDataTraceFile, for OpenRecording);
 //   - a solved (tuned) config mapped back to a tf.data plan keyed by call
