@@ -123,6 +123,8 @@ def _add_after(result, settings, site):
     tagged as the plan's, at the site it follows."""
     cache = settings.get("cache_after")
     if cache is not None:
+        if cache != "memory":  # TensorFlow writes the files but makes no directory
+            os.makedirs(os.path.dirname(cache) or ".", exist_ok=True)
         result = result.cache("" if cache == "memory" else cache)
         _tag(result, dict(site, op="cache", method="cache", added=True, fn="",
                           args={"location": cache}))

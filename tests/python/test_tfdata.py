@@ -136,23 +136,38 @@ def case_tune_apply(pipetune, tmp):
         fail("tune does not print the code change line by line", r)
     seen_path = os.path.join(tmp, "seen.json")
     applied = profile(pipetune, os.path.join(tmp, "applied.ptrace"), LOOP, images(), "3", seen_path, apply=plan_path)
+    check_every_epoch(seen_path, applied)
+
+
+def check_every_epoch(seen_path, result):
+    """Every epoch delivered every file exactly once."""
     with open(seen_path) as f:
         epochs = json.load(f)
     files = sorted(os.path.join(images(), n) for n in os.listdir(images()))
     for e, paths in enumerate(epochs):
         if sorted(paths) != files:
             fail("epoch %d delivered %d files, %d distinct, of %d" % (e, len(paths), len(set(paths)), len(files)),
-                 applied)
+                 result)
 
 
 def case_tune_no_memory(pipetune, tmp):
-    """Decoded images do not fit 8 MiB: no memory cache; a disk cache in
-    --cache-dir where one pays."""
+    """The decoded images (108 MiB) do not fit 64 MiB: no memory cache; with
+    --cache-dir, a cache on disk there (cache(filename)), which applied still
+    delivers every file once per epoch."""
     trace = os.path.join(tmp, "loop.ptrace")
     profile(pipetune, trace, LOOP, images(), "2")
-    _, plan, r = tune(pipetune, trace, "--memory", "8MiB")
-    if any(s.get("cache_after") == "memory" for s in plan["sites"].values()):
-        fail("the plan caches in memory what does not fit 8 MiB: %s" % plan["sites"], r)
+    cache_dir = os.path.join(tmp, "cache")
+    plan_path, plan, r = tune(pipetune, trace, "--memory", "64MiB", "--cache-dir", cache_dir)
+    caches = [s["cache_after"] for s in plan["sites"].values() if "cache_after" in s]
+    if "memory" in caches:
+        fail("the plan caches in memory what does not fit 64 MiB: %s" % plan["sites"], r)
+    if not caches or not all(c.startswith(cache_dir + os.sep) for c in caches):
+        fail("the plan places no cache on disk in --cache-dir: %s" % plan["sites"], r)
+    seen_path = os.path.join(tmp, "seen.json")
+    applied = profile(pipetune, os.path.join(tmp, "applied.ptrace"), LOOP, images(), "3", seen_path, apply=plan_path)
+    check_every_epoch(seen_path, applied)
+    if not any(n.endswith(".index") for n in os.listdir(cache_dir)):
+        fail("the disk cache wrote nothing in %s" % cache_dir, applied)
 
 
 def case_bad_apply(pipetune, tmp):
