@@ -12,6 +12,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "pipetune/base/json.h"
+#include "pipetune/workflow/tfdata_verify.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/engine_from_dataloader.h"
@@ -117,13 +118,22 @@ int TuneVerifyDataLoader(const TuneFlags& flags) {
   options.rounds = std::max(1, flags.rounds.value_or(1));
   options.objective = ObjectiveFrom(flags);
   options.program_stdout_to_stderr = flags.format == "json";
-  StatusOr<workflow::DataLoaderVerifyResult> result = workflow::VerifyDataLoader(options);
+  // A DataLoader's script or a tf.data one: its first run tells (tfdata_verify.h).
+  StatusOr<workflow::PythonVerifyResult> result = workflow::VerifyPythonProgram(options);
   if (!result.ok()) return ReportError(result.status());
-  if (flags.format == "json") {
-    fmt::print("{}\n", DumpJson(workflow::DataLoaderVerifyToJson(*result), 2));
+  if (result->tfdata) {
+    if (flags.format == "json") {
+      fmt::print("{}\n", DumpJson(workflow::TfDataVerifyToJson(*result->tfdata), 2));
+    } else {
+      fmt::print("{}", workflow::FormatTfDataVerify(*result->tfdata));
+    }
     return kExitOk;
   }
-  fmt::print("{}", workflow::FormatDataLoaderVerify(*result));
+  if (flags.format == "json") {
+    fmt::print("{}\n", DumpJson(workflow::DataLoaderVerifyToJson(*result->dataloader), 2));
+    return kExitOk;
+  }
+  fmt::print("{}", workflow::FormatDataLoaderVerify(*result->dataloader));
   return kExitOk;
 }
 

@@ -191,6 +191,24 @@ def case_never_iterates(pipetune, tmp):
         fail("a script that never iterates its dataset is not said plainly", r)
 
 
+def case_verify(pipetune, tmp):
+    """`tune --verify -- python3`: round 0 as written, round 1 with its plan
+    applied, the best round's plan written with its code change."""
+    trace = os.path.join(tmp, "v.ptrace")
+    out = os.path.join(tmp, "best.tfdata.json")
+    r = run([pipetune, "tune", trace, "--verify", "--memory", "1GiB", "-o", out, "--format", "json",
+             "--", sys.executable, LOOP, images(), "2"], env=ENV)
+    if r.returncode != 0:
+        fail("pipetune tune --verify -- python3 failed", r)
+    doc = json.loads(r.stdout)
+    if len(doc["rounds"]) != 2 or doc["rounds"][1]["plan"] is None:
+        fail("the loop did not run the script as written, then with its plan", r)
+    with open(out) as f:
+        best = json.load(f)["tfdata_plan"]
+    if best["code_change"] != doc["code_change"]:
+        fail("the plan written is not the best round's", r)
+
+
 def case_gate(pipetune, tmp):
     """`baseline -- python3` and `check -- python3` on the script: the
     baseline names each op by its line, and an unchanged check passes or

@@ -151,7 +151,16 @@ StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced, const 
     if (!site.empty() && op_it != ops.end()) {
       const Json& op = op_it->second;
       const std::string method = Text(op, "method");
-      if (op.value("added_by_tensorflow", false)) {
+      const Json args = op.contains("args") && op["args"].is_object() ? op["args"] : Json::object();
+      if (op.value("added", false)) {
+        // Added by the plan a run applied (a verify round's): kept as it was,
+        // or the next plan would drop it.
+        Json& settings = settings_of(site, op_of_site.count(site) ? op_of_site[site] : op);
+        if (stage.op == models::Op::kCache) settings["cache_after"] = Text(args, "location", "memory");
+        if (stage.op == models::Op::kPrefetch) {
+          settings["prefetch_after"] = static_cast<int>(stage.buffer.value_or(Integer(args, "buffer_size", 1)));
+        }
+      } else if (op.value("added_by_tensorflow", false)) {
         if (stage.buffer) settings_of(site, op_of_site.count(site) ? op_of_site[site] : op)["prefetch_after"] = *stage.buffer;
       } else if (stage.op == models::Op::kMap && (method == "map" || method == "interleave")) {
         Json& settings = settings_of(site, op);

@@ -88,6 +88,9 @@ struct DataLoaderVerifyOptions {
   tuner::Objective objective = tuner::Objective::kMax;
   int interval_ms = 100;
   bool program_stdout_to_stderr = false;  // ProfileOptions::stdout_to_stderr, for JSON on stdout
+  // Round 0 already ran into `trace` (VerifyPythonProgram ran it to learn the
+  // script's kind, tfdata_verify.h): it is read, not run again.
+  bool first_round_ran = false;
 };
 struct DataLoaderRound {
   int index = 0;
