@@ -72,12 +72,14 @@ class Sampler:
         self.iterators = []
         self.signature = None
         self.stages = []
+        self.op_stages = []
         self.recorder = None
         self.other_pipelines = []
         self.built = []  # call sites of pipelines built, for a script that never iterates
         self.steps = 0
         self.epochs = 0  # iterators of the recorded pipeline that delivered an element
         self.step_ns = 0  # the consumer's steps since the last flush
+        self.step_total_ns = 0
         self.cpu_ns = self.process_cpu_ns()
         self.thread = None
         self.stopped = False
@@ -114,7 +116,9 @@ class Sampler:
                     parallelism=s.parallelism, buffer=s.buffer, **s.total) for s in self.stages]
         return {"name": os.path.basename(sys.argv[0] or "python"),
                 "stages": stages or [{"name": "source", "op": "range", "args": {}}],
-                "consumer": {},
+                # The training step as measured (TensorFlow's gap between
+                # GetNexts): the model's demand, as a config's step_time_ms is.
+                "consumer": {"step_time_ms": self.step_total_ns / self.steps / 1e6} if self.steps else {},
                 "recording_notes": notes,
                 KEY: {"version": RECORD_VERSION, "tensorflow": self.tf_version, "argv": sys.argv[:8],
                       "ops": ops, "steps": self.steps,
@@ -140,6 +144,9 @@ class Sampler:
             if self.signature is None:
                 self.signature = signature
                 self.stages = [_Stage(i, o, "") for i, o in enumerate(ops)]
+                # The user's ops by their index in the chain; self.stages also
+                # holds the ops TensorFlow added, in pipeline order.
+                self.op_stages = list(self.stages)
                 names = set()
                 for s in self.stages:
                     name = ops_mod.describe(s.op)
@@ -191,13 +198,13 @@ class Sampler:
         for s in self.stages:
             if s.op.get("added_key") == key:
                 return s
-        after = self.stages[index].op if index is not None else {"file": "", "line": 0, "key": "end"}
+        after = self.op_stages[index].op if index is not None else {"file": "", "line": 0, "key": "end"}
         op = {"key": after["key"], "file": after.get("file", ""), "line": after.get("line", 0),
               "method": "prefetch" if node.name == "Prefetch" else node.name, "op": "prefetch",
               "fn": "", "args": {}, "added_by_tensorflow": True, "added_key": key}
         stage = _Stage(len(self.stages), op, "%s %s (added by TensorFlow)" % (
             ("%s:%d" % (op["file"], op["line"])) if op["file"] else "end", node.name))
-        pos = (index + 1) if index is not None else len(self.stages)
+        pos = self.stages.index(self.op_stages[index]) + 1 if index is not None else len(self.stages)
         while pos < len(self.stages) and self.stages[pos].op.get("added_by_tensorflow"):
             pos += 1
         self.stages.insert(pos, stage)
@@ -212,13 +219,13 @@ class Sampler:
                 if node.name != "Prefetch":
                     if index is None:
                         continue
-                    stage = self.stages[index]  # TF's own node: its time is the op's it follows
+                    stage = self.op_stages[index]  # TF's own node: its time is the op's it follows
                     role = "part"
                 else:
                     stage = self.stage_for_added(index, node)
                     role = "own"
             else:
-                stage = self.stages[index]
+                stage = self.op_stages[index]
             stage.nodes.add(node.name)
             stage.removed = False
             input_node = proto.nodes.get(node.inputs[0]) if node.inputs else None
@@ -228,13 +235,14 @@ class Sampler:
             bytes_out, bytes_in = node.bytes_produced, node.bytes_consumed
             if role == "fused":  # the second op of a fused node: counts, no time of its own
                 work = 0
-                first = self.stages[index - 1]
+                first = self.op_stages[index - 1]
                 stage.fused_with = (first.op["method"], "%s:%d" % (first.op["file"], first.op["line"]),
                                     node.name)
             elif len(ops_mod.node_kinds(node.name) or ()) == 2 and role == "own":
-                # the first op of a fused node: its elements are the inputs the node consumed
+                # The first op of a fused node: its elements are the inputs the
+                # node consumed, and their bytes the node's output (a batch is
+                # its elements side by side), so a cache after it is sized.
                 elements = consumed
-                bytes_out = 0
             elif role == "part":
                 elements = consumed = bytes_out = bytes_in = 0
             self.add(entry, stage, (node.id, role), (elements, consumed, bytes_out, bytes_in, work))
@@ -284,6 +292,7 @@ class Sampler:
         wait_each = max(0, elapsed - sum(step_ns)) // steps
         tracer = self.recorder.tracer
         self.step_ns += sum(step_ns)
+        self.step_total_ns += sum(step_ns)
         for k, step in enumerate(step_ns):
             end = t - (steps - 1 - k) * (elapsed // steps)
             tracer.consumer_step(wait_each, step, end)
