@@ -51,13 +51,9 @@ processes), _samples.py (a sample's load, transforms and collate),
 _apply.py (keyword arguments applied); this file installs them.
 """
 import atexit
-import importlib.abc
-import importlib.util
 import os
-import sys
 
-from pipetune import _apply, _consumer, _session, _workers
-from pipetune._recorder import warn as _warn
+from pipetune import _apply, _consumer, _import_hook, _session, _workers
 
 
 def _patch(module):
@@ -74,36 +70,6 @@ def _patch(module):
         atexit.register(_session.stop_main)  # the root says so when no process built a DataLoader
 
 
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    target = "torch.utils.data.dataloader"
-
-    def __init__(self):
-        self.busy = False
-
-    def find_spec(self, name, path, target=None):
-        if name != self.target or self.busy:
-            return None
-        self.busy = True
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self.busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader = spec.loader
-        original_exec = loader.exec_module
-
-        def exec_module(module):
-            original_exec(module)
-            try:
-                _patch(module)
-            except Exception as error:  # never break the user's import
-                _warn("cannot instrument the DataLoader: %r" % (error,))
-
-        loader.exec_module = exec_module
-        return spec
 def install():
     """Called from sitecustomize at every Python start-up."""
     path = os.environ.pop("PIPETUNE_TRACE", None)
@@ -121,7 +87,4 @@ def install():
     _apply.read_environment()
     if not (os.environ.get(_session.TRACE_ENV) or _apply.active()):
         return
-    if "torch.utils.data.dataloader" in sys.modules:
-        _patch(sys.modules["torch.utils.data.dataloader"])
-    else:
-        sys.meta_path.insert(0, _Finder())
+    _import_hook.patch_on_import("torch.utils.data.dataloader", _patch, "the DataLoader")

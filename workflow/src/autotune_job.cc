@@ -48,7 +48,7 @@ StatusOr<AutotuneJobResult> AutotuneJob(const AutotuneJobOptions& options) {
   PIPETUNE_RETURN_IF_ERROR(ParseBudgets(options.cores, options.memory, std::nullopt, "").status());
   // Without the bootstrap nothing would retune: an error, not profile's warning.
   PIPETUNE_RETURN_IF_ERROR(FindPythonBootstrap().status());
-  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment python, PythonBootstrapEnvironment(""));
+  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment python, BootstrapEnvironment(std::nullopt));
   std::error_code error;
   fs::path self = fs::read_symlink("/proc/self/exe", error);
   if (error) return InvalidInput(fmt::format("cannot find the pipetune binary itself: {}", error.message()));
