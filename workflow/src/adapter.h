@@ -117,9 +117,11 @@ const RunAdapter& AdapterOf(const Baseline& baseline);
 const RunAdapter& GateAdapterFor(const BaselineRequest& request, const Baseline* baseline = nullptr,
                                  const std::string& first_run = "");
 // Whether a tuning loop's input is a program (after --, or after the trace
-// to write): its kind is then its first run's (ProgramAdapter); else it is
-// the engine's config.
+// to write), whose kind is its first run's; and the adapter of the loop:
+// ProgramAdapter(first_run) for a program (`first_run` made by the caller),
+// else the engine's config.
 bool VerifiesProgram(const VerifyRequest& request);
+const RunAdapter& VerifyAdapterFor(const VerifyRequest& request, const std::string& first_run = "");
 
 // A program's tuning loop as both program kinds run it: the trace to write,
 // the program (CLI11 may give part of it to the inputs), the budgets, and

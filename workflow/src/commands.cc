@@ -28,14 +28,14 @@ StatusOr<TuneResult> Tune(const TuneRequest& request) {
 }
 
 StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) {
-  if (!internal::VerifiesProgram(request)) return internal::ConfigAdapter().Verify(request);
+  if (!internal::VerifiesProgram(request)) return internal::VerifyAdapterFor(request).Verify(request);
   // A program's kind is its first run's: that run, the script as written,
   // is made here and is the loop's round 0.
   DataLoaderVerifyOptions options = internal::ProgramVerifyOptions(request);
   PIPETUNE_RETURN_IF_ERROR(RunProgramRound(options, std::nullopt, options.trace, 0).status());
   VerifyRequest ran = request;
   ran.first_run_made = true;
-  return internal::ProgramAdapter(options.trace).Verify(ran);
+  return internal::VerifyAdapterFor(ran, options.trace).Verify(ran);
 }
 
 StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_path) {

@@ -56,6 +56,10 @@ bool VerifiesProgram(const VerifyRequest& request) {
   return !request.command.empty() || request.inputs.size() >= 2;
 }
 
+const RunAdapter& VerifyAdapterFor(const VerifyRequest& request, const std::string& first_run) {
+  return VerifiesProgram(request) ? ProgramAdapter(first_run) : ConfigAdapter();
+}
+
 }  // namespace internal
 
 std::string_view Recording::kind() const { return adapter->kind(); }
