@@ -214,9 +214,13 @@ RunKind ConfigRunKind() {
 
 RunKind RunKindFor(const BaselineRequest& request, const Baseline* baseline) {
   if (baseline != nullptr && baseline->kind == kDataLoaderBaseline) return DataLoaderRunKind();
-  // A program against a config-kind baseline is a tf.data script's; with no
-  // baseline yet, its first run tells (ProgramRunKind).
-  if (!request.command.empty()) return baseline != nullptr ? TfDataRunKind() : ProgramRunKind();
+  // A program against a config-kind baseline recorded from a program is a
+  // tf.data script's; against one of a config, a DataLoader's kind refuses it
+  // by name; with no baseline yet, its first run tells (ProgramRunKind).
+  if (!request.command.empty()) {
+    if (baseline == nullptr) return ProgramRunKind();
+    return baseline->command.empty() ? DataLoaderRunKind() : TfDataRunKind();
+  }
   return OpenRecording(request.traces).is_dataloader() ? DataLoaderRunKind() : ConfigRunKind();
 }
 
@@ -232,8 +236,8 @@ StatusOr<Baseline> RecordBaseline(const BaselineRequest& request) {
   if (measured.dataloader) {
     baseline.kind = kDataLoaderBaseline;
     baseline.dataloader = measured.dataloader;
-    baseline.command = request.command;
   }
+  baseline.command = request.command;  // a tf.data script's too: its check runs it again
   baseline.pipeline = std::move(measured.pipeline);
   baseline.identity = std::move(measured.identity);
   baseline.stages = std::move(measured.stages);
