@@ -118,8 +118,9 @@ TEST_F(TfDataPlanFileTest, ABadPlanIsRefusedNamingTheSiteAndTheKey) {
     EXPECT_FALSE(read.ok());
     return read.ok() ? std::string() : read.status().message();
   };
-  EXPECT_THAT(error(R"({"/w/t.py:32 map": {"num_parallel_calls": 0}})"),
-              HasSubstr("site \"/w/t.py:32 map\": key \"num_parallel_calls\": expected an integer >= 1, got 0"));
+  EXPECT_THAT(
+      error(R"({"/w/t.py:32 map": {"num_parallel_calls": 0}})"),
+      HasSubstr("site \"/w/t.py:32 map\": key \"num_parallel_calls\": expected an integer >= 1, got 0"));
   EXPECT_THAT(error(R"({"/w/t.py:32 map": {"num_parallel": 2}})"), HasSubstr("unknown key \"num_parallel\""));
   EXPECT_THAT(error(R"({"/w/t.py map": {}})"), HasSubstr("expected \"PATH:LINE METHOD\""));
   EXPECT_THAT(error(R"({"/w/t.py:3 map": {"cache_after": ""}})"), HasSubstr("key \"cache_after\""));

@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "pipetune/analyzer/dataloader_job.h"
-#include "pipetune/workflow/tfdata.h"
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/size.h"
@@ -19,6 +18,7 @@
 #include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/profile_program.h"
+#include "pipetune/workflow/tfdata.h"
 #include "pipetune/workflow/verify.h"
 
 namespace pipetune::workflow {
@@ -112,7 +112,8 @@ StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_
     if (!dir.ok()) return dir.status().WithContext("--apply");
     // A tf.data plan (tfdata.h) or DataLoader keyword arguments: the file says which.
     const bool tfdata = IsTfDataPlanFile(apply_path);
-    PIPETUNE_RETURN_IF_ERROR(tfdata ? ReadTfDataPlan(apply_path).status() : ReadDataLoaderKwargs(apply_path).status());
+    PIPETUNE_RETURN_IF_ERROR(tfdata ? ReadTfDataPlan(apply_path).status()
+                                    : ReadDataLoaderKwargs(apply_path).status());
     std::error_code error;
     env.variables.emplace_back(tfdata ? "PIPETUNE_TFDATA_APPLY" : "PIPETUNE_DATALOADER_APPLY",
                                fs::absolute(apply_path, error).string());

@@ -27,7 +27,9 @@ RunKind ProgramRunKind() {
   RunKind kind;
   kind.run = RunProgram;
   kind.read = [choose](const std::string& trace, size_t index, const std::string& first_trace,
-                       MeasuredRuns& measured) { return choose(trace).read(trace, index, first_trace, measured); };
+                       MeasuredRuns& measured) {
+    return choose(trace).read(trace, index, first_trace, measured);
+  };
   kind.diagnose = [choose](const std::string& trace) { return choose(trace).diagnose(trace); };
   kind.prepare = [](const CheckRequest&, const Baseline&) { return Status::Ok(); };
   kind.same = [chosen](const Baseline& baseline, const MeasuredRuns& measured, const std::string& name) {

@@ -80,7 +80,8 @@ std::string CodeChange(const Json& op, const Json& settings) {
   if (fn == "lambda") fn = "lambda ...";
   std::string call;
   if (method == "map" && settings.contains("num_parallel_calls")) {
-    call = fmt::format("{}.map({}, num_parallel_calls={})", receiver, fn, settings["num_parallel_calls"].get<int>());
+    call = fmt::format("{}.map({}, num_parallel_calls={})", receiver, fn,
+                       settings["num_parallel_calls"].get<int>());
   } else if (method == "interleave" && settings.contains("num_parallel_calls")) {
     call = fmt::format("{}.interleave({}, cycle_length={}, num_parallel_calls={})", receiver, fn,
                        settings.value("cycle_length", 1), settings["num_parallel_calls"].get<int>());
@@ -93,7 +94,8 @@ std::string CodeChange(const Json& op, const Json& settings) {
     const std::string where = settings["cache_after"].get<std::string>();
     call += where == "memory" ? ".cache()" : fmt::format(".cache(\"{}\")", where);
   }
-  if (settings.contains("prefetch_after")) call += fmt::format(".prefetch({})", settings["prefetch_after"].get<int>());
+  if (settings.contains("prefetch_after"))
+    call += fmt::format(".prefetch({})", settings["prefetch_after"].get<int>());
   return fmt::format("{}:{}  {}", Text(op, "file"), Integer(op, "line", 0), call);
 }
 
@@ -129,7 +131,8 @@ bool IsTfDataTraceFile(const std::string& path) {
   return config.is_object() && config.contains(kTfDataRecordKey);
 }
 
-StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced, const models::PipelineConfig& tuned) {
+StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced,
+                                    const models::PipelineConfig& tuned) {
   const std::map<std::string, Json> ops = OpsByStage(traced);
   TfDataPlan plan;
   std::map<std::string, Json> op_of_site;
@@ -158,15 +161,18 @@ StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced, const 
         Json& settings = settings_of(site, op_of_site.count(site) ? op_of_site[site] : op);
         if (stage.op == models::Op::kCache) settings["cache_after"] = Text(args, "location", "memory");
         if (stage.op == models::Op::kPrefetch) {
-          settings["prefetch_after"] = static_cast<int>(stage.buffer.value_or(Integer(args, "buffer_size", 1)));
+          settings["prefetch_after"] =
+              static_cast<int>(stage.buffer.value_or(Integer(args, "buffer_size", 1)));
         }
       } else if (op.value("added_by_tensorflow", false)) {
-        if (stage.buffer) settings_of(site, op_of_site.count(site) ? op_of_site[site] : op)["prefetch_after"] = *stage.buffer;
+        if (stage.buffer)
+          settings_of(site, op_of_site.count(site) ? op_of_site[site] : op)["prefetch_after"] = *stage.buffer;
       } else if (stage.op == models::Op::kMap && (method == "map" || method == "interleave")) {
         Json& settings = settings_of(site, op);
         settings["num_parallel_calls"] = stage.parallelism;
         if (method == "interleave") {
-          int cycle = Integer(op.contains("args") ? op["args"] : Json::object(), "cycle_length", stage.parallelism);
+          int cycle =
+              Integer(op.contains("args") ? op["args"] : Json::object(), "cycle_length", stage.parallelism);
           settings["cycle_length"] = std::max(cycle, stage.parallelism);
         }
       } else if (stage.op == models::Op::kPrefetch && stage.buffer) {
@@ -179,13 +185,14 @@ StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced, const 
       continue;
     }
     if (last_site.empty()) {
-      return InvalidInput(fmt::format("the plan puts stage \"{}\" before every op of the script: no call to add it to",
-                                      stage.name));
+      return InvalidInput(fmt::format(
+          "the plan puts stage \"{}\" before every op of the script: no call to add it to", stage.name));
     }
     Json& settings = plan.sites[last_site];
     if (stage.op == models::Op::kCache) {
       bool memory = !stage.location || stage.location->in_memory();
-      settings["cache_after"] = memory ? std::string("memory") : DiskCacheFile(stage.location->directory, last_op);
+      settings["cache_after"] =
+          memory ? std::string("memory") : DiskCacheFile(stage.location->directory, last_op);
     } else if (stage.op == models::Op::kPrefetch) {
       settings["prefetch_after"] = stage.buffer.value_or(1);
     } else {
@@ -198,7 +205,8 @@ StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced, const 
     const Json& settings = plan.sites[site];
     if (settings.empty()) continue;
     kept[site] = settings;
-    if (Changes(op_of_site[site], settings)) plan.code_change.push_back(CodeChange(op_of_site[site], settings));
+    if (Changes(op_of_site[site], settings))
+      plan.code_change.push_back(CodeChange(op_of_site[site], settings));
   }
   plan.sites = std::move(kept);
   return plan;
@@ -231,12 +239,13 @@ StatusOr<Json> ReadTfDataPlan(const std::string& path) {
   PIPETUNE_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "the tf.data plan"));
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains(kTfDataPlanKey) || !j[kTfDataPlanKey].is_object()) {
-    return InvalidInput(fmt::format("{}: expected a JSON object with \"{}\" (pipetune tune's .tfdata.json)", path,
-                                    kTfDataPlanKey));
+    return InvalidInput(fmt::format("{}: expected a JSON object with \"{}\" (pipetune tune's .tfdata.json)",
+                                    path, kTfDataPlanKey));
   }
   const Json& plan = j[kTfDataPlanKey];
   if (!plan.contains("sites") || !plan["sites"].is_object()) {
-    return InvalidInput(fmt::format("{}: key \"{}.sites\": expected an object of call sites", path, kTfDataPlanKey));
+    return InvalidInput(
+        fmt::format("{}: key \"{}.sites\": expected an object of call sites", path, kTfDataPlanKey));
   }
   for (const auto& [site, settings] : plan["sites"].items()) {
     size_t colon = site.rfind(':');
@@ -252,8 +261,8 @@ StatusOr<Json> ReadTfDataPlan(const std::string& path) {
     for (const auto& [key, value] : settings.items()) {
       if (key == "cache_after") {
         if (!value.is_string() || value.get<std::string>().empty()) {
-          return InvalidInput(fmt::format("{}: site \"{}\": key \"cache_after\": expected \"memory\" or a file path",
-                                          path, site));
+          return InvalidInput(fmt::format(
+              "{}: site \"{}\": key \"cache_after\": expected \"memory\" or a file path", path, site));
         }
         continue;
       }
@@ -262,8 +271,8 @@ StatusOr<Json> ReadTfDataPlan(const std::string& path) {
         return InvalidInput(fmt::format("{}: site \"{}\": unknown key \"{}\"", path, site, key));
       }
       if (!value.is_number_integer() || value.get<int64_t>() < known->second) {
-        return InvalidInput(fmt::format("{}: site \"{}\": key \"{}\": expected an integer >= {}, got {}", path, site,
-                                        key, known->second, DumpJson(value)));
+        return InvalidInput(fmt::format("{}: site \"{}\": key \"{}\": expected an integer >= {}, got {}",
+                                        path, site, key, known->second, DumpJson(value)));
       }
     }
   }

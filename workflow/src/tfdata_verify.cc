@@ -2,10 +2,9 @@
 // tf.data one (tfdata.h): the one tuning loop (RunTuningLoop, verify.h)
 // with a tf.data plan applied each round, and the one place that tells a
 // tf.data script from a DataLoader's: its first run's trace.
-#include <fmt/format.h>
-
-
 #include "pipetune/workflow/tfdata_verify.h"
+
+#include <fmt/format.h>
 
 #include "pipetune/base/files.h"
 #include "pipetune/workflow/profile_program.h"
@@ -30,7 +29,8 @@ Status RunRound(const DataLoaderVerifyOptions& options, const std::string& plan,
   profile.stdout_to_stderr = options.program_stdout_to_stderr;
   PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileProgram(profile));
   if (ran.exit_code != 0) {
-    return Failed(fmt::format("round {}: {} exited with status {}", round, options.command[0], ran.exit_code));
+    return Failed(
+        fmt::format("round {}: {} exited with status {}", round, options.command[0], ran.exit_code));
   }
   return Status::Ok();
 }
@@ -63,7 +63,8 @@ StatusOr<TfDataVerifyResult> VerifyTfData(const DataLoaderVerifyOptions& options
     request.output = TfDataPlanPath("", r.trace);
     StatusOr<TuneResult> tuned = Tune(request);
     if (!tuned.ok()) return tuned.status().WithContext(fmt::format("round {}", round));
-    if (!tuned->tfdata) return InvalidInput(fmt::format("round {}: {} is not a tf.data trace", round, r.trace));
+    if (!tuned->tfdata)
+      return InvalidInput(fmt::format("round {}: {} is not a tf.data trace", round, r.trace));
     r.measured_throughput = tuned->plan.measured_throughput;
     r.threads = ThreadsOf(r.trace);
     r.code_change = tuned->tfdata->code_change;
@@ -112,13 +113,13 @@ StatusOr<PythonVerifyResult> VerifyPythonProgram(DataLoaderVerifyOptions options
 }
 
 std::string FormatTfDataVerify(const TfDataVerifyResult& result) {
-  std::string out = fmt::format("{:<6} {:<44} {:>12} {:>12} {:>8}\n", "round", "plan", "measured/s", "predicted",
-                                "threads");
+  std::string out = fmt::format("{:<6} {:<44} {:>12} {:>12} {:>8}\n", "round", "plan", "measured/s",
+                                "predicted", "threads");
   for (const TfDataRound& r : result.rounds) {
     out += fmt::format("{:<6} {:<44} {:>12.2f} {:>12} {:>8}{}\n", r.index,
                        r.plan.empty() ? std::string("the script as written") : r.plan, r.measured_throughput,
-                       r.index == 0 ? std::string("-") : fmt::format("{:.2f}", r.predicted_throughput), r.threads,
-                       &r == &result.rounds[result.best] ? "  <- best" : "");
+                       r.index == 0 ? std::string("-") : fmt::format("{:.2f}", r.predicted_throughput),
+                       r.threads, &r == &result.rounds[result.best] ? "  <- best" : "");
   }
   out += fmt::format("stopped: {}\ntf.data plan (round {}): {}\ncode change:\n", result.stop_reason,
                      result.rounds[result.best].index, result.output);

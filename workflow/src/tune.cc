@@ -163,9 +163,8 @@ StatusOr<TuneResult> TunePipeline(const TuneRequest& request, bool tfdata) {
                             tuner::ResolveResources(traced.input, traced.Limits(), request.budgets));
   PIPETUNE_ASSIGN_OR_RETURN(
       tuner::Plan plan,
-      graph_rewrites
-          ? tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver)
-          : tuner::Solve(traced.input, resources, request.objective, request.solver));
+      graph_rewrites ? tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver)
+                     : tuner::Solve(traced.input, resources, request.objective, request.solver));
   TuneResult result;
   result.plan = std::move(plan);
   const std::optional<models::PipelineConfig>& config = traced.input.config;
@@ -202,9 +201,9 @@ StatusOr<TuneResult> TunePipeline(const TuneRequest& request, bool tfdata) {
 StatusOr<TuneResult> Tune(const TuneRequest& request) {
   PIPETUNE_RETURN_IF_ERROR(ValidateGivenHandoff(request.handoff_ns));
   const Recording recording = OpenRecording(request.traces);
-  PIPETUNE_ASSIGN_OR_RETURN(TuneResult result,
-                            recording.is_dataloader() ? TuneDataLoader(request)
-                                                      : TunePipeline(request, recording.is_tfdata()));
+  PIPETUNE_ASSIGN_OR_RETURN(TuneResult result, recording.is_dataloader()
+                                                   ? TuneDataLoader(request)
+                                                   : TunePipeline(request, recording.is_tfdata()));
   if (!request.source.empty() && !result.dataloader && !result.tfdata) {
     PIPETUNE_ASSIGN_OR_RETURN(SourceRewriteResult rewritten,
                               RewriteSource({.source = request.source,

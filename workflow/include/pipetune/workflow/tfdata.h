@@ -52,7 +52,8 @@ struct TfDataPlan {
 // `tuned` (the solver's, with knobs changed and stages inserted). A disk
 // cache's directory becomes a file prefix in it, named by the line.
 // Errors: a tuned stage that follows no op of the script (kInvalidInput).
-StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced, const models::PipelineConfig& tuned);
+StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced,
+                                    const models::PipelineConfig& tuned);
 
 // The plan file's JSON ({"tfdata_plan": {...}}) and where it goes by
 // default: beside the trace, as STEM.tfdata.json.

@@ -21,8 +21,8 @@ struct TfDataRound {
   std::string trace;
   std::string plan;  // the plan applied; empty in round 0 (the script as written)
   double measured_throughput = 0;
-  double predicted_throughput = 0;  // by the plan applied; 0 in round 0
-  int threads = 0;                  // each map's parallelism, one per other stage
+  double predicted_throughput = 0;       // by the plan applied; 0 in round 0
+  int threads = 0;                       // each map's parallelism, one per other stage
   std::vector<std::string> code_change;  // of the plan this round's trace made
 };
 
