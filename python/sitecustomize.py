@@ -1,8 +1,8 @@
 """pipetune's Python bootstrap: `pipetune profile` puts this directory first on
 PYTHONPATH so that Python runs this file at start-up. It first runs the
 sitecustomize that would have run without it (Debian ships one), then installs
-an import hook that instruments torch.utils.data.DataLoader when (and only
-when) the program imports it. See docs/pytorch.md."""
+import hooks that instrument torch.utils.data.DataLoader and tf.data when (and
+only when) the program imports them. See docs/pytorch.md and docs/tfdata.md."""
 import importlib.machinery
 import importlib.util
 import os
@@ -30,3 +30,10 @@ try:
     _pipetune_dataloader.install()
 except Exception as _error:  # never stop the user's program
     sys.stderr.write("pipetune: the DataLoader bootstrap is off: %r\n" % (_error,))
+
+try:
+    from pipetune import _session as _pipetune_session, _tfdata as _pipetune_tfdata
+
+    _pipetune_tfdata.install(bool(os.environ.get(_pipetune_session.TRACE_ENV)))
+except Exception as _error:  # never stop the user's program
+    sys.stderr.write("pipetune: the tf.data bootstrap is off: %r\n" % (_error,))

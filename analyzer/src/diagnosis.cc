@@ -197,6 +197,11 @@ StatusOr<ProfiledRun> ProfileCollected(const CollectedTrace& trace,
   StatusOr<models::Profile> profile = models::MakeProfile(measurement, config_ptr);
   if (!profile.ok()) return profile.status().WithContext(trace.read_report.path);
   if (config_note) profile->assumptions.push_back(*config_note);
+  // The recorder's notes are said with the assumptions.
+  if (config) {
+    for (std::string& note : internal::RecordingNotes(config->raw))
+      profile->assumptions.push_back(std::move(note));
+  }
   ProfiledRun run{std::move(*profile), std::move(config), window};
   return run;
 }
@@ -237,6 +242,16 @@ StatusOr<Diagnosis> DiagnoseProfile(models::Profile profile, const std::string& 
     d.what_ifs.push_back(std::move(outcome));
   }
   return d;
+}
+
+std::vector<std::string> internal::RecordingNotes(const Json& config) {
+  std::vector<std::string> notes;
+  if (!config.is_object() || !config.contains("recording_notes") || !config["recording_notes"].is_array())
+    return notes;
+  for (const Json& note : config["recording_notes"]) {
+    if (note.is_string()) notes.push_back(note.get<std::string>());
+  }
+  return notes;
 }
 
 StatusOr<Diagnosis> internal::DiagnoseRecording(models::Profile profile, const std::string& trace_name,

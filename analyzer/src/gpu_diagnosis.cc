@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <string_view>
 
+#include "pipetune/base/json.h"
 #include "pipetune/tracer/reader.h"
+#include "recording.h"
 
 namespace pipetune::analyzer::internal {
 
@@ -56,9 +58,12 @@ Diagnosis DiagnoseGpuOnly(const CollectedTrace& trace, const std::string& trace_
   d.drops = trace.drops;
   if (trace.read_report.truncated()) d.truncation_warning = trace.read_report.warning;
   d.ended_cleanly = trace.read_report.ended_cleanly || trace.has_end;
-  d.summary =
-      "No input pipeline recorded (the program does not link pipetune's tracer). GPU: " + d.gpu->verdict +
-      ".";
+  // A recorder that ran but saw no pipeline run says why in its notes (a
+  // tf.data script that never iterated, docs/tfdata.md): that is the reason.
+  std::vector<std::string> notes =
+      RecordingNotes(Json::parse(trace.pipeline.config_json, nullptr, /*allow_exceptions=*/false));
+  std::string why = notes.empty() ? "the program does not link pipetune's tracer" : notes.front();
+  d.summary = "No input pipeline recorded (" + why + "). GPU: " + d.gpu->verdict + ".";
   d.assumptions.push_back(
       "only GPU activity is recorded: input stalls are inferred from the GPU's own timeline");
   return d;

@@ -13,11 +13,18 @@
 #include <vector>
 
 #include "pipetune/analyzer/diagnosis.h"
+#include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/profile.h"
 #include "pipetune/tracer/records.h"
 
 namespace pipetune::analyzer::internal {
+
+// What a program's recorder saw and the counts cannot say, written as the
+// "recording_notes" strings of the config it records (tf.data's fused and
+// added ops, a script that never iterated: docs/tfdata.md); none when the
+// config has none.
+std::vector<std::string> RecordingNotes(const Json& config);
 
 // A stage's sampled spans, matched to the diagnosis's stage by name.
 struct StageSpans {

@@ -18,7 +18,7 @@ struct ProfileFlags {
   std::string trace_path = "pipetune.trace";
   int interval_ms = 100;
   std::vector<std::string> command;
-  std::string apply;  // DataLoader keyword arguments to apply (docs/pytorch.md)
+  std::string apply;  // DataLoader keyword arguments or a tf.data plan (docs/pytorch.md, docs/tfdata.md)
 };
 
 // A Python program, or a launcher of Python ranks.
@@ -38,7 +38,7 @@ int Profile(const ProfileFlags& flags) {
   options.trace_path = flags.trace_path;
   options.interval_ms = flags.interval_ms;
   options.command = flags.command;
-  // Python programs: the bootstrap that records (and with --apply, tunes) DataLoaders.
+  // Python programs: the bootstrap that records (and with --apply, tunes) DataLoaders and tf.data.
   StatusOr<workflow::PythonEnvironment> python = workflow::PythonBootstrapEnvironment(flags.apply);
   if (!python.ok()) return ReportError(python.status());
   if (!python->warning.empty() && flags.command[0].find("python") != std::string::npos) {
@@ -98,8 +98,8 @@ void RegisterProfileCommand(CLI::App& app, int& exit_code) {
       ->check(Number({.what = "milliseconds", .min = 1, .max = 60000, .whole = true}))
       ->capture_default_str();
   sub->add_option("--apply", flags->apply,
-                  "A JSON file of DataLoader keyword arguments (from pipetune tune) to apply to the Python "
-                  "program's DataLoaders");
+                  "A file pipetune tune wrote for a Python program, applied without changing it: "
+                  "DataLoader keyword arguments, or a tf.data plan keyed by call site");
   sub->add_option("command", flags->command, "The program and its arguments, after --")->required();
   sub->callback([flags, &exit_code] { exit_code = Profile(*flags); });
 }

@@ -29,7 +29,7 @@ class Recorder:
     """One process's session and its stages. Recorders (the C API's workers)
     are per stage and per thread."""
 
-    def __init__(self, path, name, info):
+    def __init__(self, path, name, info, spans_per_second=None):
         from pipetune._tracer import Tracer
 
         self.tracer = Tracer()
@@ -39,7 +39,7 @@ class Recorder:
         self.info = info
         self.stages = {}
         self.local = threading.local()
-        self.tracer.start(path, name, json.dumps(info), interval_ms())
+        self.tracer.start(path, name, json.dumps(info), interval_ms(), spans_per_second)
         self.running = True
 
     def stage(self, name, op):

@@ -67,6 +67,7 @@ class Tracer:
             "pipetune_trace_last_error": (ctypes.c_char_p, []),
             "pipetune_register_stage": (_u32, [ctypes.c_char_p, ctypes.c_char_p, _u32]),
             "pipetune_set_parallelism": (None, [_u32, _u32]),
+            "pipetune_set_buffer_occupancy": (None, [_u32, ctypes.c_int64, ctypes.c_int64]),
             "pipetune_attach_worker": (_ptr, [_u32]),
             "pipetune_detach_worker": (None, [_ptr]),
             "pipetune_produced": (None, [_ptr, _u64, _u64]),
@@ -93,9 +94,11 @@ class Tracer:
         self.lib = lib
         self.hot = hot
 
-    def start(self, path, name, config_json, interval_ms):
+    def start(self, path, name, config_json, interval_ms, spans_per_second=None):
         options = _Options()
         self.session_options_init(ctypes.byref(options))
+        if spans_per_second is not None:
+            options.spans_per_stage_per_second = spans_per_second
         options.path = path.encode()
         options.pipeline_name = name.encode()
         options.config_json = config_json.encode()

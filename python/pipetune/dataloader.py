@@ -52,13 +52,10 @@ processes), _samples.py (a sample's load, transforms and collate),
 _apply.py (keyword arguments applied); this file installs them.
 """
 import atexit
-import importlib.abc
-import importlib.util
 import os
 import sys
 
-from pipetune import _apply, _consumer, _session, _workers
-from pipetune._recorder import warn as _warn
+from pipetune import _apply, _consumer, _import_hook, _session, _workers
 
 
 def _patch(module):
@@ -99,40 +96,6 @@ def _patch_stateful(module):
     module._worker_loop = worker_loop
 
 
-# The modules instrumented when they are imported, and how.
-_TARGETS = {"torch.utils.data.dataloader": _patch,
-            "torchdata.stateful_dataloader.stateful_dataloader": _patch_stateful}
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self):
-        self.busy = False
-
-    def find_spec(self, name, path, target=None):
-        patch = _TARGETS.get(name)
-        if patch is None or self.busy:
-            return None
-        self.busy = True
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self.busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader = spec.loader
-        original_exec = loader.exec_module
-
-        def exec_module(module):
-            original_exec(module)
-            try:
-                patch(module)
-            except Exception as error:  # never break the user's import
-                _warn("cannot instrument %s: %r" % (name, error))
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def install():
     """Called from sitecustomize at every Python start-up."""
     path = os.environ.pop("PIPETUNE_TRACE", None)
@@ -150,8 +113,6 @@ def install():
     _apply.read_environment()
     if not (os.environ.get(_session.TRACE_ENV) or _apply.active()):
         return
-    for name, patch in _TARGETS.items():
-        if name in sys.modules:
-            patch(sys.modules[name])
-    if not all(name in sys.modules for name in _TARGETS):
-        sys.meta_path.insert(0, _Finder())
+    _import_hook.patch_on_import("torch.utils.data.dataloader", _patch, "the DataLoader")
+    _import_hook.patch_on_import("torchdata.stateful_dataloader.stateful_dataloader", _patch_stateful,
+                                 "torchdata's StatefulDataLoader")

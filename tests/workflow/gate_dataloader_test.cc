@@ -166,9 +166,10 @@ TEST(GateDataLoaderTest, BaselineRoundTripsThroughJsonWithItsSettingsAndCommand)
   j["kind"] = "graph";
   StatusOr<Baseline> unknown = ParseBaseline(j.dump(), "b.json");
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find(
-                "b.json: baseline key \"kind\": expected \"config\" or \"dataloader\", got \"graph\""),
-            std::string::npos)
+  EXPECT_NE(
+      unknown.status().message().find(
+          "b.json: baseline key \"kind\": expected \"config\", \"dataloader\" or \"tfdata\", got \"graph\""),
+      std::string::npos)
       << unknown.status().message();
 }
 

@@ -1,5 +1,6 @@
 // One adapter per kind of run: the engine's config (config_adapter.cc), a
-// PyTorch DataLoader (dataloader_adapter.cc). The commands (report, tune,
+// PyTorch DataLoader (dataloader_adapter.cc), a tf.data pipeline
+// (tfdata_adapter.cc). The commands (report, tune,
 // the CI gate's baseline and check) take the adapter that recording.cc picks
 // and never ask which kind they hold; everything a kind does its own way is
 // here:
@@ -9,12 +10,17 @@
 //     a tuned config, a file of keyword arguments), and what it wrote, in
 //     the plan's JSON and after its text (TuneResult::written);
 //   - its own part of the gate's judgement (JudgeKnobs, Same) and of the
-//     baseline file (its settings section).
+//     baseline file (its settings section);
+//   - for a kind a program records (under the Python bootstrap), the file
+//     of settings `profile --apply` hands to the program's recorder.
 //
 // Adding a kind is writing one more adapter and listing it in Adapters()
 // (recording.cc); docs/design.md says how. Private to the workflow.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -25,6 +31,7 @@
 #include "pipetune/base/status.h"
 #include "pipetune/workflow/baseline.h"
 #include "pipetune/workflow/check.h"
+#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/export.h"
 #include "pipetune/workflow/tune.h"
 #include "pipetune/workflow/verify.h"
@@ -73,6 +80,15 @@ class RunAdapter {
   virtual void WriteBaselineSettings(const Baseline& baseline, Json& doc) const = 0;
   virtual Status ReadBaselineSettings(const Json& doc, const std::string& source_name,
                                       Baseline& baseline) const = 0;
+
+  // `pipetune profile --apply FILE`: whether FILE is this kind's settings
+  // (the file its Tune writes), and the file checked and named to the
+  // program's recorder (errors name the file and the key). A kind that no
+  // program records recognizes none.
+  virtual bool RecognizesSettings(const std::string&) const { return false; }
+  virtual StatusOr<ProgramSettings> SettingsForProgram(const std::string& file) const {
+    return InvalidInput(fmt::format("{}: a {} run takes no --apply file", file, kind()));
+  }
 };
 
 // Every kind, in the order they are tried on a recording; the last is the
@@ -80,21 +96,37 @@ class RunAdapter {
 const std::vector<const RunAdapter*>& Adapters();
 // The adapter of a baseline's kind; null when no kind has that name.
 const RunAdapter* AdapterNamed(const std::string& kind);
-// The adapter that runs a program under its recorder (`-- python3
-// train.py`: the Python bootstrap records its DataLoaders).
-const RunAdapter& ProgramAdapter();
+// The adapter of a program run under the Python bootstrap (`-- python3
+// train.py`), from its first run's trace: the kind that recognizes it (a
+// DataLoader's, a tf.data pipeline's); a DataLoader's when none does (empty:
+// not run yet), whose reader then says what the trace lacks. Before the
+// first run any program kind makes the runs: each runs the program under the
+// bootstrap alike.
+const RunAdapter& ProgramAdapter(const std::string& first_run_trace);
+// The adapter whose settings file `apply` is (`profile --apply`): the kind
+// that recognizes it, else a DataLoader's (its reader names what is wrong).
+const RunAdapter& SettingsAdapterFor(const std::string& apply);
 
 // The adapter of `baseline`'s kind (a baseline read back names a known one).
 const RunAdapter& AdapterOf(const Baseline& baseline);
 // The adapter of the runs the gate is given (the one place the gate asks):
 // the baseline's kind (null: none yet) when it is not the engine's config,
-// else a program's recorder when a program is given, else the traces'
+// else a program's kind when a program is given (ProgramAdapter of
+// `first_run`, the first run's trace once made), else the traces'
 // (OpenRecording); a config to run is the engine's.
-const RunAdapter& GateAdapterFor(const BaselineRequest& request, const Baseline* baseline = nullptr);
-// The adapter of a tuning loop's input: a program's recorder when a program
-// is given (after --, or after the trace to write), else the engine's
-// config.
-const RunAdapter& VerifyAdapterFor(const VerifyRequest& request);
+const RunAdapter& GateAdapterFor(const BaselineRequest& request, const Baseline* baseline = nullptr,
+                                 const std::string& first_run = "");
+// Whether a tuning loop's input is a program (after --, or after the trace
+// to write), whose kind is its first run's; and the adapter of the loop:
+// ProgramAdapter(first_run) for a program (`first_run` made by the caller),
+// else the engine's config.
+bool VerifiesProgram(const VerifyRequest& request);
+const RunAdapter& VerifyAdapterFor(const VerifyRequest& request, const std::string& first_run = "");
+
+// A program's tuning loop as both program kinds run it: the trace to write,
+// the program (CLI11 may give part of it to the inputs), the budgets, and
+// at least one round.
+DataLoaderVerifyOptions ProgramVerifyOptions(const VerifyRequest& request);
 
 // One trace exported alone (tracer::ExportChrome), whatever its kind; a
 // DataLoader run's traces gathered on one timeline (dataloader_export.cc).
@@ -105,5 +137,6 @@ StatusOr<ExportResult> ExportDataLoaderRun(const std::vector<std::string>& trace
 
 const RunAdapter& ConfigAdapter();
 const RunAdapter& DataLoaderAdapter();
+const RunAdapter& TfDataAdapter();
 
 }  // namespace pipetune::workflow::internal

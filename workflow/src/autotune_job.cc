@@ -181,7 +181,7 @@ StatusOr<AutotuneJobResult> AutotuneJob(const AutotuneJobOptions& options) {
                             ParseBudgets(options.cores, options.memory, std::nullopt, ""));
   // Without the bootstrap nothing would retune: an error, not profile's warning.
   PIPETUNE_RETURN_IF_ERROR(FindPythonBootstrap().status());
-  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment python, PythonBootstrapEnvironment(""));
+  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment python, BootstrapEnvironment(std::nullopt));
   std::error_code error;
 
   AutotuneJobResult result;

@@ -68,15 +68,18 @@ RunRecord RecordOf(const models::Profile& profile) {
 
 namespace internal {
 
-StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& kind, const BaselineRequest& request, bool diagnose) {
-  std::vector<std::string> traces = kind.main_traces ? kind.main_traces(request.traces) : request.traces;
+StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& made_by, const BaselineRequest& request, bool diagnose,
+                                     const std::function<RunKind(const std::string& first_trace)>& read_by) {
+  std::vector<std::string> traces =
+      made_by.main_traces ? made_by.main_traces(request.traces) : request.traces;
   std::optional<RunDirectory> dir;  // lives until the traces are read
   if (traces.empty()) {
     if (request.runs < 1) return InvalidInput("--runs: at least one run is needed to measure");
     PIPETUNE_ASSIGN_OR_RETURN(RunDirectory made, RunDirectory::Make(request.trace_dir, "pipetune-gate"));
     dir.emplace(std::move(made));
-    PIPETUNE_ASSIGN_OR_RETURN(traces, kind.run(request, *dir));
+    PIPETUNE_ASSIGN_OR_RETURN(traces, made_by.run(request, *dir));
   }
+  const RunKind kind = read_by && !traces.empty() ? read_by(traces[0]) : made_by;
   MeasuredRuns measured;
   for (size_t i = 0; i < traces.size(); ++i) {
     PIPETUNE_ASSIGN_OR_RETURN(models::Profile profile, kind.read(traces[i], i, traces[0], measured));

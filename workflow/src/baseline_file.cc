@@ -110,7 +110,7 @@ StatusOr<Baseline> ParseBaseline(std::string_view text, const std::string& sourc
   if (doc.contains("kind")) {
     PIPETUNE_ASSIGN_OR_RETURN(b.kind, r.String(doc, "kind", "kind"));
     if (internal::AdapterNamed(b.kind) == nullptr) {
-      // The kinds this pipetune knows: "config" or "dataloader".
+      // The kinds this pipetune knows: "config", "dataloader" or "tfdata".
       std::string known;
       const std::vector<const internal::RunAdapter*>& adapters = internal::Adapters();
       for (size_t i = 0; i < adapters.size(); ++i) {

@@ -1,6 +1,7 @@
 // The commands that take a recording, each written once over the adapter
 // of its kind (adapter.h, picked in recording.cc): tune, tune --verify,
-// export, the CI gate's baseline and check. Kept apart from the helpers the
+// export, the CI gate's baseline and check, and the file `profile --apply`
+// hands a program. Kept apart from the helpers the
 // adapters call (tune.cc, verify.cc, check.cc, baseline.cc, export.cc), so
 // that those never reach up to the adapters.
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "handoff_probe.h"
 #include "pipetune/workflow/baseline.h"
 #include "pipetune/workflow/check.h"
+#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/export.h"
 #include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/tune.h"
@@ -26,7 +28,23 @@ StatusOr<TuneResult> Tune(const TuneRequest& request) {
 }
 
 StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) {
-  return internal::VerifyAdapterFor(request).Verify(request);
+  if (!internal::VerifiesProgram(request)) return internal::VerifyAdapterFor(request).Verify(request);
+  // A program's kind is its first run's: that run, the script as written,
+  // is made here and is the loop's round 0.
+  DataLoaderVerifyOptions options = internal::ProgramVerifyOptions(request);
+  PIPETUNE_RETURN_IF_ERROR(RunProgramRound(options, std::nullopt, options.trace, 0).status());
+  VerifyRequest ran = request;
+  ran.first_run_made = true;
+  return internal::VerifyAdapterFor(ran, options.trace).Verify(ran);
+}
+
+StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_path) {
+  if (apply_path.empty()) return BootstrapEnvironment(std::nullopt);
+  // Without a bootstrap nothing could take the file: said before the file.
+  PIPETUNE_RETURN_IF_ERROR(FindPythonBootstrap().status().WithContext("--apply"));
+  PIPETUNE_ASSIGN_OR_RETURN(ProgramSettings settings,
+                            internal::SettingsAdapterFor(apply_path).SettingsForProgram(apply_path));
+  return BootstrapEnvironment(settings);
 }
 
 StatusOr<ExportResult> ExportTimeline(const std::vector<std::string>& trace_paths, std::ostream& out,
@@ -35,16 +53,32 @@ StatusOr<ExportResult> ExportTimeline(const std::vector<std::string>& trace_path
   return OpenRecording(trace_paths).adapter->Export(trace_paths, out, options);
 }
 
+namespace {
+
+// The runs of a gate request with no baseline, and the adapter that read
+// them: a program's is picked by its first run's trace, once made.
+StatusOr<MeasuredRuns> MeasureNewRuns(const BaselineRequest& request, bool diagnose,
+                                      const internal::RunAdapter** read_by) {
+  *read_by = &internal::GateAdapterFor(request);
+  auto pick = [&](const std::string& first_trace) {
+    *read_by = &internal::GateAdapterFor(request, nullptr, first_trace);
+    return (*read_by)->GateKind();
+  };
+  return internal::MeasureRunsOf((*read_by)->GateKind(), request, diagnose, pick);
+}
+
+}  // namespace
+
 StatusOr<MeasuredRuns> MeasureRuns(const BaselineRequest& request, bool diagnose) {
-  return internal::MeasureRunsOf(internal::GateAdapterFor(request).GateKind(), request, diagnose);
+  const internal::RunAdapter* adapter = nullptr;
+  return MeasureNewRuns(request, diagnose, &adapter);
 }
 
 StatusOr<Baseline> RecordBaseline(const BaselineRequest& request) {
-  const internal::RunAdapter& adapter = internal::GateAdapterFor(request);
-  PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured,
-                            internal::MeasureRunsOf(adapter.GateKind(), request, /*diagnose=*/false));
+  const internal::RunAdapter* adapter = nullptr;
+  PIPETUNE_ASSIGN_OR_RETURN(MeasuredRuns measured, MeasureNewRuns(request, /*diagnose=*/false, &adapter));
   Baseline baseline;
-  baseline.kind = adapter.kind();
+  baseline.kind = adapter->kind();
   baseline.dataloader = std::move(measured.dataloader);
   baseline.command = request.command;
   baseline.pipeline = std::move(measured.pipeline);

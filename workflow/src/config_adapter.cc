@@ -141,21 +141,10 @@ void JudgeConfig(const Baseline& baseline, const std::vector<StageKnobs>& now, c
 // A config's run (or a program's, with no config): the plan, the tuned
 // config written.
 StatusOr<TuneResult> TuneConfigTrace(const TuneRequest& request) {
-  PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(request.traces));
-  // Only a plan with graph rewrites prices a map fusion: the probe's 1.5 s is
-  // spent here, not in every profile (the CI gate reads many).
-  if (request.graph_rewrites && traced.input.config) {
-    HandoffCost(request.handoff_ns).PriceInto(*traced.input.config, traced.input.profile);
-  }
-  PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
-                            tuner::ResolveResources(traced.input, traced.Limits(), request.budgets));
-  PIPETUNE_ASSIGN_OR_RETURN(
-      tuner::Plan plan,
-      request.graph_rewrites
-          ? tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver)
-          : tuner::Solve(traced.input, resources, request.objective, request.solver));
+  PIPETUNE_ASSIGN_OR_RETURN(SolvedTrace solved, SolveTrace(request, request.graph_rewrites));
+  const TracedRun& traced = solved.traced;
   TuneResult result;
-  result.plan = std::move(plan);
+  result.plan = std::move(solved.plan);
   const std::optional<models::PipelineConfig>& config = traced.input.config;
   if (!config) {
     if (!request.output.empty()) {

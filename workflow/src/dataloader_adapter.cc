@@ -80,17 +80,8 @@ class DataLoaderRunAdapter final : public internal::RunAdapter {
   }
 
   StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) const override {
-    DataLoaderVerifyOptions options;
-    if (!request.inputs.empty()) options.trace = request.inputs[0];
-    options.command = request.command;
-    if (request.inputs.size() > 1)
-      options.command.insert(options.command.begin(), request.inputs.begin() + 1, request.inputs.end());
-    options.budgets = request.options.budgets;
-    options.output = request.output;
-    options.rounds = std::max(1, request.rounds.value_or(1));
-    options.objective = request.options.objective;
-    options.program_stdout_to_stderr = request.json;
-    PIPETUNE_ASSIGN_OR_RETURN(DataLoaderVerifyResult result, VerifyDataLoader(options));
+    PIPETUNE_ASSIGN_OR_RETURN(DataLoaderVerifyResult result,
+                              VerifyDataLoader(internal::ProgramVerifyOptions(request)));
     return VerifyOutcome{DataLoaderVerifyToJson(result), FormatDataLoaderVerify(result)};
   }
 
@@ -125,11 +116,32 @@ class DataLoaderRunAdapter final : public internal::RunAdapter {
                               ParseDataLoaderSettings(doc, internal::Reader{source_name}));
     return Status::Ok();
   }
+
+  // Any JSON object may be keyword arguments: the last kind asked
+  // (SettingsAdapterFor), so it recognizes none itself.
+  StatusOr<ProgramSettings> SettingsForProgram(const std::string& file) const override {
+    return DataLoaderSettingsFile(file);
+  }
 };
 
 }  // namespace
 
 namespace internal {
+
+DataLoaderVerifyOptions ProgramVerifyOptions(const VerifyRequest& request) {
+  DataLoaderVerifyOptions options;
+  if (!request.inputs.empty()) options.trace = request.inputs[0];
+  options.command = request.command;
+  if (request.inputs.size() > 1)
+    options.command.insert(options.command.begin(), request.inputs.begin() + 1, request.inputs.end());
+  options.budgets = request.options.budgets;
+  options.output = request.output;
+  options.rounds = std::max(1, request.rounds.value_or(1));
+  options.objective = request.options.objective;
+  options.program_stdout_to_stderr = request.json;
+  options.first_round_ran = request.first_run_made;
+  return options;
+}
 
 const RunAdapter& DataLoaderAdapter() {
   static const DataLoaderRunAdapter adapter;

@@ -65,6 +65,13 @@ StatusOr<Json> ReadDataLoaderKwargs(const std::string& path) {
   PIPETUNE_RETURN_IF_ERROR(CheckKwargs(kwargs, path, ""));
   return kwargs;
 }
+
+StatusOr<ProgramSettings> DataLoaderSettingsFile(const std::string& path) {
+  PIPETUNE_RETURN_IF_ERROR(ReadDataLoaderKwargs(path).status());
+  std::error_code error;
+  return ProgramSettings("PIPETUNE_DATALOADER_APPLY", fs::absolute(path, error).string());
+}
+
 std::string DataLoaderKwargsPath(const std::string& requested, const std::string& trace) {
   if (!requested.empty()) return requested;
   fs::path p(trace);

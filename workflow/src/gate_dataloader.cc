@@ -31,10 +31,12 @@ std::string Joined(const std::vector<std::string>& words) {
   return out;
 }
 
+}  // namespace
+
 // Runs the program `runs` times under the bootstrap; the main traces.
-StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request,
-                                              const internal::RunDirectory& dir) {
-  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, PythonBootstrapEnvironment(""));
+StatusOr<std::vector<std::string>> internal::RunProgram(const BaselineRequest& request,
+                                                        const internal::RunDirectory& dir) {
+  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, BootstrapEnvironment(std::nullopt));
   if (!env.warning.empty()) return InvalidInput(env.warning);
   std::vector<std::string> traces;
   for (int run = 0; run < request.runs; ++run) {
@@ -61,6 +63,8 @@ StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request,
   }
   return traces;
 }
+
+namespace {
 
 // The main traces of a list that may hold whole trace sets (`run*.trace*`
 // as a shell expands it): a worker's T.<pid> is read with its T, and another

@@ -136,10 +136,19 @@ Status SameDataLoader(const Baseline& baseline, const MeasuredRuns& now, const s
 void JudgeDataLoaderKnobs(const Baseline& baseline, const MeasuredRuns& now, const JudgeOptions& options,
                           CheckReport& report);
 
+// Runs request.command `request.runs` times under the Python bootstrap; the
+// main traces (gate_dataloader.cc). Every kind a program records makes its
+// runs so.
+StatusOr<std::vector<std::string>> RunProgram(const BaselineRequest& request, const RunDirectory& dir);
+
 // The runs of `request` (its traces, or `request.runs` new runs made by
 // `kind.run` in request.trace_dir or a temporary directory) read by
 // `kind.read` into one record each, the first run's profile kept; with
-// `diagnose`, the last run's bottleneck and why.
-StatusOr<MeasuredRuns> MeasureRunsOf(const RunKind& kind, const BaselineRequest& request, bool diagnose);
+// `diagnose`, the last run's bottleneck and why. `read_by`, when given,
+// names the kind that reads them from the first one's trace (a program's
+// kind is known only once it ran); else `kind` reads them.
+StatusOr<MeasuredRuns> MeasureRunsOf(
+    const RunKind& kind, const BaselineRequest& request, bool diagnose,
+    const std::function<RunKind(const std::string& first_trace)>& read_by = {});
 
 }  // namespace pipetune::workflow::internal

@@ -39,11 +39,12 @@ using Environment = std::vector<std::pair<std::string, std::string>>;
 }
 
 // The processes that recorded a DataLoader's main trace; a trace that is
-// not one (a C++ program's, the GPU note) is no process of a job.
+// not one (a C++ program's, a tf.data script's, the GPU note) is no process
+// of a job: only the DataLoader's recorder writes one main trace per rank.
 std::vector<ProfiledProcess> RecordedProcesses(const std::string& trace) {
   std::vector<ProfiledProcess> processes;
   for (const std::string& path : analyzer::JobTracePaths(trace)) {
-    if (!internal::ProgramAdapter().Recognizes(path)) continue;
+    if (!internal::DataLoaderAdapter().Recognizes(path)) continue;
     StatusOr<tracer::Trace> main = tracer::LoadTrace(path);
     if (!main.ok()) continue;
     analyzer::DataLoaderProfile p = analyzer::DescribeDataLoaderProcess(*main);

@@ -1,6 +1,6 @@
 // The Python bootstrap `pipetune profile` runs a program under (dataloader.h):
 // where its folder is, and the environment that puts it first on PYTHONPATH
-// with the keyword arguments to apply.
+// with the settings to apply (a file its kind checked: ProgramSettings).
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -38,14 +38,12 @@ StatusOr<std::string> FindPythonBootstrap() {
                   looked.empty() ? "any known place" : looked));
 }
 
-StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_path) {
+StatusOr<PythonEnvironment> BootstrapEnvironment(const std::optional<ProgramSettings>& apply) {
   PythonEnvironment env;
   StatusOr<std::string> dir = FindPythonBootstrap();
-  if (!apply_path.empty()) {
+  if (apply) {
     if (!dir.ok()) return dir.status().WithContext("--apply");
-    PIPETUNE_RETURN_IF_ERROR(ReadDataLoaderKwargs(apply_path).status());
-    std::error_code error;
-    env.variables.emplace_back("PIPETUNE_DATALOADER_APPLY", fs::absolute(apply_path, error).string());
+    env.variables.push_back(*apply);
   }
   if (!dir.ok()) {
     env.warning = "Python DataLoaders will not be recorded: " + dir.status().message();

@@ -79,6 +79,22 @@ StatusOr<TracedRun> CollectProfile(const std::vector<std::string>& trace_paths) 
   return MakeTracedRun(traces);
 }
 
+StatusOr<SolvedTrace> SolveTrace(const TuneRequest& request, bool graph_rewrites) {
+  PIPETUNE_ASSIGN_OR_RETURN(TracedRun traced, CollectProfile(request.traces));
+  // Only a plan with graph rewrites prices a map fusion: the probe's 1.5 s is
+  // spent here, not in every profile (the CI gate reads many).
+  if (graph_rewrites && traced.input.config) {
+    HandoffCost(request.handoff_ns).PriceInto(*traced.input.config, traced.input.profile);
+  }
+  PIPETUNE_ASSIGN_OR_RETURN(tuner::Resources resources,
+                            tuner::ResolveResources(traced.input, traced.Limits(), request.budgets));
+  PIPETUNE_ASSIGN_OR_RETURN(
+      tuner::Plan plan,
+      graph_rewrites ? tuner::SolveWithRewrites(traced.input, resources, request.objective, request.solver)
+                     : tuner::Solve(traced.input, resources, request.objective, request.solver));
+  return SolvedTrace{std::move(traced), std::move(plan)};
+}
+
 StatusOr<tuner::BudgetFlags> ParseBudgets(std::optional<double> cores, const std::string& memory,
                                           std::optional<int> max_threads, const std::string& cache_dir) {
   tuner::BudgetFlags budgets;

@@ -76,9 +76,10 @@ struct DataLoaderGateSettings {
 
 inline constexpr const char* kConfigBaseline = "config";
 inline constexpr const char* kDataLoaderBaseline = "dataloader";
+inline constexpr const char* kTfDataBaseline = "tfdata";
 
 struct Baseline {
-  std::string kind = kConfigBaseline;  // kConfigBaseline or kDataLoaderBaseline
+  std::string kind = kConfigBaseline;  // kConfigBaseline, kDataLoaderBaseline or kTfDataBaseline
   std::string pipeline;
   std::string identity;  // see IdentityHash
   std::vector<StageKnobs> stages;

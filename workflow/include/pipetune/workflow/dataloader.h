@@ -26,18 +26,29 @@ namespace pipetune::workflow {
 StatusOr<std::string> FindPythonBootstrap();
 
 // The environment `pipetune profile` adds: the bootstrap first on
-// PYTHONPATH (kept after it), and with `apply_path` the DataLoader keyword
-// arguments to apply (checked here: a bad file is bad input naming the file
-// and the key). Without a bootstrap found, only a warning for stderr and no
-// PYTHONPATH (other programs still profile).
+// PYTHONPATH (kept after it), and with `apply_path` a file `pipetune tune`
+// wrote for the program (DataLoader keyword arguments, a tf.data plan),
+// checked by the kind whose file it is (commands.cc asks the adapters: a bad
+// file is bad input naming the file and the key). Without a bootstrap found,
+// only a warning for stderr and no PYTHONPATH (other programs still profile).
 struct PythonEnvironment {
   std::vector<std::pair<std::string, std::string>> variables;
   std::string warning;
 };
 StatusOr<PythonEnvironment> PythonBootstrapEnvironment(const std::string& apply_path);
 
-// Reads and checks a JSON file of DataLoader keyword arguments.
+// A checked file of settings handed to the program's recorder: the variable
+// the bootstrap reads (PIPETUNE_DATALOADER_APPLY, PIPETUNE_TFDATA_APPLY) and
+// the file's absolute path.
+using ProgramSettings = std::pair<std::string, std::string>;
+// The same environment with `apply` already checked (none: the program as
+// written); kInvalidInput when `apply` is given and no bootstrap is found.
+StatusOr<PythonEnvironment> BootstrapEnvironment(const std::optional<ProgramSettings>& apply);
+
+// Reads and checks a JSON file of DataLoader keyword arguments; and the
+// same named to the recorder.
 StatusOr<Json> ReadDataLoaderKwargs(const std::string& path);
+StatusOr<ProgramSettings> DataLoaderSettingsFile(const std::string& path);
 
 // What is specific to a DataLoader once the one model has planned: the
 // keyword arguments the bootstrap applies, {"num_workers": N,
@@ -91,6 +102,9 @@ struct DataLoaderVerifyOptions {
   tuner::Objective objective = tuner::Objective::kMax;
   int interval_ms = 100;
   bool program_stdout_to_stderr = false;  // ProfileOptions::stdout_to_stderr, for JSON on stdout
+  // Round 0 already ran into `trace` (Verify ran it to learn the program's
+  // kind, commands.cc): it is read, not run again.
+  bool first_round_ran = false;
 };
 struct DataLoaderRound {
   int index = 0;
@@ -112,6 +126,13 @@ struct DataLoaderVerifyResult {
   std::string code_change;
 };
 std::string DataLoaderRoundTrace(const std::string& trace, int round);
+// One round of a program's tuning loop (a DataLoader's or a tf.data
+// script's): the program run under the bootstrap with `apply` handed to its
+// recorder (none: as written), traced into `trace`; kFailed naming the round
+// when it exits non-zero.
+StatusOr<int> RunProgramRound(const DataLoaderVerifyOptions& options,
+                              const std::optional<ProgramSettings>& apply, const std::string& trace,
+                              int round);
 StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions& options);
 // The rounds as a table, then where the best round's keyword arguments went
 // and the code change (what `tune --verify -- PROGRAM` prints).

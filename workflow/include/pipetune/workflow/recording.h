@@ -28,14 +28,15 @@ struct Recording {
   std::vector<std::string> traces;
   const internal::RunAdapter* adapter = nullptr;  // never null once opened
   // The kind's name, as a baseline records it: "config" (the engine's run,
-  // `pipetune run --trace`, or a C++ program's, `pipetune profile`) or
-  // "dataloader" (a PyTorch DataLoader's, the Python bootstrap's main trace).
+  // `pipetune run --trace`, or a C++ program's, `pipetune profile`),
+  // "dataloader" (a PyTorch DataLoader's, the Python bootstrap's main trace)
+  // or "tfdata" (a tf.data script's, docs/tfdata.md).
   std::string_view kind() const;
 };
 
 // Decides the kind from the first trace's header (the bootstrap starts its
-// session with the DataLoader's record as the config, so the header alone
-// tells): the first adapter that recognizes it, else the engine's config.
+// session with the DataLoader's record, or tf.data's ops, as the config, so
+// the header alone tells): the first adapter that recognizes it, else the engine's config.
 // Reading the traces themselves, and their errors, stay with the adapter: a
 // trace that cannot be read is a pipeline's here and refused there. No
 // traces: a pipeline's recording of none (the gate then runs the config

@@ -20,6 +20,7 @@
 #include "pipetune/tuner/tune_input.h"
 #include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/source_rewrite.h"
+#include "pipetune/workflow/tfdata.h"
 
 namespace pipetune::workflow {
 
@@ -100,16 +101,29 @@ struct TuneResult {
   // A DataLoader's trace: the keyword arguments written (`output`) and the
   // one-line code change, in place of a config.
   std::optional<DataLoaderTuneResult> dataloader;
+  // A tf.data trace: the plan keyed by call site (written to its `output`)
+  // and the code change, in place of a config.
+  std::optional<TfDataPlan> tfdata;
   std::optional<SourceRewriteResult> source;  // when the request named a source
   // Said loudly (stderr) as well as in the plan's notes.
   std::vector<std::string> warnings;
   // What was written, as the kind's adapter says it: the keys the plan's
   // JSON ends with (a config's "config_path" and "diff", a DataLoader's
-  // "output", "dataloader_kwargs" and "code_change") and the text printed
-  // after the plan's.
+  // "output", "dataloader_kwargs" and "code_change", a tf.data trace's
+  // "output" and "tfdata_plan") and the text printed after the plan's.
   Json written = Json::object();
   std::string written_text;
 };
+
+// The traces read as a config's run (CollectProfile), the budgets resolved
+// and the plan solved, with graph rewrites priced or not: what a config's
+// tune does before it writes the tuned config, and tf.data's before it
+// writes a plan keyed by call site.
+struct SolvedTrace {
+  TracedRun traced;
+  tuner::Plan plan;
+};
+StatusOr<SolvedTrace> SolveTrace(const TuneRequest& request, bool graph_rewrites);
 
 // Decides the traces' kind once (OpenRecording); its adapter collects them, resolves the
 // budgets, solves and writes the tuned config (a DataLoader's: its keyword

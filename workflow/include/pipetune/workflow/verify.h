@@ -142,6 +142,9 @@ struct VerifyRequest {
   std::string output;  // where the best round's knobs go; empty: the kind's default
   bool diff = false;
   bool json = false;  // printed as JSON: the program's own stdout goes to stderr
+  // The program ran once already, as written, into the trace (Verify runs
+  // it to learn its kind): the loop reads that run as its round 0.
+  bool first_run_made = false;
 };
 struct VerifyOutcome {
   Json json;

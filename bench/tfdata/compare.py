@@ -1,0 +1,111 @@
+"""The comparison tf.data users care about (docs/benchmarks-tfdata.md): on the
+same files and cores, in one run, rounds alternating every variant:
+
+  as written   examples/tfdata/train_tf.py: maps sequential, no prefetch, no cache
+  AUTOTUNE     the same with num_parallel_calls=tf.data.AUTOTUNE on both maps
+               and .prefetch(tf.data.AUTOTUNE) after the batch (TensorFlow's guide)
+  npc=K        num_parallel_calls=K on both maps, prefetch AUTOTUNE: the grid
+  pipetune     `pipetune tune` on a trace of the script as written, applied
+               with `pipetune profile --apply` (the script unchanged)
+  pipetune, memory short
+               the same with --memory too small for the decoded images: no
+               memory cache may be placed
+
+Each figure is the script's own batches per second over all its epochs,
+the first (filling a cache) included; the median over the rounds.
+
+    python3 bench/tfdata/compare.py PIPETUNE [--files N] [--epochs E] [--rounds R]
+
+Prints the Markdown table, then the ratios last."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(HERE, "..", "..", "examples", "tfdata")
+SCRIPT = os.path.abspath(os.path.join(EXAMPLES, "train_tf.py"))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+MAPS = ("ds = ds.map(process_path)", "ds = ds.map(augment)")
+BATCH = "ds = ds.batch(32)"
+
+
+def variant(folder, name, npc):
+    """train_tf.py with both maps given num_parallel_calls=npc and a prefetch
+    after the batch, as a user would write it."""
+    with open(SCRIPT) as f:
+        text = f.read()
+    for line in MAPS:
+        assert line in text, line
+        text = text.replace(line, line[:-1] + ", num_parallel_calls=%s)" % npc)
+    text = text.replace(BATCH, BATCH + ".prefetch(tf.data.AUTOTUNE)")
+    path = os.path.join(folder, "train_tf_%s.py" % name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    if r.returncode != 0:
+        sys.exit("failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stderr[-2000:]))
+    return r
+
+
+def rate(result):
+    """The script's own figure: its JSON line (`pipetune profile` prints the
+    trace's name after it)."""
+    line = [l for l in result.stdout.splitlines() if l.startswith("{")][-1]
+    return json.loads(line)["batches_per_second"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("pipetune")
+    parser.add_argument("--files", type=int, default=1024)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--grid", default="1,2,4")
+    args = parser.parse_args()
+    py = sys.executable
+    with tempfile.TemporaryDirectory(prefix="pipetune-tfdata-bench-") as tmp:
+        data = os.path.join(tmp, "images")
+        run([py, os.path.join(EXAMPLES, "make_images.py"), data, str(args.files), "120", "160"])
+        decoded_mib = args.files * 96 * 96 * 3 * 4 / 2**20
+        trace = os.path.join(tmp, "as_written.ptrace")
+        run([args.pipetune, "profile", "--trace", trace, "--", py, SCRIPT, data, str(args.epochs)])
+        plans = {}
+        for label, memory in (("pipetune", "4GiB"), ("pipetune, memory short", "%dMiB" % (decoded_mib / 2))):
+            plans[label] = os.path.join(tmp, "plan_%d.json" % len(plans))
+            out = run([args.pipetune, "tune", trace, "--memory", memory, "-o", plans[label]]).stdout
+            print("## %s (--memory %s)\n%s" % (label, memory, out[out.find("code change"):]))
+        variants = [("as written", [py, SCRIPT, data, str(args.epochs)]),
+                    ("AUTOTUNE", [py, variant(tmp, "autotune", "tf.data.AUTOTUNE"), data, str(args.epochs)])]
+        for k in args.grid.split(","):
+            variants.append(("npc=%s" % k, [py, variant(tmp, "npc%s" % k, k), data, str(args.epochs)]))
+        for label, plan in plans.items():
+            variants.append((label, [args.pipetune, "profile", "--trace", os.path.join(tmp, "applied.ptrace"),
+                                     "--apply", plan, "--", py, SCRIPT, data, str(args.epochs)]))
+        rates = {label: [] for label, _ in variants}
+        for r in range(args.rounds):
+            for label, cmd in variants:
+                rates[label].append(rate(run(cmd)))
+                print("round %d %-24s %.1f batches/s" % (r + 1, label, rates[label][-1]), flush=True)
+    median = {label: statistics.median(v) for label, v in rates.items()}
+    autotune = median["AUTOTUNE"]
+    grid_best = max(v for k, v in median.items() if k.startswith("npc="))
+    print("\n| pipeline | batches/s (median of %d) | over AUTOTUNE | over the grid's best |" % args.rounds)
+    print("|---|---|---|---|")
+    for label, _ in variants:
+        print("| %s | %.1f | %.2f | %.2f |" % (label, median[label], median[label] / autotune,
+                                              median[label] / grid_best))
+    print("\npipetune / AUTOTUNE %.3f; pipetune / grid best %.3f; pipetune (memory short) / AUTOTUNE %.3f"
+          % (median["pipetune"] / autotune, median["pipetune"] / grid_best,
+             median["pipetune, memory short"] / autotune))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,407 @@
+"""Samples TensorFlow's autotune model of each iterator the training loop
+drives and writes every op's counts into the trace (docs/tfdata.md).
+
+One thread, every PIPETUNE_TRACE_INTERVAL_MS: for each live iterator,
+tf.data.experimental.get_model_proto(iterator) (about 30 us), the nodes
+matched to the user's ops (_tfdata_ops.py), and each op's counts since the
+last sample added to its stage through the tracer's C API, as the engine's
+stages count theirs. The model forgets a node once its input is exhausted
+and an iterator's model goes with it, so the sample is taken while the
+iterator runs and once more when a `for` loop's iterator ends.
+
+What is recorded per op (figures are TensorFlow's own):
+- elements produced (num_elements), and consumed: the elements its input
+  node produced;
+- bytes produced (bytes_produced); bytes consumed in the header's record;
+- work: processing_time, the wall time of the op's own work, without its
+  input's, summed over its parallel calls. TensorFlow measures no CPU per
+  op; the stage's CPU is taken as that wall time (docs/tfdata.md);
+- parallelism (the node's "parallelism" parameter) and a prefetch's buffer
+  ("buffer_size"), as TensorFlow's autotune set them; buffered elements and
+  bytes as its buffer occupancy.
+The consumer is the training step: TensorFlow records the time between one
+GetNext of the iterator and the next (gap_times), which is the step, whether
+a Python loop or Keras' compiled train function calls GetNext; the rest of
+each step's wall time is its wait for the pipeline."""
+import os
+import sys
+import threading
+import time
+import weakref
+
+from pipetune import _exit, _session, _tfdata_ops as ops_mod
+from pipetune._recorder import Recorder, interval_ms, warn
+
+KEY = "tfdata"
+RECORD_VERSION = 1
+now = time.monotonic_ns
+
+sampler = None
+
+
+class _Stage:
+    """One user op's stage in the trace and its counts not yet written."""
+
+    def __init__(self, index, op, name):
+        self.index, self.op, self.name = index, op, name
+        self.sid = None
+        self.worker = None
+        self.parallelism = 1
+        self.buffer = None
+        self.pending = [0, 0, 0, 0, 0]  # elements, consumed, bytes, work ns, cpu ns
+        self.total = {"elements": 0, "consumed": 0, "bytes_in": 0, "bytes_out": 0, "work_ns": 0}
+        self.nodes = set()
+        self.fused_with = None
+        self.removed = True
+
+
+class _Iterator:
+    def __init__(self, iterator, ops):
+        self.ref = weakref.ref(iterator)
+        self.ops = ops
+        self.last = {}  # (node id, role) -> (elements, consumed, bytes out, bytes in, work ns)
+        self.root_elements = 0
+        self.last_ns = now()
+
+
+class Sampler:
+    def __init__(self, tf_version, plan):
+        self.tf_version = tf_version
+        self.plan = plan
+        self.lock = threading.Lock()
+        self.iterators = []
+        self.signature = None
+        self.stages = []
+        self.op_stages = []
+        self.recorder = None
+        self.other_pipelines = []
+        self.built = []  # call sites of pipelines built, for a script that never iterates
+        self.steps = 0
+        self.epochs = 0  # iterators of the recorded pipeline that delivered an element
+        self.step_ns = 0  # the consumer's steps since the last flush
+        self.step_total_ns = 0
+        self.cpu_ns = self.process_cpu_ns()
+        self.thread = None
+        self.stopped = False
+
+    # -- the record in the trace's header -------------------------------
+    def config(self):
+        stages = []
+        notes = []
+        for s in self.stages:
+            knobs = {"parallelism": s.parallelism, "buffer": s.buffer}
+            stages.append(ops_mod.stage_config(s.op, s.name, knobs))
+            if s.op.get("added_by_tensorflow"):
+                notes.append("%s: added by TensorFlow (inject_prefetch), not in the script" % s.name)
+                continue
+            removed = self.steps > 0 and s.removed and not s.op.get("untagged")
+            notes.extend(ops_mod.notes_for(s.op, sorted(s.nodes), s.fused_with, removed))
+        if not self.stages:
+            if self.built:
+                notes.append("the script built a tf.data pipeline (%s) but no Python iterator of it ran: "
+                             "it never iterated the dataset, or its loop is compiled into a tf.function, "
+                             "where TensorFlow gives pipetune no iterator to sample" % ", ".join(self.built[:3]))
+            else:
+                notes.append("the script built no tf.data pipeline from its own code")
+        if self.stages and self.epochs > 0:
+            # The script's loop: each epoch a new iterator over the same
+            # dataset, whose cache() outlives the iterator. To the model that
+            # is a repeat at the end, so a cache is priced over the epochs.
+            stages.append({"name": "epochs (the script's loop)", "op": "repeat",
+                           "args": {"count": self.epochs}, "tfdata_epochs": True})
+        for other in self.other_pipelines[:3]:
+            notes.append("another pipeline's iterator (%s) was not recorded: one pipeline per trace" % other)
+        ops = [dict({k: v for k, v in s.op.items() if k not in ("key",)}, stage=s.name, call_site=s.op["key"],
+                    nodes=sorted(s.nodes), fused_into=s.fused_with[1] if s.fused_with else None,
+                    parallelism=s.parallelism, buffer=s.buffer, **s.total) for s in self.stages]
+        return {"name": os.path.basename(sys.argv[0] or "python"),
+                "stages": stages or [{"name": "source", "op": "range", "args": {}}],
+                # The training step as measured (TensorFlow's gap between
+                # GetNexts): the model's demand, as a config's step_time_ms is.
+                "consumer": {"step_time_ms": self.step_total_ns / self.steps / 1e6} if self.steps else {},
+                "recording_notes": notes,
+                KEY: {"version": RECORD_VERSION, "tensorflow": self.tf_version, "argv": sys.argv[:8],
+                      "ops": ops, "steps": self.steps,
+                      "applied": os.environ.get("PIPETUNE_TFDATA_APPLY") or None}}
+
+    def ensure_recorder(self):
+        if self.recorder is None:
+            path = os.environ.get(_session.TRACE_ENV)
+            if not path:
+                return None
+            self.recorder = Recorder(_session.claim(path), self.config()["name"], self.config(),
+                                     spans_per_second=0)
+            _exit.watch(lambda **_: None, self.stop)
+        return self.recorder
+
+    # -- iterators -------------------------------------------------------
+    def add_iterator(self, iterator, dataset):
+        ops = ops_mod.user_ops(dataset)
+        if not any(not o.get("untagged") for o in ops):
+            return  # a dataset the script did not build (Keras' own, a peek)
+        signature = tuple(o["key"] for o in ops)
+        with self.lock:
+            if self.signature is None:
+                self.signature = signature
+                self.stages = [_Stage(i, o, "") for i, o in enumerate(ops)]
+                # The user's ops by their index in the chain; self.stages also
+                # holds the ops TensorFlow added, in pipeline order.
+                self.op_stages = list(self.stages)
+                names = set()
+                for s in self.stages:
+                    name = ops_mod.describe(s.op)
+                    base, n = name, 2
+                    while name in names:
+                        name, n = "%s #%d" % (base, n), n + 1
+                    names.add(name)
+                    s.name = name
+            elif signature != self.signature:
+                where = ops_mod.describe(ops[-1])
+                if where not in self.other_pipelines:
+                    self.other_pipelines.append(where)
+                return
+            self.iterators.append(_Iterator(iterator, ops))
+        if self.ensure_recorder() is not None and self.thread is None:
+            self.thread = threading.Thread(target=self.run, name="pipetune-tfdata", daemon=True)
+            self.thread.start()
+
+    def run(self):
+        period = interval_ms() / 1000.0
+        while not self.stopped:
+            time.sleep(period)
+            self.sample()
+
+    def sample(self, only=None):
+        import tensorflow as tf
+
+        with self.lock:
+            live = []
+            for entry in self.iterators:
+                it = entry.ref()
+                if it is None:
+                    continue
+                live.append(entry)
+                if only is not None and it is not only:
+                    continue
+                try:
+                    proto = tf.data.experimental.get_model_proto(it)
+                except Exception:  # an iterator being torn down: its counts so far stay
+                    continue
+                self.read(entry, proto)
+            self.iterators = live
+            self.flush()
+
+    def stage_for_added(self, index, node):
+        """A node TensorFlow added after op `index` (its injected prefetch):
+        a stage of its own, once."""
+        key = ("added", node.name, index)
+        for s in self.stages:
+            if s.op.get("added_key") == key:
+                return s
+        after = self.op_stages[index].op if index is not None else {"file": "", "line": 0, "key": "end"}
+        op = {"key": after["key"], "file": after.get("file", ""), "line": after.get("line", 0),
+              "method": "prefetch" if node.name == "Prefetch" else node.name, "op": "prefetch",
+              "fn": "", "args": {}, "added_by_tensorflow": True, "added_key": key}
+        stage = _Stage(len(self.stages), op, "%s %s (added by TensorFlow)" % (
+            ("%s:%d" % (op["file"], op["line"])) if op["file"] else "end", node.name))
+        pos = self.stages.index(self.op_stages[index]) + 1 if index is not None else len(self.stages)
+        while pos < len(self.stages) and self.stages[pos].op.get("added_by_tensorflow"):
+            pos += 1
+        self.stages.insert(pos, stage)
+        return stage
+
+    def read(self, entry, proto):
+        chain = ops_mod.model_chain(proto)
+        matched = ops_mod.match(entry.ops, chain)
+        by_id = {n.id: n for n in chain}
+        for index, node, role in matched:
+            if role == "added":
+                if node.name != "Prefetch":
+                    if index is None:
+                        continue
+                    stage = self.op_stages[index]  # TF's own node: its time is the op's it follows
+                    role = "part"
+                else:
+                    stage = self.stage_for_added(index, node)
+                    role = "own"
+            else:
+                stage = self.op_stages[index]
+            stage.nodes.add(node.name)
+            stage.removed = False
+            input_node = proto.nodes.get(node.inputs[0]) if node.inputs else None
+            elements = node.num_elements
+            consumed = input_node.num_elements if input_node is not None else elements
+            work = node.processing_time + ops_mod.subtree_ns(proto, node)
+            bytes_out, bytes_in = node.bytes_produced, node.bytes_consumed
+            if role == "fused":  # the second op of a fused node: counts, no time of its own
+                work = 0
+                first = self.op_stages[index - 1]
+                stage.fused_with = (first.op["method"], "%s:%d" % (first.op["file"], first.op["line"]),
+                                    node.name)
+            elif len(ops_mod.node_kinds(node.name) or ()) == 2 and role == "own":
+                # The first op of a fused node: its elements are the inputs the
+                # node consumed, and their bytes the node's output (a batch is
+                # its elements side by side), so a cache after it is sized.
+                elements = consumed
+            elif role == "part":
+                elements = consumed = bytes_out = bytes_in = 0
+            self.add(entry, stage, (node.id, role), (elements, consumed, bytes_out, bytes_in, work))
+            p = ops_mod.parameter(node, "parallelism")
+            if p is not None and role != "fused":
+                stage.parallelism = max(1, int(round(p.value)))
+                if stage.sid is not None:
+                    self.recorder.tracer.set_parallelism(stage.sid, stage.parallelism)
+            b = ops_mod.parameter(node, "buffer_size")
+            if b is not None:
+                stage.buffer = max(1, int(round(b.value)))
+            if stage.sid is not None and role == "own":
+                self.recorder.tracer.set_buffer_occupancy(stage.sid, node.buffered_elements, node.buffered_bytes)
+        self.consumer(entry, proto, by_id)
+
+    def add(self, entry, stage, key, now_counts):
+        before = entry.last.get(key, (0, 0, 0, 0, 0))
+        delta = [max(0, a - b) for a, b in zip(now_counts, before)]
+        entry.last[key] = now_counts
+        stage.pending[0] += delta[0]
+        stage.pending[1] += delta[1]
+        stage.pending[2] += delta[2]
+        stage.pending[3] += delta[4]
+        stage.total["elements"] += delta[0]
+        stage.total["consumed"] += delta[1]
+        stage.total["bytes_out"] += delta[2]
+        stage.total["bytes_in"] += delta[3]
+        stage.total["work_ns"] += delta[4]
+
+    def consumer(self, entry, proto, by_id):
+        root = proto.nodes.get(proto.output)
+        if root is None:
+            return
+        steps = root.num_elements - entry.root_elements
+        t = now()
+        elapsed = t - entry.last_ns
+        entry.last_ns = t
+        if steps <= 0:
+            return
+        if entry.root_elements == 0:
+            self.epochs += 1
+        entry.root_elements = root.num_elements
+        gaps = list(proto.gap_times)[-steps:]
+        mean_gap = (sum(gaps) / len(gaps)) if gaps else 0
+        gaps = [mean_gap] * (steps - len(gaps)) + gaps
+        step_ns = [int(g * 1000) for g in gaps]
+        wait_each = max(0, elapsed - sum(step_ns)) // steps
+        tracer = self.recorder.tracer
+        self.step_ns += sum(step_ns)
+        self.step_total_ns += sum(step_ns)
+        for k, step in enumerate(step_ns):
+            end = t - (steps - 1 - k) * (elapsed // steps)
+            tracer.consumer_step(wait_each, step, end)
+        self.steps += steps
+
+    # -- writing ---------------------------------------------------------
+    def register_all(self):
+        tracer = self.recorder.tracer
+        for s in self.stages:
+            if s.sid is None:
+                op = ops_mod.stage_config(s.op, s.name, {})["op"]
+                s.sid = tracer.register_stage(s.name.encode(), op.encode(), s.parallelism)
+                s.worker = tracer.attach_worker(s.sid)
+        self.recorder.info = self.config()
+        self.recorder.update_info()
+
+    @staticmethod
+    def process_cpu_ns():
+        t = os.times()
+        return int((t.user + t.system) * 1e9)
+
+    def share_cpu(self):
+        """TensorFlow measures wall time per op, not CPU. The process's CPU
+        since the last sample is shared out over every wall time spent in
+        it (each op's work, the consumer's steps) in proportion, never more
+        than the wall time itself: on a loaded host a thread's wall time
+        holds its waits for a core, which are not its cost."""
+        cpu = self.process_cpu_ns()
+        spent, self.cpu_ns = cpu - self.cpu_ns, cpu
+        wall = sum(s.pending[3] for s in self.stages) + self.step_ns
+        self.step_ns = 0
+        share = min(1.0, spent / wall) if wall > 0 else 1.0
+        for s in self.stages:
+            s.pending[4] += int(s.pending[3] * share)
+
+    def flush(self):
+        if self.recorder is None or not self.recorder.running:
+            return
+        if any(s.sid is None for s in self.stages):
+            self.register_all()
+        self.share_cpu()
+        tracer = self.recorder.tracer
+        t = now()
+        for s in self.stages:
+            elements, consumed, nbytes, work, cpu = s.pending
+            if elements < 1:
+                continue  # the work waits for an element to count it against
+            tracer.element(s.worker, t - work, t, s.total["elements"], cpu, nbytes)
+            if elements > 1:
+                tracer.produced(s.worker, elements - 1, 0)
+            if consumed > 1:
+                tracer.consumed(s.worker, consumed - 1)
+            s.pending = [0, 0, 0, 0, 0]
+
+    def stop(self):
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout=5)  # its workers' counters have one writer at a time
+        try:
+            if self.recorder is None and self.built and os.environ.get(_session.TRACE_ENV):
+                self.ensure_recorder()  # a trace that says why nothing was sampled
+            if self.recorder is not None:
+                self.sample()
+                self.recorder.info = self.config()
+                self.recorder.update_info()
+                self.recorder.stop()
+        except Exception as error:
+            warn("cannot end the tf.data trace: %r" % (error,))
+
+
+def patch_iterators(iterator_ops, tf_version, plan):
+    """Hands every OwnedIterator to the sampler, and samples a `for` loop's
+    iterator once more when it ends."""
+    global sampler
+    if sampler is None:
+        sampler = Sampler(tf_version, plan)
+    cls = iterator_ops.OwnedIterator
+    if getattr(cls, "_pipetune_patched", False):
+        return
+    cls._pipetune_patched = True
+    original_init = cls.__init__
+    original_next = cls.__next__
+
+    def init(self, dataset=None, *args, **kwargs):
+        original_init(self, dataset, *args, **kwargs)
+        if dataset is not None and os.environ.get(_session.TRACE_ENV):
+            try:
+                sampler.add_iterator(self, dataset)
+            except Exception as error:  # never break the user's loop
+                warn("cannot record a tf.data iterator: %r" % (error,))
+
+    def next_(self):
+        try:
+            return original_next(self)
+        except StopIteration:
+            if sampler.recorder is not None:
+                sampler.sample(only=self)
+            raise
+
+    cls.__init__ = init
+    cls.__next__ = next_
+
+
+def note_built(where):
+    """A pipeline was built at `where` (file:line of its last op)."""
+    if sampler is not None and where not in sampler.built:
+        sampler.built.append(where)
+        if len(sampler.built) == 1 and os.environ.get(_session.TRACE_ENV):
+            _exit.watch(lambda **_: None, sampler.stop)
+
