@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "pipetune/base/files.h"
+#include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/tfdata.h"
 #include "pipetune/workflow/verify.h"
 
