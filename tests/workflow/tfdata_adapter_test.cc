@@ -8,8 +8,10 @@
 // needed; tests/python/test_tfdata.py runs the recorder itself.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "pipetune/base/files.h"
@@ -57,8 +59,14 @@ class TfDataAdapterTest : public test_support::TestDir {
  protected:
   // The script's trace, recorded once for the whole suite (a second of runs
   // on a loaded host is the test's main cost).
+  // Its own folder per process: CTest runs each test of the suite as a
+  // process of its own, side by side, and one's teardown must not remove
+  // another's trace.
+  static std::string Dir() {
+    return ::testing::TempDir() + "pipetune_tfdata_adapter." + std::to_string(::getpid());
+  }
   static void SetUpTestSuite() {
-    const std::string dir = ::testing::TempDir() + "pipetune_tfdata_adapter";
+    const std::string dir = Dir();
     std::filesystem::create_directories(dir);
     const std::string config = dir + "/train_tf.json";
     ASSERT_TRUE(WriteFileAtomically(config, kScript).ok());
@@ -67,7 +75,7 @@ class TfDataAdapterTest : public test_support::TestDir {
     ASSERT_TRUE(ran.ok()) << ran.status().message();
   }
   static void TearDownTestSuite() {
-    std::filesystem::remove_all(::testing::TempDir() + "pipetune_tfdata_adapter");
+    std::filesystem::remove_all(Dir());
     delete trace_;
   }
   static std::string* trace_;
