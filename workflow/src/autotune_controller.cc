@@ -271,8 +271,9 @@ StatusOr<std::optional<AutotuneController::Refitted>> AutotuneController::Solve(
 }
 
 // The change the window ran, judged by the rules: kept when it beat the
-// best measured knobs beyond the windows' noise, else rolled back (the
-// knobs go back to the best when the loop settles, or on to the next plan).
+// original knobs beyond the windows' noise and the best measured, else
+// rolled back (the knobs go back to the best when the loop settles, or on
+// to the next plan).
 void AutotuneController::Judge(const RetuneLoop::Judged& judged, double measured, double refit_ms) {
   AutotuneDecision decision = *pending_;
   pending_.reset();
@@ -283,10 +284,7 @@ void AutotuneController::Judge(const RetuneLoop::Judged& judged, double measured
     decision.kind = AutotuneDecision::Kind::kKept;
   } else {
     decision.kind = AutotuneDecision::Kind::kRolledBack;
-    decision.note = fmt::format(
-        "measured {:.3g}/s, not {:.0f}% (the windows' noise, at least the minimum gain) "
-        "over the best measured {:.3g}/s",
-        measured, 100 * judged.margin, judged.best_rate_before);
+    decision.note = judged.WhyNotKept(measured);
   }
   Record(std::move(decision));
 }
