@@ -107,11 +107,11 @@ Json EpochDecider::Decide(const Json& request) {
     best_ = *running_;
   if (judging) {
     bool kept = judged.verdict == RetuneLoop::Verdict::kBetter;
-    lines.push_back(
-        fmt::format("epoch {}: {}: predicted {:.1f} batches/s, measured {:.1f} (before: {:.1f}): {}",
-                    epoch - 1, DescribeChange(pending_from_, *running_), pending_prediction_,
-                    plan.measured_throughput, judged.best_rate_before,
-                    kept ? "kept" : fmt::format("rolled back ({})", judged.WhyNotKept(plan.measured_throughput))));
+    lines.push_back(fmt::format(
+        "epoch {}: {}: predicted {:.1f} batches/s, measured {:.1f} (before: {:.1f}): {}", epoch - 1,
+        DescribeChange(pending_from_, *running_), pending_prediction_, plan.measured_throughput,
+        judged.best_rate_before,
+        kept ? "kept" : fmt::format("rolled back ({})", judged.WhyNotKept(plan.measured_throughput))));
   }
 
   // The plan refit on this segment, kept or not: it measured what the plan

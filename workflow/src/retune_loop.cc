@@ -77,7 +77,8 @@ RetuneLoop::Judged RetuneLoop::Measured(const std::string& setting, MeasuredWind
   // against a 58% bar), so the overshoot stayed.
   double spread = std::hypot(original_->window.rate_error, window.rate_error);
   judged.margin = std::max(rules_.min_gain, kNoiseSigmas * spread);
-  judged.beat_original = setting != original_->setting && window.rate > original_->window.rate * (1 + judged.margin);
+  judged.beat_original =
+      setting != original_->setting && window.rate > original_->window.rate * (1 + judged.margin);
   if (judged.beat_original && window.rate > best_->window.rate * (1 + rules_.min_gain)) {
     best_ = Best{setting, window};
     judged.verdict = Verdict::kBetter;
@@ -89,13 +90,15 @@ RetuneLoop::Judged RetuneLoop::Measured(const std::string& setting, MeasuredWind
 
 std::string RetuneLoop::Judged::WhyNotKept(double measured) const {
   if (!beat_original) {
-    return fmt::format("measured {:.4g}/s, not {:.0f}% (the windows' noise, at least the minimum gain) over the first "
-                       "setting's {:.4g}/s",
-                       measured, 100 * margin, original_rate);
+    return fmt::format(
+        "measured {:.4g}/s, not {:.0f}% (the windows' noise, at least the minimum gain) over the first "
+        "setting's {:.4g}/s",
+        measured, 100 * margin, original_rate);
   }
-  return fmt::format("measured {:.4g}/s, beyond the noise over the first setting's {:.4g}/s but not over the best "
-                     "measured {:.4g}/s",
-                     measured, original_rate, best_rate_before);
+  return fmt::format(
+      "measured {:.4g}/s, beyond the noise over the first setting's {:.4g}/s but not over the best "
+      "measured {:.4g}/s",
+      measured, original_rate, best_rate_before);
 }
 
 RetuneLoop::Next RetuneLoop::Consider(const std::string& setting, double predicted,
