@@ -131,6 +131,32 @@ TEST(RetuneLoopTest, TheNoiseIsJudgedAgainstTheOriginalAndTheHighestOfTheRestWin
   EXPECT_EQ(user.best(), "w=2");
 }
 
+TEST(RetuneLoopTest, WithinTheNoiseOfTheHighestTheCheaperSettingWins) {
+  // One burst of load made 8, 4 and 3 workers measure alike; the grid then
+  // measured 8 at half of 4's rate. What runs on is the cheapest of the tie.
+  RetuneLoop loop({0.03, 3});
+  loop.Measured("w=0", {11.4, 0.02, 0});
+  ASSERT_EQ(loop.Consider("w=8", 84, 0).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(loop.Measured("w=8", {28.5, 0.1, 8}).verdict, RetuneLoop::Verdict::kBetter);
+  ASSERT_EQ(loop.Consider("w=4", 34, 0).action, RetuneLoop::Action::kTry);
+  RetuneLoop::Judged judged = loop.Measured("w=4", {27.1, 0.1, 4});
+  EXPECT_EQ(judged.verdict, RetuneLoop::Verdict::kBetter);
+  EXPECT_TRUE(judged.cheaper_tie);
+  EXPECT_EQ(loop.best(), "w=4");
+  // A cheaper one far below the highest is no tie: the best stays.
+  ASSERT_EQ(loop.Consider("w=1", 40, 0).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(loop.Measured("w=1", {15, 0.1, 1}).verdict, RetuneLoop::Verdict::kNotBetter);
+  EXPECT_EQ(loop.best(), "w=4");
+  // Without costs nothing is cheaper: the highest stays.
+  RetuneLoop costless({0.03, 3});
+  costless.Measured("w=0", {11.4, 0.02});
+  ASSERT_EQ(costless.Consider("w=8", 84, 0).action, RetuneLoop::Action::kTry);
+  costless.Measured("w=8", {28.5, 0.1});
+  ASSERT_EQ(costless.Consider("w=4", 34, 0).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(costless.Measured("w=4", {27.1, 0.1}).verdict, RetuneLoop::Verdict::kNotBetter);
+  EXPECT_EQ(costless.best(), "w=8");
+}
+
 TEST(RetuneLoopTest, TheBestMeasuredAgainIsJudgedByItsNewerWindow) {
   RetuneLoop loop({0.03, 3});
   loop.Measured("w=1", {100, 0});

@@ -12,6 +12,7 @@
 #include "pipetune/tracer/tracer.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/tune.h"
+#include "pipetune/workflow/verify.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -234,7 +235,8 @@ void AutotuneController::Refit(bool final) {
   refit_ms_total_ += ms;
   stats_.refit_ms_max = std::max(stats_.refit_ms_max, ms);
   double measured = refitted.plan.measured_throughput;
-  RetuneLoop::Judged judged = loop_.Measured(WorkersOf(current_), {measured, refitted.rate_error});
+  RetuneLoop::Judged judged = loop_.Measured(
+      WorkersOf(current_), {measured, refitted.rate_error, static_cast<double>(ThreadsOf(current_))});
   if (judged.verdict == RetuneLoop::Verdict::kFirst || judged.verdict == RetuneLoop::Verdict::kBetter)
     best_ = current_;
   if (pending_) Judge(judged, measured, ms);

@@ -21,8 +21,9 @@
 //    running (else its gain is only the gap between model and measurement);
 //  - a cap on tries: after max_tries changes the loop settles;
 //  - settle on the best measured setting: of the original and the changes
-//    kept, the one measured highest (a change that was kept must also beat
-//    the best so far by min_gain to replace it). Whatever ends the exploring
+//    that beat it, the one measured highest (by at least min_gain), or one
+//    within the noise of the highest that costs less (fewer workers or
+//    threads: MeasuredWindow::cost). Whatever ends the exploring
 //    (the plan is the best setting, or was measured already, or gains too
 //    little, or the cap), the setting kept is the best measured, never a
 //    prediction, and a setting is never tried twice. The noise is judged
@@ -59,6 +60,10 @@ struct RetuneRules {
 struct MeasuredWindow {
   double rate = 0;
   double rate_error = 0;
+  // What the setting costs to run (a DataLoader's workers, the engine's
+  // threads): of two settings the windows cannot tell apart, the cheaper is
+  // kept. Equal costs (0 if the driver gives none) never break a tie.
+  double cost = 0;
 };
 
 // The relative standard error of the mean output rate over frames
@@ -84,6 +89,7 @@ class RetuneLoop {
     double original_rate = 0;     // the original setting's rate it was judged against
     double margin = 0;            // the relative gain over the original it had to beat
     bool beat_original = false;   // it did, beyond the noise
+    bool cheaper_tie = false;     // kBetter within the noise of the highest, on fewer resources
     // kNotBetter: why, in a user's words, for a window measured at `measured`.
     std::string WhyNotKept(double measured) const;
   };
@@ -123,6 +129,7 @@ class RetuneLoop {
   RetuneRules rules_;
   std::optional<Best> original_;  // the first setting measured: the user's
   std::optional<Best> best_;
+  std::optional<Best> top_;  // the highest measured of the settings that beat the original
   std::optional<std::string> pending_;
   std::map<std::string, double> measured_;  // every setting run -> its last window's rate
   int tries_ = 0;
