@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "dataloader_report.h"
 #include "gpu_diagnosis.h"
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/base/numbers.h"
@@ -400,6 +401,7 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   }
   if (!gpu_warning.empty()) section.notes.push_back(gpu_warning);
   d.summary += GpuWaitSentence(run, d);
+  d.kind_report = internal::DataLoaderKindReport(section);
   d.dataloader = std::move(section);
   return d;
 }

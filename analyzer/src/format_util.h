@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "pipetune/base/json.h"
 #include "pipetune/base/numbers.h"
 
 namespace pipetune::analyzer::internal {
@@ -30,6 +31,15 @@ inline std::string Millis(double ms) {
   if (ms >= 0.1) return fmt::format("{:.2f}", ms);
   if (ms == 0) return "0";
   return fmt::format("{:.2g}", ms);
+}
+
+// A number for the JSON report: rounded to six significant figures, so that
+// the output does not change with the last bits of a floating-point sum;
+// null for +-inf/NaN (an unbounded stage has no maximum throughput).
+inline Json Number(double x) {
+  if (!std::isfinite(x)) return nullptr;
+  if (x == 0) return 0.0;
+  return std::stod(fmt::format("{:.6g}", x));
 }
 
 inline std::string Cores(double cores) { return fmt::format("{:.2f}", cores); }

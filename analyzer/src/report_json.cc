@@ -6,21 +6,13 @@
 
 #include <cmath>
 
-#include "pipetune/analyzer/dataloader.h"
+#include "format_util.h"
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/json.h"
 #include "writers.h"
 
 namespace pipetune::analyzer::internal {
 namespace {
-
-// A finite number rounded to six significant figures; null for +-inf/NaN
-// (an unbounded stage has no maximum throughput).
-Json Number(double x) {
-  if (!std::isfinite(x)) return nullptr;
-  if (x == 0) return 0.0;
-  return std::stod(fmt::format("{:.6g}", x));
-}
 
 // The time the throughput is measured over: the window's length, but for a
 // DataLoader its loop's waits and steps, which leave out making each
@@ -99,49 +91,6 @@ Json WhatIfJson(const WhatIfOutcome& w) {
       {"bottleneck", Optional(w.bottleneck)},
       {"cache_bytes", w.cache_bytes ? Number(*w.cache_bytes) : Json(nullptr)},
   };
-}
-
-// A DataLoader run's settings and what the model took from it (only in its
-// reports: a config's report stays as it was).
-Json DataLoaderJson(const DataLoaderSection& dl) {
-  const DataLoaderSettings& s = dl.settings;
-  auto optional_int = [](const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); };
-  Json settings{{"batch_size", s.batch_size},
-                {"num_workers", s.num_workers},
-                {"prefetch_factor", s.num_workers > 0 ? Json(s.prefetch_factor) : Json(nullptr)},
-                {"persistent_workers", s.persistent_workers},
-                {"pin_memory", s.pin_memory},
-                {"sampler", s.sampler},
-                {"dataset", s.dataset},
-                {"iterable", s.iterable},
-                {"start_method", s.start_method.empty() ? Json(nullptr) : Json(s.start_method)},
-                {"dataset_length", optional_int(s.dataset_length)},
-                {"batches_per_epoch", optional_int(s.batches_per_epoch)},
-                {"shards", optional_int(s.shards)}};
-  Json epochs = Json::array();
-  for (const DataLoaderSection::Epoch& e : dl.epochs) {
-    epochs.push_back(Json{{"batches", e.batches},
-                          {"workers_started", e.workers_started},
-                          {"startup_seconds", Number(e.startup_seconds)}});
-  }
-  return Json{{"settings", settings},
-              {"batches", dl.batches},
-              {"steps", dl.steps},
-              {"sharded_workers", dl.sharded_workers},
-              {"rank", dl.rank ? Json(*dl.rank) : Json(nullptr)},
-              {"local_rank", dl.local_rank ? Json(*dl.local_rank) : Json(nullptr)},
-              {"world_size", dl.world_size ? Json(*dl.world_size) : Json(nullptr)},
-              {"host", dl.host},
-              {"epochs", epochs},
-              {"main_rss_bytes", Number(dl.main_rss_bytes)},
-              {"worker_rss_bytes", Number(dl.worker_rss_bytes)},
-              {"worker_traces", dl.worker_traces},
-              {"startup_seconds_per_epoch", Number(dl.startup_seconds_per_epoch)},
-              {"epoch_end_seconds", Number(dl.epoch_end_seconds)},
-              {"epoch_batches", Number(dl.epoch_batches)},
-              {"steady_throughput", Number(dl.steady_throughput)},
-              {"steady_from_batches", Number(dl.steady_from_batches)},
-              {"notes", dl.notes}};
 }
 
 // The rank numbers of the processes read (those that recorded one).
@@ -235,7 +184,7 @@ class JsonWriter : public ReportWriter {
         {"assumptions", d.assumptions},
         {"what_if", what_ifs},
     };
-    if (d.dataloader) report["dataloader"] = DataLoaderJson(*d.dataloader);
+    if (d.kind_report) report[d.kind_report->json_key] = d.kind_report->json;
     if (d.job) {
       report["ranks"] = RanksJson(*d.job);
       report["straggler"] = d.job->straggler ? Json(*d.job->straggler) : Json(nullptr);

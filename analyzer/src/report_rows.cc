@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "format_util.h"
-#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/size.h"
 #include "pipetune/models/config.h"
@@ -57,24 +56,6 @@ std::string LimitCell(const RankRow& r) {
   if (!r.error.empty()) return r.error;
   if (r.bottleneck) return *r.bottleneck;
   return r.bound;
-}
-
-}  // namespace
-
-namespace {
-
-// How long a run must be before the DataLoader's prediction is its steady
-// rate; empty when nothing is paid per epoch.
-std::string RunLengthText(const DataLoaderSection& dl) {
-  if (dl.steady_from_batches <= 0 || dl.epoch_batches <= 0) return "";
-  std::string of_loader;
-  if (dl.settings.batches_per_epoch &&
-      static_cast<double>(*dl.settings.batches_per_epoch) > dl.epoch_batches + 0.5)
-    of_loader = fmt::format(" (of the loader's {})", *dl.settings.batches_per_epoch);
-  return fmt::format(
-      "predicted for epochs of {:.0f} batches as this run took them{}, start-up, fill and drain included; "
-      "the steady {} batches/s holds within 5% from epochs of {:.0f} batches",
-      dl.epoch_batches, of_loader, Rate(dl.steady_throughput), dl.steady_from_batches);
 }
 
 }  // namespace
@@ -135,19 +116,6 @@ std::string DropsText(const Diagnosis& d) {
   return fmt::format("{} (counted in every total; only not recorded one by one)", fmt::join(parts, ", "));
 }
 
-std::string SettingsText(const DataLoaderSettings& s) {
-  auto flag = [](bool b) { return b ? "True" : "False"; };
-  std::string text = fmt::format("{}batch_size={} num_workers={}", s.iterable ? "IterableDataset, " : "",
-                                 s.batch_size, s.num_workers);
-  if (s.num_workers > 0) text += fmt::format(" prefetch_factor={}", s.prefetch_factor);
-  text += fmt::format(" persistent_workers={} pin_memory={}", flag(s.persistent_workers), flag(s.pin_memory));
-  if (!s.sampler.empty()) text += " sampler=" + s.sampler;
-  if (!s.dataset.empty()) text += " dataset=" + s.dataset;
-  if (!s.start_method.empty()) text += " start_method=" + s.start_method;
-  if (s.shards) text += fmt::format(" shards={}", *s.shards);
-  return text;
-}
-
 std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
   std::vector<std::pair<std::string, std::string>> lines;
   // A trace of GPU activity alone has no pipeline to rate.
@@ -181,18 +149,8 @@ std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
       lines.emplace_back("gpu verdict", d.gpu->verdict);
     }
   }
-  if (d.dataloader) {
-    const DataLoaderSection& dl = *d.dataloader;
-    lines.emplace_back("DataLoader", SettingsText(dl.settings));
-    lines.emplace_back(
-        "batches",
-        fmt::format("{} over {} epoch{}, {} worker trace{}; worker start-up {:.3f} s "
-                    "per epoch, its fill and drain {:.3f} s",
-                    dl.batches, dl.epochs.size(), dl.epochs.size() == 1 ? "" : "s", dl.worker_traces,
-                    dl.worker_traces == 1 ? "" : "s", dl.startup_seconds_per_epoch, dl.epoch_end_seconds));
-    if (std::string run_length = RunLengthText(dl); !run_length.empty())
-      lines.emplace_back("run length", run_length);
-    for (const std::string& note : dl.notes) lines.emplace_back("note", note);
+  if (d.kind_report) {
+    for (const auto& line : d.kind_report->headline) lines.push_back(line);
   }
   lines.emplace_back("drops", DropsText(d));
   lines.emplace_back("window", d.window_reason);

@@ -5,7 +5,7 @@ which rank this process is, since a job's file may set ranks apart:
 import os
 import sys
 
-from pipetune._recorder import warn as _warn
+from pipetune._recorder import read_applied
 
 APPLY_ENV = "PIPETUNE_DATALOADER_APPLY"  # a JSON file of DataLoader keyword arguments
 TUNABLE = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
@@ -56,19 +56,11 @@ def for_rank(kwargs, by_rank, rank):
 
 
 def read_environment():
-    """Reads APPLY_ENV's file, if set; a file that cannot be read is said
-    and not applied."""
+    """Reads APPLY_ENV's file, if set (_recorder.read_applied)."""
     global applied, applied_ranks
-    path = os.environ.get(APPLY_ENV)
-    if not path:
-        return
-    try:
-        import json
-
-        with open(path) as f:
-            applied, applied_ranks = parse_kwargs(json.load(f))
-    except (OSError, ValueError) as error:
-        _warn("%s: %s: not applied" % (path, error))
+    parsed = read_applied(APPLY_ENV, parse_kwargs)
+    if parsed is not None:
+        applied, applied_ranks = parsed
 
 
 def kwargs_for_this_rank():

@@ -18,6 +18,24 @@ def warn_once(what, error):
         warn("%s is not recorded: %r" % (what, error))
 
 
+def read_applied(variable, parse):
+    """The settings file the environment variable `variable` names (set by
+    `pipetune profile --apply`: a DataLoader's kwargs, a tf.data plan), read
+    as JSON and handed to `parse`; None when the variable is not set. A file
+    that cannot be read or parsed is said and not applied: the C++ side
+    validated it before the program started, so the program runs on as
+    written."""
+    path = os.environ.get(variable)
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            return parse(json.load(f))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        warn("%s: %s: not applied" % (path, error))
+        return None
+
+
 def interval_ms():
     try:
         return max(1, int(os.environ.get("PIPETUNE_TRACE_INTERVAL_MS", "100")))

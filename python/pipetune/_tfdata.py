@@ -17,12 +17,12 @@ the sampler (_tfdata_sampler.py), which reads TensorFlow's own autotune model
 of it while it runs and writes each op's counts into the trace.
 
 Nothing here runs per element: the wrappers run once per pipeline built."""
-import json
 import linecache
 import os
 import sys
 
 from pipetune import _import_hook, _tfdata_sampler
+from pipetune._recorder import read_applied
 from pipetune._recorder import warn as _warn
 
 APPLY_ENV = "PIPETUNE_TFDATA_APPLY"  # a tf.data plan (pipetune tune's .tfdata.json)
@@ -46,19 +46,13 @@ def site_key(path, line, method):
 
 
 def read_plan():
-    """The plan in APPLY_ENV, if set; a file that cannot be read is said and
-    not applied (the C++ side validated it before the program started)."""
+    """The plan in APPLY_ENV, if set (_recorder.read_applied)."""
     global plan_sites, plan_document
-    path = os.environ.get(APPLY_ENV)
-    if not path:
-        return
-    try:
-        with open(path) as f:
-            plan_document = json.load(f)
-        plan_sites = dict(plan_document["tfdata_plan"]["sites"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        _warn("%s: %r: not applied" % (path, error))
-        plan_sites, plan_document = {}, None
+
+    def sites(document):
+        return document, dict(document["tfdata_plan"]["sites"])
+
+    plan_document, plan_sites = read_applied(APPLY_ENV, sites) or (None, {})
 
 
 def _internal(filename):

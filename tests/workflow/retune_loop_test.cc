@@ -92,26 +92,69 @@ TEST(RetuneLoopTest, NoSettingIsTriedTwice) {
   EXPECT_THAT(again.Consider("w=1", 500, 0).reason, HasSubstr("is the best measured setting"));
 }
 
-TEST(RetuneLoopTest, WithinTheNoiseTheModelRefitOnTheWindowBreaksTheTie) {
+TEST(RetuneLoopTest, TheNoiseIsJudgedAgainstTheOriginalAndTheHighestOfTheRestWins) {
+  // A DataLoader's first plan overshoots (10 workers from an epoch without
+  // any); the correction to 5 measures 19% more than the 10, within the two
+  // epochs' noise, but far beyond the original's: it is the best now, and
+  // what runs on, whatever the refit plans next.
   RetuneLoop loop({0.03, 3});
   loop.Measured("w=0", {30, 0.05});
   ASSERT_EQ(loop.Consider("w=10", 190, 0).action, RetuneLoop::Action::kTry);
-  loop.Measured("w=10", {61, 0.05});  // kept: far beyond the noise
+  EXPECT_EQ(loop.Measured("w=10", {61, 0.05}).verdict, RetuneLoop::Verdict::kBetter);
   ASSERT_EQ(loop.Consider("w=5", 79, 0).action, RetuneLoop::Action::kTry);
-  // 19% more, within the two windows' noise; the model refit on this
-  // window plans w=5 again: it is the best now, and what runs on.
-  EXPECT_EQ(loop.Measured("w=5", {72.8, 0.2}).verdict, RetuneLoop::Verdict::kNotBetter);
-  RetuneLoop::Next next = loop.Consider("w=5", 80, 0);
-  EXPECT_EQ(next.action, RetuneLoop::Action::kSettle);
-  EXPECT_THAT(next.reason, HasSubstr("above the best within the noise"));
+  RetuneLoop::Judged judged = loop.Measured("w=5", {72.8, 0.2});
+  EXPECT_EQ(judged.verdict, RetuneLoop::Verdict::kBetter);
+  EXPECT_DOUBLE_EQ(judged.original_rate, 30);
+  EXPECT_EQ(loop.Consider("w=4", 74, 73).action, RetuneLoop::Action::kSettle);
   EXPECT_EQ(loop.best(), "w=5");
-  // Below the best within the noise, the best stays, whatever the model says.
+
+  // Measured lower than the best, though beyond the original's noise: the
+  // best stays, and says why.
   RetuneLoop lower({0.03, 3});
+  lower.Measured("w=0", {30, 0.05});
+  ASSERT_EQ(lower.Consider("w=9", 190, 0).action, RetuneLoop::Action::kTry);
   lower.Measured("w=9", {63, 0.1});
   ASSERT_EQ(lower.Consider("w=5", 81, 0).action, RetuneLoop::Action::kTry);
-  lower.Measured("w=5", {57, 0.1});
+  judged = lower.Measured("w=5", {57, 0.1});
+  EXPECT_EQ(judged.verdict, RetuneLoop::Verdict::kNotBetter);
+  EXPECT_THAT(judged.WhyNotKept(57), HasSubstr("not over the best measured 63/s"));
   lower.Consider("w=5", 81, 0);
   EXPECT_EQ(lower.best(), "w=9");
+
+  // Above the original but within its noise: the user's setting stays.
+  RetuneLoop user({0.03, 3});
+  user.Measured("w=2", {100, 0.1});
+  ASSERT_EQ(user.Consider("w=5", 150, 0).action, RetuneLoop::Action::kTry);
+  judged = user.Measured("w=5", {125, 0.1});
+  EXPECT_EQ(judged.verdict, RetuneLoop::Verdict::kNotBetter);
+  EXPECT_THAT(judged.WhyNotKept(125), HasSubstr("over the first setting's 100/s"));
+  EXPECT_EQ(user.best(), "w=2");
+}
+
+TEST(RetuneLoopTest, WithinTheNoiseOfTheHighestTheCheaperSettingWins) {
+  // One burst of load made 8, 4 and 3 workers measure alike; the grid then
+  // measured 8 at half of 4's rate. What runs on is the cheapest of the tie.
+  RetuneLoop loop({0.03, 3});
+  loop.Measured("w=0", {11.4, 0.02, 0});
+  ASSERT_EQ(loop.Consider("w=8", 84, 0).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(loop.Measured("w=8", {28.5, 0.1, 8}).verdict, RetuneLoop::Verdict::kBetter);
+  ASSERT_EQ(loop.Consider("w=4", 34, 0).action, RetuneLoop::Action::kTry);
+  RetuneLoop::Judged judged = loop.Measured("w=4", {27.1, 0.1, 4});
+  EXPECT_EQ(judged.verdict, RetuneLoop::Verdict::kBetter);
+  EXPECT_TRUE(judged.cheaper_tie);
+  EXPECT_EQ(loop.best(), "w=4");
+  // A cheaper one far below the highest is no tie: the best stays.
+  ASSERT_EQ(loop.Consider("w=1", 40, 0).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(loop.Measured("w=1", {15, 0.1, 1}).verdict, RetuneLoop::Verdict::kNotBetter);
+  EXPECT_EQ(loop.best(), "w=4");
+  // Without costs nothing is cheaper: the highest stays.
+  RetuneLoop costless({0.03, 3});
+  costless.Measured("w=0", {11.4, 0.02});
+  ASSERT_EQ(costless.Consider("w=8", 84, 0).action, RetuneLoop::Action::kTry);
+  costless.Measured("w=8", {28.5, 0.1});
+  ASSERT_EQ(costless.Consider("w=4", 34, 0).action, RetuneLoop::Action::kTry);
+  EXPECT_EQ(costless.Measured("w=4", {27.1, 0.1}).verdict, RetuneLoop::Verdict::kNotBetter);
+  EXPECT_EQ(costless.best(), "w=8");
 }
 
 TEST(RetuneLoopTest, TheBestMeasuredAgainIsJudgedByItsNewerWindow) {

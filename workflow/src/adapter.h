@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -32,11 +33,17 @@
 #include "pipetune/workflow/baseline.h"
 #include "pipetune/workflow/check.h"
 #include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/engine_from_dataloader.h"
 #include "pipetune/workflow/export.h"
+#include "pipetune/workflow/profile_program.h"
 #include "pipetune/workflow/tune.h"
 #include "pipetune/workflow/verify.h"
 
 namespace pipetune::workflow::internal {
+
+// `tune --engine`'s refusal of a request that is not one trace of a kind
+// with an engine equivalent (engine_from_dataloader.cc).
+Status NoEngineEquivalent(const EngineTuneRequest& request);
 
 class RunAdapter {
  public:
@@ -89,7 +96,23 @@ class RunAdapter {
   virtual StatusOr<ProgramSettings> SettingsForProgram(const std::string& file) const {
     return InvalidInput(fmt::format("{}: a {} run takes no --apply file", file, kind()));
   }
+
+  // `pipetune profile -- COMMAND`: the process of the program's job that
+  // wrote `trace`, one of the job's main traces (JobTracePaths), and how it
+  // ended; nullopt for a kind whose recorder writes no trace per process.
+  virtual std::optional<ProfiledProcess> RecordedProcess(const std::string&) const { return std::nullopt; }
+
+  // `pipetune tune --engine`: the engine's equivalent of this kind's
+  // pipeline, calibrated on the engine and tuned; a kind that has none
+  // refuses the request by name.
+  virtual StatusOr<EngineTuneResult> TuneOnEngine(const EngineTuneRequest& request) const {
+    return NoEngineEquivalent(request);
+  }
 };
+
+// The engine's equivalent of a DataLoader's trace, calibrated and tuned
+// (engine_from_dataloader.cc; the DataLoader adapter's TuneOnEngine).
+StatusOr<EngineTuneResult> TuneDataLoaderOnEngine(const EngineTuneRequest& request);
 
 // Every kind, in the order they are tried on a recording; the last is the
 // engine's config, which takes whatever no other kind recognizes.

@@ -12,6 +12,7 @@
 #include "pipetune/tracer/tracer.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/workflow/tune.h"
+#include "pipetune/workflow/verify.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -234,7 +235,8 @@ void AutotuneController::Refit(bool final) {
   refit_ms_total_ += ms;
   stats_.refit_ms_max = std::max(stats_.refit_ms_max, ms);
   double measured = refitted.plan.measured_throughput;
-  RetuneLoop::Judged judged = loop_.Measured(WorkersOf(current_), {measured, refitted.rate_error});
+  RetuneLoop::Judged judged = loop_.Measured(
+      WorkersOf(current_), {measured, refitted.rate_error, static_cast<double>(ThreadsOf(current_))});
   if (judged.verdict == RetuneLoop::Verdict::kFirst || judged.verdict == RetuneLoop::Verdict::kBetter)
     best_ = current_;
   if (pending_) Judge(judged, measured, ms);
@@ -271,8 +273,9 @@ StatusOr<std::optional<AutotuneController::Refitted>> AutotuneController::Solve(
 }
 
 // The change the window ran, judged by the rules: kept when it beat the
-// best measured knobs beyond the windows' noise, else rolled back (the
-// knobs go back to the best when the loop settles, or on to the next plan).
+// original knobs beyond the windows' noise and the best measured, else
+// rolled back (the knobs go back to the best when the loop settles, or on
+// to the next plan).
 void AutotuneController::Judge(const RetuneLoop::Judged& judged, double measured, double refit_ms) {
   AutotuneDecision decision = *pending_;
   pending_.reset();
@@ -283,10 +286,7 @@ void AutotuneController::Judge(const RetuneLoop::Judged& judged, double measured
     decision.kind = AutotuneDecision::Kind::kKept;
   } else {
     decision.kind = AutotuneDecision::Kind::kRolledBack;
-    decision.note = fmt::format(
-        "measured {:.3g}/s, not {:.0f}% (the windows' noise, at least the minimum gain) "
-        "over the best measured {:.3g}/s",
-        measured, 100 * judged.margin, judged.best_rate_before);
+    decision.note = judged.WhyNotKept(measured);
   }
   Record(std::move(decision));
 }

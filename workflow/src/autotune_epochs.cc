@@ -102,18 +102,18 @@ Json EpochDecider::Decide(const Json& request) {
   Json lines = Json::array();
   const std::string ran = DumpJson(*running_);
   const bool judging = loop_.pending().has_value();
-  RetuneLoop::Judged judged = loop_.Measured(ran, {plan.measured_throughput, SegmentRateError(segment)});
+  RetuneLoop::Judged judged = loop_.Measured(ran, {plan.measured_throughput, SegmentRateError(segment),
+                                                   static_cast<double>(running_->value("num_workers", 0))});
   if (judged.verdict == RetuneLoop::Verdict::kFirst || judged.verdict == RetuneLoop::Verdict::kBetter)
     best_ = *running_;
   if (judging) {
     bool kept = judged.verdict == RetuneLoop::Verdict::kBetter;
-    lines.push_back(
-        fmt::format("epoch {}: {}: predicted {:.1f} batches/s, measured {:.1f} (before: {:.1f}): {}",
-                    epoch - 1, DescribeChange(pending_from_, *running_), pending_prediction_,
-                    plan.measured_throughput, judged.best_rate_before,
-                    kept ? "kept"
-                         : fmt::format("rolled back (not {:.0f}% over the best, the windows' noise)",
-                                       100 * judged.margin)));
+    lines.push_back(fmt::format(
+        "epoch {}: {}: predicted {:.1f} batches/s, measured {:.1f} (before: {:.1f}): {}", epoch - 1,
+        DescribeChange(pending_from_, *running_), pending_prediction_, plan.measured_throughput,
+        judged.best_rate_before,
+        kept ? (judged.cheaper_tie ? "kept (within the noise of the best, on fewer workers)" : "kept")
+             : fmt::format("rolled back ({})", judged.WhyNotKept(plan.measured_throughput))));
   }
 
   // The plan refit on this segment, kept or not: it measured what the plan

@@ -181,7 +181,6 @@ StatusOr<AutotuneJobResult> AutotuneJob(const AutotuneJobOptions& options) {
                             ParseBudgets(options.cores, options.memory, std::nullopt, ""));
   // Without the bootstrap nothing would retune: an error, not profile's warning.
   PIPETUNE_RETURN_IF_ERROR(FindPythonBootstrap().status());
-  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment python, BootstrapEnvironment(std::nullopt));
   std::error_code error;
 
   AutotuneJobResult result;
@@ -197,9 +196,8 @@ StatusOr<AutotuneJobResult> AutotuneJob(const AutotuneJobOptions& options) {
   profile.trace_path = options.trace_path;
   profile.interval_ms = options.interval_ms;
   profile.command = options.command;
-  profile.environment = python.variables;
   profile.environment.emplace_back("PIPETUNE_AUTOTUNE", DumpJson(settings));
-  StatusOr<ProfiledProgram> program = ProfileProgram(profile);
+  StatusOr<ProfiledProgram> program = ProfileUnderBootstrap(profile, std::nullopt);
   server.reset();  // no decision is asked once the job has ended
   if (!program.ok()) return program.status();
   result.program = std::move(*program);

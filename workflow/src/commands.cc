@@ -32,7 +32,7 @@ StatusOr<VerifyOutcome> Verify(const VerifyRequest& request) {
   // A program's kind is its first run's: that run, the script as written,
   // is made here and is the loop's round 0.
   DataLoaderVerifyOptions options = internal::ProgramVerifyOptions(request);
-  PIPETUNE_RETURN_IF_ERROR(RunProgramRound(options, std::nullopt, options.trace, 0).status());
+  PIPETUNE_RETURN_IF_ERROR(RunProgramRound(options, options.trace, 0, nullptr).status());
   VerifyRequest ran = request;
   ran.first_run_made = true;
   return internal::VerifyAdapterFor(ran, options.trace).Verify(ran);

@@ -13,6 +13,7 @@
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/analyzer/what_if.h"
+#include "pipetune/tracer/reader.h"
 #include "pipetune/workflow/dataloader.h"
 
 namespace pipetune::workflow {
@@ -121,6 +122,26 @@ class DataLoaderRunAdapter final : public internal::RunAdapter {
   // (SettingsAdapterFor), so it recognizes none itself.
   StatusOr<ProgramSettings> SettingsForProgram(const std::string& file) const override {
     return DataLoaderSettingsFile(file);
+  }
+
+  // The recorder writes one main trace per process that consumed a
+  // DataLoader (a rank of a job).
+  std::optional<ProfiledProcess> RecordedProcess(const std::string& trace) const override {
+    StatusOr<tracer::Trace> main = tracer::LoadTrace(trace);
+    if (!main.ok()) return std::nullopt;
+    analyzer::DataLoaderProfile p = analyzer::DescribeDataLoaderProcess(*main);
+    ProfiledProcess process;
+    process.trace = trace;
+    process.rank = p.rank;
+    process.pid = p.pid;
+    process.exit_status = p.exit_status;
+    process.exception = p.exit_exception;
+    process.ended = analyzer::HowItEnded(p);
+    return process;
+  }
+
+  StatusOr<EngineTuneResult> TuneOnEngine(const EngineTuneRequest& request) const override {
+    return internal::TuneDataLoaderOnEngine(request);
   }
 };
 

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <functional>
+#include <optional>
 
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
@@ -21,18 +23,19 @@ std::string DataLoaderRoundTrace(const std::string& trace, int round) {
       .string();
 }
 
-StatusOr<int> RunProgramRound(const DataLoaderVerifyOptions& options,
-                              const std::optional<ProgramSettings>& apply, const std::string& trace,
-                              int round) {
-  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, BootstrapEnvironment(apply));
-  if (!env.warning.empty()) return InvalidInput(env.warning);
+StatusOr<int> RunProgramRound(const DataLoaderVerifyOptions& options, const std::string& trace, int round,
+                              const std::function<StatusOr<ProgramSettings>()>& settings_of) {
+  if (round == 0 && options.first_round_ran) return 0;
+  std::optional<ProgramSettings> apply;
+  if (round > 0) {
+    PIPETUNE_ASSIGN_OR_RETURN(apply, settings_of());
+  }
   ProfileOptions profile_options;
   profile_options.trace_path = trace;
   profile_options.interval_ms = options.interval_ms;
   profile_options.command = options.command;
-  profile_options.environment = env.variables;
   profile_options.stdout_to_stderr = options.program_stdout_to_stderr;
-  PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileProgram(profile_options));
+  PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileUnderBootstrap(profile_options, apply));
   if (ran.exit_code != 0) {
     return Failed(
         fmt::format("round {}: {} exited with status {}", round, options.command[0], ran.exit_code));
@@ -53,15 +56,9 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     r.applied = applied;
     r.predicted_batches_per_second = predicted;
     r.trace = DataLoaderRoundTrace(options.trace, round);
-    // Round 0 is the script as written; it may have run already, to tell
-    // the program's kind (commands.cc).
-    if (round > 0 || !options.first_round_ran) {
-      std::optional<ProgramSettings> apply;
-      if (round > 0) {
-        PIPETUNE_ASSIGN_OR_RETURN(apply, DataLoaderSettingsFile(kwargs_path));
-      }
-      PIPETUNE_ASSIGN_OR_RETURN(r.exit_code, RunProgramRound(options, apply, r.trace, round));
-    }
+    PIPETUNE_ASSIGN_OR_RETURN(r.exit_code, RunProgramRound(options, r.trace, round, [&] {
+                                return DataLoaderSettingsFile(kwargs_path);
+                              }));
     // Measuring a DataLoader run is reading its trace into the model, which
     // plans as well: the plan of the last round is made and left unused.
     DataLoaderTuneRequest request;

@@ -12,6 +12,7 @@
 #include "adapter.h"
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/plan_report.h"
+#include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/run.h"
 
 namespace pipetune::workflow {
@@ -356,12 +357,15 @@ std::string EngineConfigPath(const std::string& requested, const std::string& tr
   return (p.parent_path() / (p.stem().string() + ".engine.json")).string();
 }
 
-StatusOr<EngineTuneResult> TuneEngineFromDataLoader(const EngineTuneRequest& request) {
-  if (request.traces.size() != 1 || !internal::DataLoaderAdapter().Recognizes(request.traces[0])) {
-    return InvalidInput(fmt::format(
-        "{}: --engine takes one DataLoader's trace (pipetune profile --trace TRACE -- python3 train.py)",
-        request.traces.empty() ? std::string("no trace") : request.traces[0]));
-  }
+namespace internal {
+
+Status NoEngineEquivalent(const EngineTuneRequest& request) {
+  return InvalidInput(fmt::format(
+      "{}: --engine takes one DataLoader's trace (pipetune profile --trace TRACE -- python3 train.py)",
+      request.traces.empty() ? std::string("no trace") : request.traces[0]));
+}
+
+StatusOr<EngineTuneResult> TuneDataLoaderOnEngine(const EngineTuneRequest& request) {
   const std::string& trace = request.traces[0];
   EngineTuneResult result;
   // The DataLoader as it ran, and the best its own keyword arguments reach.
@@ -394,6 +398,13 @@ StatusOr<EngineTuneResult> TuneEngineFromDataLoader(const EngineTuneRequest& req
   PIPETUNE_ASSIGN_OR_RETURN(result.engine, Tune(tune));
   result.code_change = fmt::format("loader = pipetune.Loader(\"{}\")", fs::absolute(result.output).string());
   return result;
+}
+
+}  // namespace internal
+
+StatusOr<EngineTuneResult> TuneEngineFromDataLoader(const EngineTuneRequest& request) {
+  if (request.traces.size() != 1) return internal::NoEngineEquivalent(request);
+  return OpenRecording(request.traces).adapter->TuneOnEngine(request);
 }
 
 std::string FormatEngineTune(const EngineTuneResult& result) {

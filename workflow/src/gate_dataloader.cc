@@ -36,15 +36,12 @@ std::string Joined(const std::vector<std::string>& words) {
 // Runs the program `runs` times under the bootstrap; the main traces.
 StatusOr<std::vector<std::string>> internal::RunProgram(const BaselineRequest& request,
                                                         const internal::RunDirectory& dir) {
-  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, BootstrapEnvironment(std::nullopt));
-  if (!env.warning.empty()) return InvalidInput(env.warning);
   std::vector<std::string> traces;
   for (int run = 0; run < request.runs; ++run) {
     ProfileOptions options;
     options.trace_path = dir.File(fmt::format("run-{}.trace", run));
     options.command = request.command;
-    options.environment = env.variables;
-    PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileProgram(options));
+    PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileUnderBootstrap(options, std::nullopt));
     if (ran.exit_code != 0) {
       // What the trace saw before the end, when it can be read.
       std::string seen;

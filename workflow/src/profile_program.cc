@@ -9,11 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "adapter.h"
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/tracer/gpu_profile.h"
-#include "pipetune/tracer/reader.h"
+#include "pipetune/workflow/recording.h"
 
 namespace pipetune::workflow {
 namespace {
@@ -38,24 +39,15 @@ using Environment = std::vector<std::pair<std::string, std::string>>;
   ::_exit(kCannotExec);
 }
 
-// The processes that recorded a DataLoader's main trace; a trace that is
-// not one (a C++ program's, a tf.data script's, the GPU note) is no process
-// of a job: only the DataLoader's recorder writes one main trace per rank.
+// The processes of the program's job, each from its main trace: a kind
+// whose recorder writes one per process (a DataLoader's, per rank) says
+// which process it was; a trace of another kind (a C++ program's, a
+// tf.data script's, the GPU note) is no process of a job.
 std::vector<ProfiledProcess> RecordedProcesses(const std::string& trace) {
   std::vector<ProfiledProcess> processes;
   for (const std::string& path : analyzer::JobTracePaths(trace)) {
-    if (!internal::DataLoaderAdapter().Recognizes(path)) continue;
-    StatusOr<tracer::Trace> main = tracer::LoadTrace(path);
-    if (!main.ok()) continue;
-    analyzer::DataLoaderProfile p = analyzer::DescribeDataLoaderProcess(*main);
-    ProfiledProcess process;
-    process.trace = path;
-    process.rank = p.rank;
-    process.pid = p.pid;
-    process.exit_status = p.exit_status;
-    process.exception = p.exit_exception;
-    process.ended = analyzer::HowItEnded(p);
-    processes.push_back(std::move(process));
+    std::optional<ProfiledProcess> process = OpenRecording({path}).adapter->RecordedProcess(path);
+    if (process) processes.push_back(std::move(*process));
   }
   return processes;
 }

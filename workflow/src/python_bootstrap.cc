@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/profile_program.h"
 
 namespace pipetune::workflow {
 namespace fs = std::filesystem;
@@ -54,6 +55,15 @@ StatusOr<PythonEnvironment> BootstrapEnvironment(const std::optional<ProgramSett
   if (existing != nullptr && *existing != '\0') path += std::string(":") + existing;
   env.variables.emplace_back("PYTHONPATH", path);
   return env;
+}
+
+StatusOr<ProfiledProgram> ProfileUnderBootstrap(ProfileOptions options,
+                                                const std::optional<ProgramSettings>& apply) {
+  PIPETUNE_ASSIGN_OR_RETURN(PythonEnvironment env, BootstrapEnvironment(apply));
+  // Run without the bootstrap, the program would record nothing to measure.
+  if (!env.warning.empty()) return InvalidInput(env.warning);
+  options.environment.insert(options.environment.begin(), env.variables.begin(), env.variables.end());
+  return ProfileProgram(options);
 }
 
 }  // namespace pipetune::workflow

@@ -66,15 +66,8 @@ StatusOr<TfDataVerifyResult> VerifyTfData(const DataLoaderVerifyOptions& options
     r.trace = DataLoaderRoundTrace(options.trace, round);
     r.plan = round == 0 ? std::string() : plan_path;
     r.predicted_throughput = predicted;
-    // Round 0 is the script as written; it may have run already, to tell
-    // the script's kind (commands.cc).
-    if (round > 0 || !options.first_round_ran) {
-      std::optional<ProgramSettings> apply;
-      if (round > 0) {
-        PIPETUNE_ASSIGN_OR_RETURN(apply, TfDataPlanSettings(plan_path));
-      }
-      PIPETUNE_RETURN_IF_ERROR(RunProgramRound(options, apply, r.trace, round).status());
-    }
+    PIPETUNE_RETURN_IF_ERROR(
+        RunProgramRound(options, r.trace, round, [&] { return TfDataPlanSettings(plan_path); }).status());
     if (!IsTfDataTraceFile(r.trace))
       return InvalidInput(fmt::format("round {}: {} is not a tf.data trace", round, r.trace));
     TuneRequest request;

@@ -19,13 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int ThreadsOf(const models::PipelineConfig& config) {
-  int threads = 0;
-  for (const models::StageConfig& stage : config.stages)
-    threads += models::OpIsParallel(stage.op) ? stage.parallelism : 1;
-  return threads;
-}
-
 std::string KnobText(const std::optional<int64_t>& value) { return value ? std::to_string(*value) : "-"; }
 
 // "decode.parallelism 1->3, +prefetch, -early_cache": what differs from the original.
@@ -76,6 +69,13 @@ void Announce(const VerifyOptions& options, int round, const char* what) {
 }
 
 }  // namespace
+
+int ThreadsOf(const models::PipelineConfig& config) {
+  int threads = 0;
+  for (const models::StageConfig& stage : config.stages)
+    threads += models::OpIsParallel(stage.op) ? stage.parallelism : 1;
+  return threads;
+}
 
 size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective objective,
                      std::optional<double> demand) {

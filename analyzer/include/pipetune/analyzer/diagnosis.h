@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipetune/analyzer/collector.h"
@@ -16,6 +17,7 @@
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/analyzer/window.h"
 #include "pipetune/base/extension.h"
+#include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
 #include "pipetune/models/profile.h"
@@ -87,6 +89,16 @@ struct GpuSummary {
   std::string status_message;
 };
 
+// What a kind of run adds to every report in its own words (a DataLoader's
+// settings, epochs and notes: analyzer/src/dataloader_report.cc), made by
+// the kind's own code when it diagnoses the run: the writers place it where
+// every kind's goes and never ask which kind made it.
+struct KindReport {
+  std::vector<std::pair<std::string, std::string>> headline;  // label, text: after the GPU's lines
+  std::string json_key;                                       // the JSON report's key for `json`
+  Json json;                                                  // after "what_if"
+};
+
 // A DataLoader run's and a job's sections: defined in dataloader.h and
 // dataloader_job.h, which include this header (not the reverse).
 struct DataLoaderSection;
@@ -128,6 +140,7 @@ struct Diagnosis {
   std::vector<WhatIfOutcome> what_ifs;
   std::vector<TimelinePoint> timeline;
 
+  std::optional<KindReport> kind_report;    // none for the engine's config
   Extension<DataLoaderSection> dataloader;  // a DataLoader run's settings (dataloader.h)
   Extension<JobSection> job;                // a job of several processes: every rank (dataloader_job.h)
 

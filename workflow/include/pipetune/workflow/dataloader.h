@@ -5,6 +5,7 @@
 // The CLI parses flags and prints; everything else is here.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/plan.h"
 #include "pipetune/tuner/tune_input.h"
+#include "pipetune/workflow/profile_program.h"
 
 namespace pipetune::workflow {
 
@@ -44,6 +46,13 @@ using ProgramSettings = std::pair<std::string, std::string>;
 // The same environment with `apply` already checked (none: the program as
 // written); kInvalidInput when `apply` is given and no bootstrap is found.
 StatusOr<PythonEnvironment> BootstrapEnvironment(const std::optional<ProgramSettings>& apply);
+// A program a tuning loop or the CI gate measures (a round, a run, a job
+// retuned between epochs): `options` run under the bootstrap, its
+// environment put before options.environment's, `apply` handed to the
+// recorder; kInvalidInput when no bootstrap is found (nothing would be
+// recorded).
+StatusOr<ProfiledProgram> ProfileUnderBootstrap(ProfileOptions options,
+                                                const std::optional<ProgramSettings>& apply);
 
 // Reads and checks a JSON file of DataLoader keyword arguments; and the
 // same named to the recorder.
@@ -127,12 +136,14 @@ struct DataLoaderVerifyResult {
 };
 std::string DataLoaderRoundTrace(const std::string& trace, int round);
 // One round of a program's tuning loop (a DataLoader's or a tf.data
-// script's): the program run under the bootstrap with `apply` handed to its
-// recorder (none: as written), traced into `trace`; kFailed naming the round
-// when it exits non-zero.
-StatusOr<int> RunProgramRound(const DataLoaderVerifyOptions& options,
-                              const std::optional<ProgramSettings>& apply, const std::string& trace,
-                              int round);
+// script's), traced into `trace`: round 0 is the program as written (not
+// run again when it ran already to tell the program's kind:
+// options.first_round_ran), a later round runs with the settings
+// `settings_of` reads (the file the round before planned) handed to its
+// recorder. The program's exit status (0 for a round 0 not run again);
+// kFailed naming the round when it exits non-zero.
+StatusOr<int> RunProgramRound(const DataLoaderVerifyOptions& options, const std::string& trace, int round,
+                              const std::function<StatusOr<ProgramSettings>()>& settings_of);
 StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions& options);
 // The rounds as a table, then where the best round's keyword arguments went
 // and the code change (what `tune --verify -- PROGRAM` prints).

@@ -12,24 +12,27 @@
 //   next.action == kTry: run plan_setting; kSettle: run loop.best() from now on
 //
 // The rules:
-//  - a change must beat noise: a setting tried replaces the best measured
-//    one only when its window's rate beats the best's by more than the
-//    windows' own spread (twice their combined relative standard error),
-//    and by at least min_gain; a plan is tried only when it predicts at
-//    least min_gain over the best measured rate, and over what the same
-//    model predicts for the setting running (else its gain is only the gap
-//    between model and measurement);
+//  - a change must beat noise: the first setting measured is the original
+//    (the user's); a setting tried is kept only when its window's rate
+//    beats the original's by more than the two windows' own spread (twice
+//    their combined relative standard error), and by at least min_gain; a
+//    plan is tried only when it predicts at least min_gain over the best
+//    measured rate, and over what the same model predicts for the setting
+//    running (else its gain is only the gap between model and measurement);
 //  - a cap on tries: after max_tries changes the loop settles;
-//  - settle on the best measured setting: whatever ends the exploring (the
-//    plan is the best setting, or was measured already, or gains too
+//  - settle on the best measured setting: of the original and the changes
+//    that beat it, the one measured highest (by at least min_gain), or one
+//    within the noise of the highest that costs less (fewer workers or
+//    threads: MeasuredWindow::cost). Whatever ends the exploring
+//    (the plan is the best setting, or was measured already, or gains too
 //    little, or the cap), the setting kept is the best measured, never a
-//    prediction, and a setting is never tried twice. One tie-break: a
-//    change that measured above the best but within the noise, and that
-//    the model refit on its own window plans again, is the best: the
-//    windows cannot tell the two apart, and the model then has its costs
-//    measured (without it the first plan's overshoot, 9-10 workers planned
-//    from a run without any, stayed whenever a correction's gain was
-//    within an epoch's noise on a loaded host).
+//    prediction, and a setting is never tried twice. The noise is judged
+//    against the original only: between two changes that both beat it,
+//    neither is the user's, and the one measured higher is the better
+//    guess. Judged against the best, the correction of a DataLoader's
+//    first plan (9-10 workers planned from an epoch without any, then 5
+//    from the refit on those 9: +31% within a 58% bar on a loaded host)
+//    was rolled back and the overshoot stayed.
 // A setting is the driver's name for a set of knobs (equal names, equal
 // knobs); the loop never reads it. Pure: no I/O, no clock, one thread.
 #pragma once
@@ -57,6 +60,10 @@ struct RetuneRules {
 struct MeasuredWindow {
   double rate = 0;
   double rate_error = 0;
+  // What the setting costs to run (a DataLoader's workers, the engine's
+  // threads): of two settings the windows cannot tell apart, the cheaper is
+  // kept. Equal costs (0 if the driver gives none) never break a tie.
+  double cost = 0;
 };
 
 // The relative standard error of the mean output rate over frames
@@ -72,14 +79,19 @@ class RetuneLoop {
 
   enum class Verdict {
     kFirst,      // the first window: the setting is the best so far
-    kBetter,     // the change tried beat the best beyond the noise: it is the best now
+    kBetter,     // the change tried beat the original beyond the noise, and the best: it is the best now
     kNotBetter,  // it did not: the best stays (the driver need not restore it yet)
     kAgain,      // the best setting measured again: its window replaces the old one
   };
   struct Judged {
     Verdict verdict = Verdict::kFirst;
-    double best_rate_before = 0;  // the best's rate it was judged against
-    double margin = 0;            // the relative gain it had to beat
+    double best_rate_before = 0;  // the best's rate before this window
+    double original_rate = 0;     // the original setting's rate it was judged against
+    double margin = 0;            // the relative gain over the original it had to beat
+    bool beat_original = false;   // it did, beyond the noise
+    bool cheaper_tie = false;     // kBetter within the noise of the highest, on fewer resources
+    // kNotBetter: why, in a user's words, for a window measured at `measured`.
+    std::string WhyNotKept(double measured) const;
   };
   // A window of `setting`, which ran through it.
   Judged Measured(const std::string& setting, MeasuredWindow window);
@@ -115,9 +127,10 @@ class RetuneLoop {
     MeasuredWindow window;
   };
   RetuneRules rules_;
+  std::optional<Best> original_;  // the first setting measured: the user's
   std::optional<Best> best_;
+  std::optional<Best> top_;  // the highest measured of the settings that beat the original
   std::optional<std::string> pending_;
-  std::optional<Best> tied_;                // the last window: above the best, within the noise
   std::map<std::string, double> measured_;  // every setting run -> its last window's rate
   int tries_ = 0;
   bool settled_ = false;

@@ -93,6 +93,10 @@ size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective obj
 // them and, when plan_next, plans the next round. The loop stops after
 // `rounds` plans, or when a plan changes nothing, and picks the best round
 // by PickBestRound. A step's error ends the loop with it.
+// The threads a config runs: each parallel stage's workers, one for every
+// other stage (a loop round's cost, and a retuning window's).
+int ThreadsOf(const models::PipelineConfig& config);
+
 struct LoopStep {
   double measured_throughput = 0;
   int threads = 0;                      // threads or workers the round ran
