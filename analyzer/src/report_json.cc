@@ -109,6 +109,7 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
   Json settings{{"batch_size", s.batch_size},
                 {"num_workers", s.num_workers},
                 {"prefetch_factor", s.num_workers > 0 ? Json(s.prefetch_factor) : Json(nullptr)},
+                {"fetch_threads", s.fetch_threads},
                 {"persistent_workers", s.persistent_workers},
                 {"pin_memory", s.pin_memory},
                 {"sampler", s.sampler},

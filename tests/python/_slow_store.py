@@ -221,6 +221,94 @@ class StoreDataset(torch.utils.data.Dataset):
 '''
 
 
+# A training script reading from a store (the fetch tests' and
+# bench/pytorch/fetch_threads.py's): argv is URL FILES BATCH WORKERS
+# FETCH_THREADS PREFETCH; fetch threads > 1 are the wrapper in code, as the
+# plan prints it. It prints its images/s from the first batch on (the
+# workers' start-up is not the reads), and the peak over the run of its
+# processes, their threads and their resident memory, summed over it and its
+# DataLoader workers (/proc, sampled every 50 ms).
+TRAIN_SOURCE = """
+import os, sys, threading, time
+import torch
+from torch.utils.data import DataLoader
+{spin}
+{store_dataset}
+
+def tree():
+    me = os.getpid()
+    pids = [me]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        pids.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    threads = rss = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/status" % pid) as f:
+                for line in f:
+                    if line.startswith("Threads:"):
+                        threads += int(line.split()[1])
+                    elif line.startswith("VmRSS:"):
+                        rss += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return len(pids), threads, rss
+
+peak = [0, 0, 0]
+done = threading.Event()
+def watch():
+    while not done.wait(0.05):
+        for k, v in enumerate(tree()):
+            peak[k] = max(peak[k], v)
+
+url, files, batch, workers, threads, prefetch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+dataset = StoreDataset(url, ["%05d.bin" % k for k in range(files)], cpu_s={cpu_s})
+if threads > 1:
+    import pipetune
+    dataset = pipetune.concurrent_fetch(dataset, threads)
+extra = dict(prefetch_factor=prefetch) if workers > 0 else {{}}
+loader = DataLoader(dataset, batch_size=batch, num_workers=workers, shuffle=True,
+                    generator=torch.Generator().manual_seed(1), **extra)
+threading.Thread(target=watch, daemon=True).start()
+began = None
+images = 0
+for x, i in loader:
+    if began is None:
+        began = time.monotonic()
+    else:
+        images += len(i)
+seconds = time.monotonic() - began
+done.set()
+print("processes %d threads %d rss_bytes %d" % tuple(peak))
+print("images/s %.1f" % (images / seconds))
+"""
+
+
+def train_source(cpu_s=0.0004):
+    """The training script's text: each sample one GET and cpu_s of CPU."""
+    from _common import SPIN_SOURCE
+
+    return TRAIN_SOURCE.format(spin=SPIN_SOURCE, store_dataset=DATASET_SOURCE, cpu_s=cpu_s)
+
+
+def parse_train_output(text):
+    """{"images_per_second", "processes", "threads", "rss_bytes"} from the script's output; None without them."""
+    out = {}
+    for line in text.splitlines():
+        words = line.split()
+        if words[:1] == ["images/s"]:
+            out["images_per_second"] = float(words[1])
+        elif words[:1] == ["processes"]:
+            out.update(processes=int(words[1]), threads=int(words[3]), rss_bytes=int(words[5]))
+    return out if "images_per_second" in out else None
+
+
 def make_files(root, count, size=4096):
     """`count` files of `size` bytes in root, named 00000.bin, ...; their names."""
     os.makedirs(root, exist_ok=True)

@@ -13,13 +13,11 @@ it beats; needs a network namespace, else skipped)."""
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 
-from _common import SPIN_SOURCE, fail, json_report, run
+from _common import fail, json_report, run
 
 if importlib.util.find_spec("torch") is None:
     print("skipped: %s has no torch" % sys.executable)
@@ -141,42 +139,18 @@ def case_interrupt(pipetune):
 sys.path.insert(0, HERE)
 import _slow_store  # noqa: E402
 
-# A training script reading from the store: prints its images/s last.
-TRAIN = textwrap.dedent("""
-    import sys, time
-    import torch
-    from torch.utils.data import DataLoader
-    {spin}
-    {store_dataset}
-    names = ["%05d.bin" % k for k in range({files})]
-    dataset = StoreDataset({url!r}, names, cpu_s={cpu_s})
-    loader = DataLoader(dataset, batch_size={batch}, num_workers=int(sys.argv[1]), shuffle=True,
-                        generator=torch.Generator().manual_seed(1))
-    began = None
-    images = 0
-    for epoch in range({epochs}):
-        for x, i in loader:
-            if began is None:
-                began = time.monotonic()  # from the first batch: start-up is not the reads
-            else:
-                images += len(i)
-    print("images/s %.1f" % (images / (time.monotonic() - began)))
-""")
-
-
-def write_train(folder, store, files=240, batch=16, epochs=1, cpu_s=0.0004):
+def write_train(folder):
     path = os.path.join(folder, "train.py")
     with open(path, "w") as f:
-        f.write(TRAIN.format(spin=SPIN_SOURCE, store_dataset=_slow_store.DATASET_SOURCE, files=files,
-                             url=store.url, cpu_s=cpu_s, batch=batch, epochs=epochs))
+        f.write(_slow_store.train_source())
     return path
 
 
-def images_per_second(result):
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith("images/s "):
-            return float(line.split()[1])
-    fail("no images/s printed", result)
+def measured(result):
+    figures = _slow_store.parse_train_output(result.stdout)
+    if figures is None:
+        fail("no images/s printed", result)
+    return figures["images_per_second"]
 
 
 def open_store(folder, required):
@@ -198,18 +172,19 @@ def case_apply_store(pipetune):
     """`profile --apply` of {"num_workers": 1, "fetch_threads": 8}: eight
     reads in flight where the DataLoader has one, measured side by side."""
     with tempfile.TemporaryDirectory() as folder, open_store(folder, required=False) as store:
-        train = write_train(folder, store)
+        train = write_train(folder)
         rates = {1: [], 8: []}
         for _ in range(2):
             for threads in (1, 8):
                 kwargs = os.path.join(folder, "kw%d.json" % threads)
                 with open(kwargs, "w") as f:
                     json.dump({"num_workers": 1, "fetch_threads": threads}, f)
+                # The script's own settings say 0 workers and 1 thread: the file's win.
                 r = run([pipetune, "profile", "--trace", os.path.join(folder, "t%d.trace" % threads), "--apply",
-                         kwargs, "--", sys.executable, train, "0"], timeout=240)
+                         kwargs, "--", sys.executable, train, store.url, "240", "16", "0", "1", "2"], timeout=240)
                 if r.returncode != 0:
                     fail("profile --apply exited %d" % r.returncode, r)
-                rates[threads].append(images_per_second(r))
+                rates[threads].append(measured(r))
         one, eight = max(rates[1]), max(rates[8])
         print("%s: 1 thread %.0f images/s, 8 threads %.0f: %.1fx" % (store.kind, one, eight, eight / one))
         if eight < 3 * one:
@@ -218,6 +193,33 @@ def case_apply_store(pipetune):
         settings = report.get("dataloader", {}).get("settings", {})
         if settings.get("fetch_threads") != 8:
             fail("the trace does not say the run had 8 fetch threads: %s" % settings)
+
+
+def case_tune_store(pipetune):
+    """bench/pytorch/fetch_threads.py on a shorter grid: the plan of a run at
+    2 workers against num_workers 4 to 32, untraced, alternated."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "result.json")
+        bench = os.path.join(HERE, "..", "..", "bench", "pytorch", "fetch_threads.py")
+        build = os.path.dirname(os.path.dirname(os.path.abspath(pipetune)))
+        r = run([sys.executable, bench, build, "--grid", "4,8,16,32", "--files", "960", "--json", out], timeout=580)
+        if r.returncode == 77:
+            print(r.stdout.strip())
+            sys.exit(77)
+        if r.returncode != 0:
+            fail("the benchmark exited %d" % r.returncode, r)
+        print(r.stdout)
+        with open(out) as f:
+            result = json.load(f)
+    plan = result["plan"]
+    if plan.get("num_workers", 0) > 4 or plan.get("fetch_threads", 1) < 2:
+        fail("the plan is not a few workers with fetch threads: %s" % plan, r)
+    if result["tuned_over_grid_best"] < 0.9:
+        fail("the plan reached %.2f of the grid's best" % result["tuned_over_grid_best"], r)
+    if result["tuned_memory_over_grid_best"] > 0.25:
+        fail("the plan used %.2f of the grid's best point's memory" % result["tuned_memory_over_grid_best"], r)
+    if not 0.8 <= result["predicted_over_measured"] <= 1.25:
+        fail("predicted over measured: %.2f" % result["predicted_over_measured"], r)
 
 
 def main():

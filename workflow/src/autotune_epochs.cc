@@ -16,7 +16,8 @@ namespace pipetune::workflow {
 namespace {
 
 // The DataLoader's knobs a plan sets, in the order they are printed.
-constexpr const char* kTunable[] = {"num_workers", "prefetch_factor", "persistent_workers", "pin_memory"};
+constexpr const char* kTunable[] = {"num_workers", "prefetch_factor", "persistent_workers", "pin_memory",
+                                    "fetch_threads"};
 
 // As the script would write it: None, True, False, 2.
 std::string ValueText(const Json& value) {
@@ -70,6 +71,7 @@ Json NormalizedKwargs(const Json& kwargs) {
   out["prefetch_factor"] = workers > 0 ? kwargs.value("prefetch_factor", Json()) : Json();
   out["persistent_workers"] = workers > 0 && kwargs.value("persistent_workers", false);
   out["pin_memory"] = kwargs.value("pin_memory", false);
+  out["fetch_threads"] = kwargs.value("fetch_threads", 1);  // 1: the DataLoader's own one-by-one fetch
   if (kwargs.contains("ranks") && !kwargs["ranks"].is_null()) out["ranks"] = kwargs["ranks"];
   return out;
 }
