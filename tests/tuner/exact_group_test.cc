@@ -11,6 +11,7 @@
 #include <iterator>
 #include <random>
 #include <tuple>
+#include <utility>
 
 #include "pipetune/analyzer/dataloader.h"
 #include "pipetune/tuner/candidate.h"
@@ -106,6 +107,18 @@ struct GroupSetting {
   std::tuple<int, int, int, int, int, int, double> key;
 };
 
+// pin_memory both ways where it may switch off (else as traced), each with
+// every fetch thread count.
+std::vector<std::pair<bool, int>> PinsAndThreads(bool may_switch, bool traced_pin,
+                                                 const std::vector<int>& thread_counts) {
+  std::vector<std::pair<bool, int>> out;
+  for (bool pinned : {false, true}) {
+    if (pinned != traced_pin && !may_switch) continue;
+    for (int k : thread_counts) out.push_back({pinned, k});
+  }
+  return out;
+}
+
 // Every setting within the budgets: workers 0 to 32 (past a stream's
 // shards too: the oracle knows nothing of the search's limit, only the
 // model's idle workers), buffers 1 to 8,
@@ -118,15 +131,14 @@ std::vector<GroupSetting> BruteForceGroup(const Instance& instance) {
   bool traced_pin = profile.stages[pin].enabled, may_switch = profile.stages[pin].may_switch_off;
   bool preferred_pin = traced_pin && !may_switch;
   std::vector<int> thread_counts{group.fetch_threads};
-  if (!group.fetch_threads_knob.empty()) thread_counts.assign(std::begin(kFetchThreadChoices), std::end(kFetchThreadChoices));
+  if (!group.fetch_threads_knob.empty())
+    thread_counts.assign(std::begin(kFetchThreadChoices), std::end(kFetchThreadChoices));
   std::vector<GroupSetting> out;
-  for (int k : thread_counts)
   for (int w = 0; w <= 32; ++w) {
     for (int b = 1; b <= (w > 0 ? 8 : 1); ++b) {
       for (bool persistent : {false, true}) {
         if (w == 0 && persistent != group.persistent) continue;
-        for (bool pinned : {false, true}) {
-          if (pinned != traced_pin && !(traced_pin && may_switch)) continue;
+        for (auto [pinned, k] : PinsAndThreads(traced_pin && may_switch, traced_pin, thread_counts)) {
           models::Configuration c = models::ObservedConfiguration(profile);
           c.cores = instance.resources.cores;
           c.group_workers[0] = w;
@@ -142,7 +154,7 @@ std::vector<GroupSetting> BruteForceGroup(const Instance& instance) {
           int traced = group.buffer_per_worker;
           int buffer_cost = s.buffer >= traced ? s.buffer - traced : 2 * (traced - s.buffer);
           int cores = std::max(1, static_cast<int>(std::ceil(std::min(p.cores_used, c.cores) - 1e-9)));
-          s.key = {w,     buffer_cost, persistent != group.persistent, pinned != preferred_pin,
+          s.key = {w, buffer_cost, persistent != group.persistent, pinned != preferred_pin,
                    std::abs(k - group.fetch_threads), cores, s.memory};
           out.push_back(s);
         }

@@ -84,8 +84,9 @@ std::string LastBufferReason(const ExplainFacts& facts, const PlannedStage& stag
 // "4 workers x 8 fetch threads: each fetch waits 25 ms on storage and uses
 // 0.4 ms of CPU", from the per-sample stages' latency and CPU.
 std::string FetchThreadsReason(const models::WorkerGroup& traced, const PlannedGroup& group) {
-  std::string who = group.workers > 0 ? fmt::format("{} worker{}", group.workers, group.workers == 1 ? "" : "s")
-                                      : std::string("the main process");
+  std::string who = group.workers > 0
+                        ? fmt::format("{} worker{}", group.workers, group.workers == 1 ? "" : "s")
+                        : std::string("the main process");
   if (group.fetch_threads == 1) return who + " reading samples one at a time: its fetches hardly wait";
   double cpu_ms = traced.fetch_gil_seconds_per_sample * 1e3;
   return fmt::format("{} x {} fetch threads: each fetch waits {:.3g} ms on storage and uses {:.2g} ms of CPU",

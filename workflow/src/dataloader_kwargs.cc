@@ -99,8 +99,8 @@ std::string DataLoaderCodeChange(const Json& kwargs) {
   if (workers == 0)
     return fmt::format("DataLoader({}, ..., num_workers=0, pin_memory={})", dataset, flag("pin_memory"));
   return fmt::format(
-      "DataLoader({}, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, pin_memory={})", dataset,
-      workers, kwargs.value("prefetch_factor", 2), flag("persistent_workers"), flag("pin_memory"));
+      "DataLoader({}, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, pin_memory={})",
+      dataset, workers, kwargs.value("prefetch_factor", 2), flag("persistent_workers"), flag("pin_memory"));
 }
 
 }  // namespace pipetune::workflow
