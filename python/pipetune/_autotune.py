@@ -73,7 +73,7 @@ def knobs_of(loader):
     nw = loader.num_workers
     return {"num_workers": nw, "prefetch_factor": loader.prefetch_factor if nw > 0 else None,
             "persistent_workers": bool(loader.persistent_workers) and nw > 0, "pin_memory": bool(loader.pin_memory),
-            "fetch_threads": getattr(loader, "_pipetune_fetch_threads", _fetch.unwrapped(loader.dataset)[1])}
+            "fetch_threads": _fetch.threads_of(loader)}
 
 
 def _no_worker_prefetch(loader):

@@ -39,10 +39,10 @@ def _settings(loader):
         samples = len(loader.dataset)
     except TypeError:
         samples = None
-    dataset, fetch_threads = _fetch.unwrapped(loader.dataset)
+    dataset = _fetch.unwrapped(loader.dataset)[0]
     return {
         "batch_size": loader.batch_size, "num_workers": loader.num_workers,
-        "fetch_threads": getattr(loader, "_pipetune_fetch_threads", fetch_threads),
+        "fetch_threads": _fetch.threads_of(loader),
         "prefetch_factor": loader.prefetch_factor if loader.num_workers > 0 else None,
         "persistent_workers": bool(loader.persistent_workers), "pin_memory": bool(loader.pin_memory),
         "sampler": type(loader.sampler).__name__, "shuffle": _dataset.shuffles(loader),

@@ -149,23 +149,34 @@ def unwrapped(dataset):
     return dataset, 1
 
 
+def threads_of(loader):
+    """The fetch threads the loader's iterators read with: a kwargs file's
+    (or autotune's) over the program's own wrapper; 1 for a stream."""
+    dataset, threads = unwrapped(loader.dataset)
+    if _is_iterable(dataset):
+        return 1
+    return getattr(loader, "_pipetune_fetch_threads", threads)
+
+
 _said_iterable = []
 
 
 def patch_base_iterator(base):
     """Every DataLoader iterator (torch's _BaseDataLoaderIter.__init__ keeps
     the dataset its fetchers read as self._dataset): where the loader was
-    given fetch threads by a kwargs file, that dataset is fetched
-    concurrently. An IterableDataset keeps its one reader, said once."""
+    given fetch threads by a kwargs file, that dataset is fetched with
+    them (over the program's own wrapper, if it has one). An
+    IterableDataset keeps its one reader, said once."""
     init = base.__init__
     if getattr(init, "_pipetune_fetch", False):
         return
 
     def __init__(self, loader, *args, **kwargs):
         init(self, loader, *args, **kwargs)
-        threads = getattr(loader, "_pipetune_fetch_threads", 1)
-        if threads > 1 and not isinstance(self._dataset, ConcurrentFetch):
-            if _is_iterable(self._dataset):
+        threads = getattr(loader, "_pipetune_fetch_threads", None)
+        dataset, current = unwrapped(self._dataset)
+        if threads is not None and threads != current:  # the file's setting wins, as its num_workers does
+            if _is_iterable(dataset):
                 if not _said_iterable:
                     _said_iterable.append(True)
                     from pipetune._recorder import warn
@@ -173,7 +184,7 @@ def patch_base_iterator(base):
                     warn("fetch_threads not applied: an IterableDataset's stream is read by one thread per "
                          "worker (docs/pytorch.md)")
                 return
-            self._dataset = ConcurrentFetch(self._dataset, threads)
+            self._dataset = ConcurrentFetch(dataset, threads) if threads > 1 else dataset
 
     __init__._pipetune_fetch = True
     base.__init__ = __init__
