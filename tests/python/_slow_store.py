@@ -62,6 +62,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def serve(root, addr, port, sleep_ms):
     _Handler.root = root
     _Handler.sleep_s = float(sleep_ms) / 1000
+    http.server.ThreadingHTTPServer.request_queue_size = 256  # 5 by default: a burst of connects waited 1 s for a SYN retry
     server = http.server.ThreadingHTTPServer((addr, int(port)), _Handler)
     server.daemon_threads = True
     server.serve_forever()
@@ -178,38 +179,38 @@ def open_loopback(root, delay_ms=25):
 
 
 # A dataset reading from a store, for the generated training scripts
-# (spliced in as {store_dataset}): one kept-alive connection per thread, as
-# an S3 client pools them, so each GET waits one network delay.
+# (spliced in as {store_dataset}): a pool of kept-alive connections, as an
+# S3 client (urllib3's pool) keeps them, so that each GET waits one network
+# delay and no connect; a thread takes one from the pool for each read.
 DATASET_SOURCE = '''
 import http.client, threading, urllib.parse
 
 class StoreDataset(torch.utils.data.Dataset):
     def __init__(self, url, names, cpu_s=0.0):
         self.url, self.names, self.cpu_s = url, names, cpu_s
-        self.local = None
+        self.pool, self.lock = [], threading.Lock()
 
     def __len__(self):
         return len(self.names)
 
-    def _connection(self):
-        if self.local is None:
-            self.local = threading.local()
-        c = getattr(self.local, "c", None)
-        if c is None:
-            u = urllib.parse.urlsplit(self.url)
-            c = self.local.c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-        return c
+    def _take(self):
+        with self.lock:
+            if self.pool:
+                return self.pool.pop()
+        u = urllib.parse.urlsplit(self.url)
+        return http.client.HTTPConnection(u.hostname, u.port, timeout=30)
 
     def __getitem__(self, i):
-        c = self._connection()
+        c = self._take()
         try:
             c.request("GET", "/" + self.names[i])
             r = c.getresponse()
             body = r.read()
         except Exception:
-            self.local.c = None
             c.close()
             raise
+        with self.lock:
+            self.pool.append(c)
         if r.status != 200:
             raise IOError("GET %s%s: HTTP %d" % (self.url, self.names[i], r.status))
         if self.cpu_s:
@@ -217,7 +218,11 @@ class StoreDataset(torch.utils.data.Dataset):
         return torch.frombuffer(bytearray(body), dtype=torch.uint8)[:64].float().sum().reshape(1), i
 
     def __getstate__(self):
-        return {{"url": self.url, "names": self.names, "cpu_s": self.cpu_s, "local": None}}
+        return {{"url": self.url, "names": self.names, "cpu_s": self.cpu_s}}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.pool, self.lock = [], threading.Lock()
 '''
 
 
