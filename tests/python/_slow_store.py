@@ -230,7 +230,8 @@ class StoreDataset(torch.utils.data.Dataset):
 # bench/pytorch/fetch_threads.py's): argv is URL FILES BATCH WORKERS
 # FETCH_THREADS PREFETCH; fetch threads > 1 are the wrapper in code, as the
 # plan prints it. It prints its images/s from the first batch on (the
-# workers' start-up is not the reads), and the peak over the run of its
+# workers' start-up is not the reads), over the whole epoch (the iterator's
+# start-up included: what the model predicts), and the peak over the run of its
 # processes, their threads and their resident memory, summed over it and its
 # DataLoader workers (/proc, sampled every 50 ms).
 TRAIN_SOURCE = """
@@ -283,15 +284,17 @@ loader = DataLoader(dataset, batch_size=batch, num_workers=workers, shuffle=True
 threading.Thread(target=watch, daemon=True).start()
 began = None
 images = 0
+started = time.monotonic()
 for x, i in loader:
     if began is None:
         began = time.monotonic()
     else:
         images += len(i)
-seconds = time.monotonic() - began
+ended = time.monotonic()
 done.set()
 print("processes %d threads %d rss_bytes %d" % tuple(peak))
-print("images/s %.1f" % (images / seconds))
+print("epoch_images/s %.1f" % ((images + batch) / (ended - started)))
+print("images/s %.1f" % (images / (ended - began)))
 """
 
 
@@ -303,12 +306,15 @@ def train_source(cpu_s=0.0004):
 
 
 def parse_train_output(text):
-    """{"images_per_second", "processes", "threads", "rss_bytes"} from the script's output; None without them."""
+    """{"images_per_second", "epoch_images_per_second", "processes", "threads", "rss_bytes"} from the
+    script's output; None without them."""
     out = {}
     for line in text.splitlines():
         words = line.split()
         if words[:1] == ["images/s"]:
             out["images_per_second"] = float(words[1])
+        elif words[:1] == ["epoch_images/s"]:
+            out["epoch_images_per_second"] = float(words[1])
         elif words[:1] == ["processes"]:
             out.update(processes=int(words[1]), threads=int(words[3]), rss_bytes=int(words[5]))
     return out if "images_per_second" in out else None
