@@ -3,7 +3,7 @@
 repository root, as root (it makes a network namespace):
 
     /usr/bin/python3 bench/pytorch/fetch_threads.py [BUILD_DIR] [--grid 0,1,2,4,8,16,24,32]
-        [--files N] [--batch B] [--json FILE]
+        [--files N] [--batch B] [--cores C] [--json FILE]
 
 The store (tests/python/_slow_store.py) serves N files of 4 KiB from a
 network namespace of its own, over a veth pair, each GET waiting 25 ms
@@ -11,8 +11,9 @@ network namespace of its own, over a veth pair, each GET waiting 25 ms
 sample is one GET on a kept-alive connection and 0.4 ms of CPU.
 
 1. One traced run at num_workers=2 (`pipetune profile`), and its plan
-   (`pipetune tune`): workers x fetch threads x prefetch, and the predicted
-   images/s.
+   (`pipetune tune`, with --cores C when given: the free share of a
+   machine others share): workers x fetch threads x prefetch, and the
+   predicted images/s.
 2. Untraced, one run each, the plan alternated with the grid's points: the
    plan before each point, applied with no code change
    (PIPETUNE_DATALOADER_APPLY, the bootstrap on PYTHONPATH). Each run prints its images/s (from its first
@@ -78,12 +79,13 @@ def measure(script, url, files, batch, workers, threads, prefetch, apply=None):
     return out
 
 
-def plan(pipetune, script, url, files, batch, folder):
+def plan(pipetune, script, url, files, batch, folder, cores):
     """The traced run at 2 workers and `tune`'s plan of it: (kwargs, predicted images/s)."""
     trace = os.path.join(folder, "w2.trace")
     run([pipetune, "profile", "--trace", trace, "--", PYTHON, script, url, str(files), str(batch), "2", "1", "2"])
     kwargs_path = os.path.join(folder, "plan.json")
-    text = run([pipetune, "tune", trace, "-o", kwargs_path, "--format", "json"])
+    text = run([pipetune, "tune", trace, "-o", kwargs_path, "--format", "json"] +
+               (["--cores", str(cores)] if cores else []))
     with open(kwargs_path) as f:
         kwargs = json.load(f)
     kwargs = kwargs.get("dataloader_kwargs", kwargs)
@@ -94,7 +96,7 @@ def main():
     args = sys.argv[1:]
     build = "build"
     grid = [0, 1, 2, 4, 8, 16, 24, 32]
-    files, batch, json_path = 1920, 32, None
+    files, batch, json_path, cores = 1920, 32, None, None
     while args:
         a = args.pop(0)
         if a == "--grid":
@@ -103,6 +105,8 @@ def main():
             files = int(args.pop(0))
         elif a == "--batch":
             batch = int(args.pop(0))
+        elif a == "--cores":
+            cores = float(args.pop(0))
         elif a == "--json":
             json_path = args.pop(0)
         else:
@@ -123,7 +127,7 @@ def main():
             latency = read_latency(store.url)
             # Traced over the same epoch as the runs measured: the plan's
             # prediction is for an epoch as long as the traced one.
-            kwargs_path, kwargs, predicted = plan(pipetune, script, store.url, files, batch, folder)
+            kwargs_path, kwargs, predicted = plan(pipetune, script, store.url, files, batch, folder, cores)
             tuned_setting = (kwargs.get("num_workers", 0), kwargs.get("fetch_threads", 1),
                              kwargs.get("prefetch_factor") or 2)
             tuned, points = [], []
@@ -137,7 +141,7 @@ def main():
     tuned_epoch_rate = statistics.median(t["epoch_images_per_second"] for t in tuned)
     in_flight = max(1, tuned_setting[0]) * min(tuned_setting[1], batch)
     result = {
-        "store": store.kind, "read_latency_s": latency, "plan": kwargs, "predicted_images_per_second": predicted,
+        "store": store.kind, "read_latency_s": latency, "free_cores": cores, "plan": kwargs, "predicted_images_per_second": predicted,
         "tuned": tuned, "grid": points, "tuned_images_per_second": tuned_rate,
         "grid_best": best, "tuned_over_grid_best": tuned_rate / best["images_per_second"],
         "tuned_memory_over_grid_best": tuned_memory / best["rss_bytes"],
@@ -146,7 +150,7 @@ def main():
         "latency_bound_images_per_second": in_flight / latency,
         "tuned_over_latency_bound": tuned_rate / (in_flight / latency),
     }
-    print("store: %s, one GET alone %.1f ms" % (store.kind, latency * 1e3))
+    print("store: %s, one GET alone %.1f ms; tune --cores %s" % (store.kind, latency * 1e3, cores or "(the host's)"))
     print("plan: %s (predicted %.0f images/s)" % (json.dumps(kwargs, sort_keys=True), predicted))
     print("%-30s %9s %8s %9s %10s" % ("setting", "processes", "threads", "memory", "images/s"))
     for name, p in [("plan: %d workers x %d threads" % tuned_setting[:2], tuned[0])] + \
