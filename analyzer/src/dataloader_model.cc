@@ -33,6 +33,41 @@ constexpr double kSpawnStartupSeconds = 0.5;
 // (bench/pytorch/model_accuracy.py, docs/benchmarks-pytorch.md).
 constexpr double kWorkerOverheadFixedSeconds = 1e-3;
 constexpr double kWorkerOverheadBytesPerSecond = 4e9;
+// A fetch thread's own memory besides the sample it holds: the pages of its
+// stack and interpreter state it touches (a few hundred KiB of the 8 MiB it
+// reserves).
+constexpr double kFetchThreadBytes = 256 * 1024;
+
+// Fetch threads (WorkerGroup::fetch_threads) for a map-style dataset: the
+// samples' stages run on them, collate after. Every CPU second of a fetch is
+// counted as holding the GIL: the trace times each call's CPU, not which
+// part of it Python's interpreter held, so this is the bound on what the
+// threads can overlap (a read that waits on storage releases the GIL; its
+// CPU is mostly the client's Python).
+void SetFetchThreads(const DataLoaderProfile& run, const models::Profile& profile, size_t group_last,
+                     models::WorkerGroup& group, std::vector<std::string>& assumptions) {
+  const DataLoaderSettings& s = run.settings;
+  group.fetch_threads = std::max(1, s.fetch_threads);
+  group.fetch_samples = std::max(1, s.batch_size);
+  group.fetch_last_stage = group_last > 0 ? group_last - 1 : 0;
+  if (s.iterable || group_last == 0) return;  // a stream is read in order by one thread
+  group.fetch_threads_knob = kFetchThreadsKnob;
+  double cpu = 0, wall = 0;
+  for (size_t i = 0; i < group_last; ++i) {
+    cpu += profile.stages[i].cpu_seconds_per_output;
+    wall += profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
+  }
+  const double samples = group.fetch_samples;
+  group.fetch_gil_seconds_per_sample = cpu / samples;
+  group.fetch_wait_seconds_per_sample = std::max(0.0, wall - cpu) / samples;
+  group.memory_bytes_per_fetch_thread = kFetchThreadBytes + run.batch_bytes / samples;
+  if (wall > 2 * cpu && cpu > 0) {
+    assumptions.push_back(fmt::format(
+        "each sample's read waits {:.1f} ms off the CPU and uses {:.2f} ms of CPU: fetch threads overlap the "
+        "waits; its CPU is counted as holding Python's GIL, which one process runs one thread at a time",
+        (wall - cpu) / samples * 1e3, cpu / samples * 1e3));
+  }
+}
 
 // The workers' start-up as fixed + w * per_worker. Workers start one after
 // another, each ready some time after its start: from epochs that started
@@ -315,6 +350,7 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
   group.buffer_knob = kPrefetchFactorKnob;
   group.persistent_knob = kPersistentWorkersKnob;
   MeasureWorkerOverhead(run, profile, group_last, group, profile.assumptions);
+  SetFetchThreads(run, profile, group_last, group, profile.assumptions);
   profile.groups.push_back(std::move(group));
 
   if (run.step.count > 0) profile.step_time_seconds = run.step.seconds_each;

@@ -70,6 +70,7 @@ DataLoaderSettings ReadSettings(const Json& settings) {
   s.batch_size = std::max(1, Get<int>(settings, "batch_size", 1));
   s.num_workers = Get<int>(settings, "num_workers", 0);
   s.prefetch_factor = Get<int>(settings, "prefetch_factor", 2);
+  s.fetch_threads = std::max(1, Get<int>(settings, "fetch_threads", 1));
   s.persistent_workers = Get<bool>(settings, "persistent_workers", false);
   s.pin_memory = Get<bool>(settings, "pin_memory", false);
   s.sampler = Get<std::string>(settings, "sampler", "");

@@ -28,6 +28,7 @@ std::string SettingsText(const DataLoaderSettings& s) {
   std::string text = fmt::format("{}batch_size={} num_workers={}", s.iterable ? "IterableDataset, " : "",
                                  s.batch_size, s.num_workers);
   if (s.num_workers > 0) text += fmt::format(" prefetch_factor={}", s.prefetch_factor);
+  if (s.fetch_threads > 1) text += fmt::format(" fetch_threads={}", s.fetch_threads);
   text += fmt::format(" persistent_workers={} pin_memory={}", flag(s.persistent_workers), flag(s.pin_memory));
   if (!s.sampler.empty()) text += " sampler=" + s.sampler;
   if (!s.dataset.empty()) text += " dataset=" + s.dataset;
@@ -44,6 +45,7 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
   Json settings{{"batch_size", s.batch_size},
                 {"num_workers", s.num_workers},
                 {"prefetch_factor", s.num_workers > 0 ? Json(s.prefetch_factor) : Json(nullptr)},
+                {"fetch_threads", s.fetch_threads},
                 {"persistent_workers", s.persistent_workers},
                 {"pin_memory", s.pin_memory},
                 {"sampler", s.sampler},

@@ -19,6 +19,8 @@ void ForEachNamedKnob(const Profile& profile, Config& config, Visit visit) {
     if (!group.workers_knob.empty()) visit.Integer(group.workers_knob, config.group_workers[g]);
     if (!group.buffer_knob.empty()) visit.Integer(group.buffer_knob, config.group_buffer[g]);
     if (!group.persistent_knob.empty()) visit.Flag(group.persistent_knob, config.group_persistent, g);
+    if (!group.fetch_threads_knob.empty() && g < config.group_fetch_threads.size())
+      visit.Integer(group.fetch_threads_knob, config.group_fetch_threads[g]);
   }
   for (size_t i = 0; i < profile.stages.size(); ++i) {
     const StageProfile& stage = profile.stages[i];

@@ -82,6 +82,34 @@ int BusyWorkers(const Profile& profile, const Configuration& config, size_t grou
   return most > 0 ? std::min(workers, most) : workers;
 }
 
+int GroupFetchThreads(const Profile& profile, const Configuration& config, size_t group) {
+  int threads = config.group_fetch_threads.empty() ? profile.groups[group].fetch_threads
+                                                   : config.group_fetch_threads[group];
+  return std::max(1, threads);
+}
+
+// Wall seconds one of the group's workers (or the consumer's thread) spends
+// per output on the counted stages among `members`. The per-sample stages
+// run on its fetch threads: an output's S samples take ceil(S / K) rounds of
+// one sample's latency, as the threads take the samples in turn, but no less
+// than the GIL-held CPU of all S, which one process runs one thread at a
+// time. With K = 1 that is the sum of their V_i L_i, as without threads.
+double GroupSecondsPerOutput(const Profile& profile, const Configuration& config, size_t g,
+                             const std::vector<size_t>& members) {
+  const WorkerGroup& group = profile.groups[g];
+  double fetched = 0, rest = 0;
+  for (size_t i : members) {
+    double cost = profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
+    (i <= group.fetch_last_stage ? fetched : rest) += cost;
+  }
+  const int threads = GroupFetchThreads(profile, config, g);
+  if (threads == 1 || group.fetch_samples <= 1) return fetched + rest;
+  const double samples = group.fetch_samples;
+  const double rounds = std::ceil(samples / threads);
+  const double overlapped = rounds * fetched / samples;
+  return std::max(overlapped, samples * group.fetch_gil_seconds_per_sample) + rest;
+}
+
 // The CPU per output that worker groups with workers spend outside their stages.
 double GroupOverheadCpu(const Profile& profile, const Configuration& config) {
   double cpu = 0;
@@ -111,13 +139,11 @@ void AddGroupBounds(const Profile& profile, const Configuration& config, const s
     const WorkerGroup& group = profile.groups[g];
     int workers = BusyWorkers(profile, config, g);
     if (workers <= 0) continue;
-    double per_output = 0;
     std::vector<size_t> members;
     for (size_t i = group.first_stage; i <= group.last_stage && i < profile.stages.size(); ++i) {
-      if (!counted[i]) continue;
-      per_output += profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
-      members.push_back(i);
+      if (counted[i]) members.push_back(i);
     }
+    const double per_output = GroupSecondsPerOutput(profile, config, g, members);
     double bound = per_output > 0 ? workers / per_output : kInfinity;
     for (size_t i : members) prediction.stages[i].concurrency_throughput = bound;
     prediction.bounds.push_back({BoundKind::kConcurrency, Costliest(profile, members), bound, g});
@@ -130,10 +156,19 @@ void AddConsumerBound(const Profile& profile, const Configuration& config, const
                       double step, Prediction& prediction) {
   double per_output = 0;
   std::vector<size_t> members;
+  std::vector<std::vector<size_t>> by_group(profile.groups.size());
   for (size_t i = 0; i < profile.stages.size(); ++i) {
     if (!counted[i] || !RunsOnConsumerThread(profile, config, i)) continue;
-    per_output += profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
+    const StageProfile& stage = profile.stages[i];
+    if (stage.group && *stage.group < by_group.size()) {
+      by_group[*stage.group].push_back(i);  // a group with 0 workers: its fetch threads are the consumer's
+    } else {
+      per_output += stage.visit_ratio * stage.latency_seconds;
+    }
     members.push_back(i);
+  }
+  for (size_t g = 0; g < by_group.size(); ++g) {
+    if (!by_group[g].empty()) per_output += GroupSecondsPerOutput(profile, config, g, by_group[g]);
   }
   if (members.empty()) return;
   // The input side is to blame when it takes more of the thread than the step.
@@ -237,6 +272,7 @@ Configuration ObservedConfiguration(const Profile& profile) {
     config.group_workers.push_back(group.workers);
     config.group_buffer.push_back(group.buffer_per_worker);
     config.group_persistent.push_back(group.persistent);
+    config.group_fetch_threads.push_back(group.fetch_threads);
   }
   if (!profile.groups.empty() || std::any_of(profile.stages.begin(), profile.stages.end(),
                                              [](const StageProfile& s) { return s.switchable; })) {
@@ -265,6 +301,10 @@ double WorkerMemoryBytes(const Profile& profile, const Configuration& config) {
     int buffer = config.group_buffer.empty() ? group.buffer_per_worker : config.group_buffer[g];
     bytes += workers *
              (group.memory_bytes_per_worker + buffer * profile.stages[group.last_stage].bytes_per_element);
+    // Each fetch thread holds a sample in flight: in every worker, or in the
+    // consumer's process when there are none.
+    int threads = GroupFetchThreads(profile, config, g);
+    if (threads > 1) bytes += std::max(1.0, workers) * threads * group.memory_bytes_per_fetch_thread;
   }
   return bytes;
 }

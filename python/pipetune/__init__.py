@@ -10,4 +10,8 @@ def __getattr__(name):
         from pipetune.loader import Loader
 
         return Loader
+    if name == "concurrent_fetch":  # a batch's samples read from several threads (_fetch.py)
+        from pipetune._fetch import concurrent_fetch
+
+        return concurrent_fetch
     raise AttributeError("module 'pipetune' has no attribute %r" % name)

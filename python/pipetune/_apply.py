@@ -8,7 +8,10 @@ import sys
 from pipetune._recorder import read_applied
 
 APPLY_ENV = "PIPETUNE_DATALOADER_APPLY"  # a JSON file of DataLoader keyword arguments
-TUNABLE = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+TUNABLE = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory", "fetch_threads")
+# Not a DataLoader argument: the threads each fetching process reads a
+# batch's samples with (_fetch.py), set on the DataLoader after its __init__.
+FETCH_THREADS = "fetch_threads"
 
 applied = None  # the kwargs read from APPLY_ENV
 applied_ranks = {}  # rank -> the kwargs that differ for it ("ranks" in the file)
@@ -77,7 +80,7 @@ def apply_kwargs(signature, args, kwargs):
     whether passed by keyword, by position or left at the default."""
     bound = signature.bind(*args, **kwargs)
     for key, value in kwargs_for_this_rank().items():
-        if key in TUNABLE:
+        if key in TUNABLE and key != FETCH_THREADS:
             bound.arguments[key] = value
     a = bound.arguments
     if a.get("num_workers", 0) == 0:
@@ -86,3 +89,17 @@ def apply_kwargs(signature, args, kwargs):
     elif a.get("prefetch_factor") is None:
         a.pop("prefetch_factor", None)
     return bound.args, bound.kwargs
+
+
+def set_fetch_threads(loader, threads):
+    """The threads each of the loader's fetching processes reads a batch
+    with (1: the DataLoader's own one-by-one fetch); its iterators apply
+    them (_fetch.patch_base_iterator)."""
+    object.__setattr__(loader, "_pipetune_fetch_threads", max(1, int(threads or 1)))
+
+
+def apply_fetch_threads(loader):
+    """The file's fetch_threads for this rank, on a DataLoader just built."""
+    threads = kwargs_for_this_rank().get(FETCH_THREADS)
+    if threads is not None:
+        set_fetch_threads(loader, threads)

@@ -40,7 +40,7 @@ import os
 import socket
 import sys
 
-from pipetune import _apply, _session
+from pipetune import _apply, _fetch, _session
 
 AUTOTUNE_ENV = "PIPETUNE_AUTOTUNE"  # {"decider": a socket's path, "segments"} (autotune_job.cc)
 # How long rank 0 waits for an answer: a decision is a plan on one epoch's
@@ -72,7 +72,8 @@ def segment_trace(settings, trace, k):
 def knobs_of(loader):
     nw = loader.num_workers
     return {"num_workers": nw, "prefetch_factor": loader.prefetch_factor if nw > 0 else None,
-            "persistent_workers": bool(loader.persistent_workers) and nw > 0, "pin_memory": bool(loader.pin_memory)}
+            "persistent_workers": bool(loader.persistent_workers) and nw > 0, "pin_memory": bool(loader.pin_memory),
+            "fetch_threads": _fetch.threads_of(loader)}
 
 
 def _no_worker_prefetch(loader):
@@ -98,6 +99,8 @@ def set_knobs(loader, knobs):
     object.__setattr__(loader, "prefetch_factor", prefetch)
     object.__setattr__(loader, "persistent_workers", bool(knobs.get("persistent_workers")) and nw > 0)
     object.__setattr__(loader, "pin_memory", bool(knobs.get("pin_memory")))
+    if knobs.get("fetch_threads") is not None:
+        _apply.set_fetch_threads(loader, knobs["fetch_threads"])
 
 
 def _knobs_text(knobs):

@@ -6,7 +6,7 @@ at num_workers=0 the samples themselves. DataLoader N's stages are named
 import functools
 import inspect
 
-from pipetune import _apply, _autotune, _dataset, _samples, _session, _streams
+from pipetune import _apply, _autotune, _dataset, _fetch, _samples, _session, _streams
 from pipetune._workers import _WorkerTag
 from pipetune._recorder import warn_once as _warn_once
 from pipetune._session import cpu as _cpu, now as _now, where as _where
@@ -39,13 +39,15 @@ def _settings(loader):
         samples = len(loader.dataset)
     except TypeError:
         samples = None
+    dataset = _fetch.unwrapped(loader.dataset)[0]
     return {
         "batch_size": loader.batch_size, "num_workers": loader.num_workers,
+        "fetch_threads": _fetch.threads_of(loader),
         "prefetch_factor": loader.prefetch_factor if loader.num_workers > 0 else None,
         "persistent_workers": bool(loader.persistent_workers), "pin_memory": bool(loader.pin_memory),
         "sampler": type(loader.sampler).__name__, "shuffle": _dataset.shuffles(loader),
         "drop_last": bool(loader.drop_last),
-        "multiprocessing_context": method, "dataset": type(loader.dataset).__name__,
+        "multiprocessing_context": method, "dataset": type(dataset).__name__,
         "iterable": _is_iterable(loader.dataset), "dataset_length": samples, "batches_per_epoch": batches,
         "shards": _shards(loader.dataset),
     }
@@ -94,6 +96,8 @@ def patch_loader_class(klass):
             args, kwargs = _apply.apply_kwargs(init_signature, (self,) + args, kwargs)
             args = args[1:]
         init(self, *args, **kwargs)
+        if _apply.active():
+            _apply.apply_fetch_threads(self)
         try:
             rec = _session.main_recorder()
             if rec is not None:
@@ -101,7 +105,7 @@ def patch_loader_class(klass):
                 loader = _Loader(_loader_ids[0])
                 entry = {"id": loader.id, "settings": _settings(self)}
                 try:
-                    entry["dataset"] = _dataset.describe_dataset(self.dataset)
+                    entry["dataset"] = _dataset.describe_dataset(_fetch.unwrapped(self.dataset)[0])
                 except Exception as error:  # an odd dataset: its settings are still recorded
                     _warn_once("the DataLoader's dataset", error)
                 rec.info[KEY]["loaders"].append(entry)

@@ -21,7 +21,7 @@ import operator
 import threading
 import time
 
-from pipetune import _dataset, _hf_map, _streams
+from pipetune import _dataset, _fetch, _hf_map, _streams
 
 _now = time.monotonic_ns
 _cpu = time.thread_time_ns
@@ -32,11 +32,13 @@ _thread_id = threading.get_ident
 reading_stream = [False]
 
 
-class SampleContext:
+class SampleContext(threading.local):
     """One dataset's recording state, shared by its transforms' wrappers: the
     recorder and stage-name prefix of the sample being fetched, and what its
     transforms took so far (subtracted from `load`). Outside a fetch
-    (`active` false) the transforms run unrecorded.
+    (`active` false) the transforms run unrecorded. The state is each
+    thread's own: with fetch threads (_fetch.py) several samples of one
+    dataset are fetched at once, each on its thread.
 
     record() is the one way every stage of a sample is recorded (load, a
     transform, a stream's stage, a format's decode). It is called several
@@ -44,9 +46,6 @@ class SampleContext:
     each stage by name, valid for one recorder, prefix and thread, rather
     than look them up per call (Recorder.element's way: a thread-local
     table, the prefixed name built each time)."""
-
-    __slots__ = ("rec", "prefix", "index", "active", "transform_ns", "transform_cpu_ns", "_handles", "_owner",
-                 "_thread")
 
     def __init__(self, rec):
         self.rec = rec
@@ -345,11 +344,16 @@ def instrument_fetcher(fetcher, rec, prefix):
     """Records the samples and collate of a fetcher torch just made (its
     dataset, or its iterable dataset's iterator, and its collate_fn)."""
     dataset = fetcher.dataset
-    ctx = context_of(dataset, rec)
+    ctx = context_of(_fetch.unwrapped(dataset)[0], rec)
     if hasattr(fetcher, "dataset_iter"):  # _IterableDatasetFetcher
         _streams.instrument(dataset, ctx)  # a webdataset's or HF datasets' own stages
         if not isinstance(fetcher.dataset_iter, TimedIterator):
             fetcher.dataset_iter = TimedIterator(fetcher.dataset_iter, ctx, rec, prefix)
+    elif isinstance(dataset, _fetch.ConcurrentFetch):
+        # Each sample is recorded on the fetch thread that reads it.
+        if not isinstance(dataset.dataset, TimedDataset):
+            fetcher.dataset = dataset.with_dataset(TimedDataset(dataset.dataset, ctx, rec, prefix),
+                                                   rec.detach_thread)
     elif not isinstance(dataset, TimedDataset):
         timed = TimedBatchDataset if callable(getattr(dataset, "__getitems__", None)) else TimedDataset
         fetcher.dataset = timed(dataset, ctx, rec, prefix)

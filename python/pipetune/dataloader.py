@@ -55,7 +55,7 @@ import atexit
 import os
 import sys
 
-from pipetune import _apply, _consumer, _import_hook, _session, _workers
+from pipetune import _apply, _consumer, _fetch, _import_hook, _session, _workers
 
 
 def _patch(module):
@@ -65,6 +65,7 @@ def _patch(module):
     module.DataLoader._pipetune_patched = True
     _consumer.patch_loader(module)
     _consumer.patch_iterators(module)
+    _fetch.patch_base_iterator(module._BaseDataLoaderIter)
     _workers.patch_create_fetcher(module)
     module._utils.worker._worker_loop = _workers.make_worker_loop(module._utils.worker._worker_loop)
     _consumer.patch_unpickling()

@@ -504,7 +504,8 @@ def main():
                 fail("tune", r)
             with open(out) as f:
                 kwargs = json.load(f)
-            if set(kwargs) != {"num_workers", "prefetch_factor", "persistent_workers", "pin_memory"}:
+            # fetch_threads: pipetune's own knob for a map-style dataset (docs/pytorch.md).
+            if set(kwargs) != {"num_workers", "prefetch_factor", "persistent_workers", "pin_memory", "fetch_threads"}:
                 fail("kwargs keys: %s" % kwargs)
         elif case == "verify":
             profile(pipetune, tmp, dict(workers=0))  # writes train.py

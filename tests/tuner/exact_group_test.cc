@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <iterator>
 #include <random>
 #include <tuple>
+#include <utility>
 
 #include "pipetune/analyzer/dataloader.h"
+#include "pipetune/tuner/candidate.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/solver.h"
 #include "test_profiles.h"
@@ -93,39 +97,56 @@ Instance RandomGroupInstance(std::mt19937& rng, std::mt19937& shard_rng) {
 // One setting of the DataLoader, priced by the model alone, with the
 // tie-break's key written out from its documented rule: fewer workers, a
 // buffer nearer the traced one (below it counts double), persistence kept,
-// pin_memory in its preferred state (off without CUDA), then fewer cores,
-// then less memory.
+// pin_memory in its preferred state (off without CUDA), fetch threads
+// nearer the traced ones, then fewer cores, then less memory.
 struct GroupSetting {
   int workers = 0, buffer = 0;
   bool persistent = false, pin = false;
+  int fetch_threads = 1;
   double throughput = 0, memory = 0;
-  std::tuple<int, int, int, int, int, double> key;
+  std::tuple<int, int, int, int, int, int, double> key;
 };
+
+// pin_memory both ways where it may switch off (else as traced), each with
+// every fetch thread count.
+std::vector<std::pair<bool, int>> PinsAndThreads(bool may_switch, bool traced_pin,
+                                                 const std::vector<int>& thread_counts) {
+  std::vector<std::pair<bool, int>> out;
+  for (bool pinned : {false, true}) {
+    if (pinned != traced_pin && !may_switch) continue;
+    for (int k : thread_counts) out.push_back({pinned, k});
+  }
+  return out;
+}
 
 // Every setting within the budgets: workers 0 to 32 (past a stream's
 // shards too: the oracle knows nothing of the search's limit, only the
 // model's idle workers), buffers 1 to 8,
-// persistence both ways, pin_memory off where the run pinned without CUDA.
+// persistence both ways, pin_memory off where the run pinned without CUDA,
+// and for a map-style dataset every fetch thread count a plan may set.
 std::vector<GroupSetting> BruteForceGroup(const Instance& instance) {
   const models::Profile& profile = instance.input.profile;
   const models::WorkerGroup& group = profile.groups[0];
   size_t pin = *profile.FindStage("pin_memory");
   bool traced_pin = profile.stages[pin].enabled, may_switch = profile.stages[pin].may_switch_off;
   bool preferred_pin = traced_pin && !may_switch;
+  std::vector<int> thread_counts{group.fetch_threads};
+  if (!group.fetch_threads_knob.empty())
+    thread_counts.assign(std::begin(kFetchThreadChoices), std::end(kFetchThreadChoices));
   std::vector<GroupSetting> out;
   for (int w = 0; w <= 32; ++w) {
     for (int b = 1; b <= (w > 0 ? 8 : 1); ++b) {
       for (bool persistent : {false, true}) {
         if (w == 0 && persistent != group.persistent) continue;
-        for (bool pinned : {false, true}) {
-          if (pinned != traced_pin && !(traced_pin && may_switch)) continue;
+        for (auto [pinned, k] : PinsAndThreads(traced_pin && may_switch, traced_pin, thread_counts)) {
           models::Configuration c = models::ObservedConfiguration(profile);
           c.cores = instance.resources.cores;
           c.group_workers[0] = w;
           c.group_buffer[0] = w > 0 ? b : group.buffer_per_worker;
           c.group_persistent[0] = persistent;
           c.stage_enabled[pin] = pinned;
-          GroupSetting s{w, c.group_buffer[0], persistent, pinned};
+          c.group_fetch_threads[0] = k;
+          GroupSetting s{w, c.group_buffer[0], persistent, pinned, k};
           s.memory = models::WorkerMemoryBytes(profile, c);
           if (s.memory > static_cast<double>(instance.resources.memory_bytes)) continue;
           models::Prediction p = models::Predict(profile, c);
@@ -133,7 +154,8 @@ std::vector<GroupSetting> BruteForceGroup(const Instance& instance) {
           int traced = group.buffer_per_worker;
           int buffer_cost = s.buffer >= traced ? s.buffer - traced : 2 * (traced - s.buffer);
           int cores = std::max(1, static_cast<int>(std::ceil(std::min(p.cores_used, c.cores) - 1e-9)));
-          s.key = {w, buffer_cost, persistent != group.persistent, pinned != preferred_pin, cores, s.memory};
+          s.key = {w, buffer_cost, persistent != group.persistent, pinned != preferred_pin,
+                   std::abs(k - group.fetch_threads), cores, s.memory};
           out.push_back(s);
         }
       }
@@ -155,7 +177,7 @@ TEST(ExactSolver, WorkerGroupPlansMatchBruteForceOverEverySetting) {
   std::mt19937 rng(28), shard_rng(40);
   const double tolerance = SolverOptions{}.tie_tolerance;
   int compared = 0, refused = 0, no_workers = 0, memory_binds = 0, persistence = 0, unpinned = 0, demand = 0;
-  int shards_bind = 0;
+  int shards_bind = 0, threaded = 0;
   for (int trial = 0; trial < 30; ++trial) {
     Instance instance = RandomGroupInstance(rng, shard_rng);
     std::vector<GroupSetting> all = BruteForceGroup(instance);
@@ -184,6 +206,7 @@ TEST(ExactSolver, WorkerGroupPlansMatchBruteForceOverEverySetting) {
       EXPECT_EQ(got.group_buffer[0], expected->buffer) << what;
       EXPECT_EQ(got.group_persistent[0], expected->persistent) << what;
       EXPECT_EQ(got.stage_enabled[pin], expected->pin) << what;
+      EXPECT_EQ(got.group_fetch_threads[0], expected->fetch_threads) << what;
       EXPECT_NEAR(plan->predicted_throughput, expected->throughput, expected->throughput * 1e-9) << what;
       EXPECT_LE(plan->memory.Total(), static_cast<double>(instance.resources.memory_bytes)) << what;
       // Every knob the plan sets has its reason from the explainer.
@@ -193,6 +216,7 @@ TEST(ExactSolver, WorkerGroupPlansMatchBruteForceOverEverySetting) {
       ++compared;
       no_workers += expected->workers == 0;
       persistence += expected->persistent != instance.input.profile.groups[0].persistent;
+      threaded += expected->fetch_threads > 1;
       unpinned += !expected->pin && instance.input.profile.stages[pin].enabled;
       memory_binds += plan->binding_reason.find("memory budget") != std::string::npos;
       // No idle worker is proposed, and a plan the shards stop says so.
@@ -215,6 +239,7 @@ TEST(ExactSolver, WorkerGroupPlansMatchBruteForceOverEverySetting) {
   EXPECT_GT(unpinned, 0);
   EXPECT_GT(demand, 0);
   EXPECT_GT(shards_bind, 0);
+  EXPECT_GT(threaded, 0);
 }
 
 }  // namespace

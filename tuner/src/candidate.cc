@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 #include "pipetune/base/size.h"
@@ -311,6 +312,7 @@ StatusOr<Candidate> MakeCandidate(const TuneInput& input, const Resources& resou
     planned.workers = planned.old_workers = group.workers;
     planned.buffer_per_worker = planned.old_buffer_per_worker = group.buffer_per_worker;
     planned.persistent = planned.old_persistent = group.persistent;
+    planned.fetch_threads = planned.old_fetch_threads = group.fetch_threads;
     candidate.groups.push_back(planned);
   }
   if (candidate.stages.back().op != Op::kPrefetch && profile.groups.empty()) {
@@ -350,6 +352,7 @@ models::Configuration CandidateConfiguration(const Candidate& candidate, const R
     config.group_workers.push_back(group.workers);
     config.group_buffer.push_back(group.buffer_per_worker);
     config.group_persistent.push_back(group.persistent);
+    config.group_fetch_threads.push_back(group.fetch_threads);
   }
   bool switchable = std::any_of(candidate.profile.stages.begin(), candidate.profile.stages.end(),
                                 [](const models::StageProfile& s) { return s.switchable; });
@@ -393,7 +396,11 @@ models::MemoryEstimate Memory(const Candidate& candidate) {
 int Threads(const Candidate& candidate) {
   if (!candidate.groups.empty()) {
     int threads = 1;  // the consumer's
-    for (const PlannedGroup& group : candidate.groups) threads += group.workers;
+    for (const PlannedGroup& group : candidate.groups) {
+      // Fetch threads beside each worker's own thread, or beside the consumer's.
+      int fetch = group.fetch_threads > 1 ? group.fetch_threads : 0;
+      threads += group.workers > 0 ? group.workers * (1 + fetch) : fetch;
+    }
     return threads;
   }
   int threads = 0;
@@ -413,17 +420,26 @@ std::vector<Candidate> GroupSettings(const Candidate& traced, int max_workers) {
   }
   // Workers past the group's limit would sit idle: no setting has them.
   if (group.max_workers > 0) max_workers = std::min(max_workers, group.max_workers);
+  std::vector<int> fetch_threads{group.fetch_threads};
+  if (!group.fetch_threads_knob.empty()) {
+    for (int k : kFetchThreadChoices) {
+      if (k != group.fetch_threads) fetch_threads.push_back(k);
+    }
+  }
   for (int workers = group.may_run_on_consumer ? 0 : 1; workers <= max_workers; ++workers) {
     for (int buffer = 1; buffer <= (workers > 0 ? kMaxWorkerBuffer : 1); ++buffer) {
       for (bool persistent : persistence) {
         if (workers == 0 && persistent != group.persistent) continue;  // no workers to keep
-        for (size_t mask = 0; mask < (size_t{1} << switches.size()); ++mask) {
-          Candidate c = traced;
-          c.groups[0].workers = workers;
-          c.groups[0].buffer_per_worker = workers > 0 ? buffer : group.buffer_per_worker;
-          c.groups[0].persistent = persistent;
-          for (size_t k = 0; k < switches.size(); ++k) c.stages[switches[k]].enabled = !(mask >> k & 1);
-          out.push_back(std::move(c));
+        for (int threads : fetch_threads) {
+          for (size_t mask = 0; mask < (size_t{1} << switches.size()); ++mask) {
+            Candidate c = traced;
+            c.groups[0].workers = workers;
+            c.groups[0].buffer_per_worker = workers > 0 ? buffer : group.buffer_per_worker;
+            c.groups[0].persistent = persistent;
+            c.groups[0].fetch_threads = threads;
+            for (size_t k = 0; k < switches.size(); ++k) c.stages[switches[k]].enabled = !(mask >> k & 1);
+            out.push_back(std::move(c));
+          }
         }
       }
     }
@@ -431,14 +447,17 @@ std::vector<Candidate> GroupSettings(const Candidate& traced, int max_workers) {
   return out;
 }
 
-std::array<int, 4> Departure(const Candidate& candidate) {
-  std::array<int, 4> departure{};
+std::array<int, 5> Departure(const Candidate& candidate) {
+  std::array<int, 5> departure{};
   for (const PlannedGroup& group : candidate.groups) {
     int buffer = group.workers > 0 ? group.buffer_per_worker : group.old_buffer_per_worker;
     int traced = group.old_buffer_per_worker;
     departure[0] += group.workers;
     departure[1] += buffer >= traced ? buffer - traced : 2 * (traced - buffer);
     departure[2] += group.persistent != group.old_persistent ? 1 : 0;
+    // Last: a thread is cheaper than a process, so of settings that tie the
+    // one with fewer workers wins, then the one nearest the traced threads.
+    departure[4] += std::abs(group.fetch_threads - group.old_fetch_threads);
   }
   for (size_t i = 0; i < candidate.stages.size(); ++i) {
     const models::StageProfile& stage = candidate.profile.stages[i];

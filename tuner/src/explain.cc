@@ -81,6 +81,18 @@ std::string LastBufferReason(const ExplainFacts& facts, const PlannedStage& stag
   return reason;
 }
 
+// "4 workers x 8 fetch threads: each fetch waits 25 ms on storage and uses
+// 0.4 ms of CPU", from the per-sample stages' latency and CPU.
+std::string FetchThreadsReason(const models::WorkerGroup& traced, const PlannedGroup& group) {
+  std::string who = group.workers > 0
+                        ? fmt::format("{} worker{}", group.workers, group.workers == 1 ? "" : "s")
+                        : std::string("the main process");
+  if (group.fetch_threads == 1) return who + " reading samples one at a time: its fetches hardly wait";
+  double cpu_ms = traced.fetch_gil_seconds_per_sample * 1e3;
+  return fmt::format("{} x {} fetch threads: each fetch waits {:.3g} ms on storage and uses {:.2g} ms of CPU",
+                     who, group.fetch_threads, traced.fetch_wait_seconds_per_sample * 1e3, cpu_ms);
+}
+
 // A worker group's or switchable stage's knob (Knob::kNamed), by the name
 // it has in the profile.
 std::string NamedReason(const Candidate& candidate, const models::Prediction& prediction,
@@ -98,6 +110,7 @@ std::string NamedReason(const Candidate& candidate, const models::Prediction& pr
         return fmt::format("enough workers to keep the {:.4g} cores busy", resources.cores);
       return fmt::format("the fewest workers that reach {:.4g} outputs/s", prediction.throughput);
     }
+    if (knob.stage == traced.fetch_threads_knob) return FetchThreadsReason(traced, group);
     if (knob.stage == traced.buffer_knob) {
       int in_flight = group.workers * group.buffer_per_worker;
       return fmt::format("{} outputs in flight ({} of memory)", in_flight,

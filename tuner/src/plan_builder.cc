@@ -40,6 +40,8 @@ void AddGroupKnobs(const Candidate& candidate, Plan& plan) {
     const PlannedGroup& group = candidate.groups[g];
     const models::WorkerGroup& traced = candidate.profile.groups[g];
     add(traced.workers_knob, std::to_string(group.old_workers), std::to_string(group.workers));
+    add(traced.fetch_threads_knob, std::to_string(group.old_fetch_threads),
+        std::to_string(group.fetch_threads));
     if (group.workers == 0) continue;
     add(traced.buffer_knob, group.old_workers > 0 ? std::to_string(group.old_buffer_per_worker) : "-",
         std::to_string(group.buffer_per_worker));

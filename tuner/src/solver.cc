@@ -32,7 +32,7 @@ int CoresNeeded(double cores, const Resources& resources) {
 struct Solved {
   CacheOption option;
   bool offered = true;                   // listed among the plan's cache options (a group's settings are not)
-  std::array<int, 4> departure{};        // from the traced settings (Departure)
+  std::array<int, 5> departure{};        // from the traced settings (Departure)
   std::unique_ptr<Candidate> candidate;  // null: not admissible or nothing fits
   double best = 0;                       // the exact optimum X of this choice
   double sized_for = 0;                  // the X the parallelism is sized for

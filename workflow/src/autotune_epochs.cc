@@ -16,7 +16,8 @@ namespace pipetune::workflow {
 namespace {
 
 // The DataLoader's knobs a plan sets, in the order they are printed.
-constexpr const char* kTunable[] = {"num_workers", "prefetch_factor", "persistent_workers", "pin_memory"};
+constexpr const char* kTunable[] = {"num_workers", "prefetch_factor", "persistent_workers", "pin_memory",
+                                    "fetch_threads"};
 
 // As the script would write it: None, True, False, 2.
 std::string ValueText(const Json& value) {
@@ -27,8 +28,9 @@ std::string ValueText(const Json& value) {
 
 std::string KnobsText(const Json& kwargs) {
   std::vector<std::string> parts;
-  for (const char* key : kTunable)
-    parts.push_back(fmt::format("{}={}", key, ValueText(kwargs.value(key, Json()))));
+  for (const char* key : kTunable) {
+    if (kwargs.contains(key)) parts.push_back(fmt::format("{}={}", key, ValueText(kwargs[key])));
+  }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -70,6 +72,8 @@ Json NormalizedKwargs(const Json& kwargs) {
   out["prefetch_factor"] = workers > 0 ? kwargs.value("prefetch_factor", Json()) : Json();
   out["persistent_workers"] = workers > 0 && kwargs.value("persistent_workers", false);
   out["pin_memory"] = kwargs.value("pin_memory", false);
+  // Named only where the dataset is map-style (a stream's profile has no such knob).
+  if (kwargs.contains("fetch_threads")) out["fetch_threads"] = kwargs["fetch_threads"];
   if (kwargs.contains("ranks") && !kwargs["ranks"].is_null()) out["ranks"] = kwargs["ranks"];
   return out;
 }

@@ -41,6 +41,11 @@ StatusOr<DataLoaderGateSettings> ParseDataLoaderSettings(const Json& doc, const 
   for (const char* key : {analyzer::kPersistentWorkersKnob, analyzer::kPinMemoryKnob}) {
     PIPETUNE_ASSIGN_OR_RETURN(s.knobs[key], flag(key));
   }
+  // Named only for a map-style dataset's profile, and absent from baselines
+  // written before fetch threads existed.
+  if (d->contains(analyzer::kFetchThreadsKnob)) {
+    PIPETUNE_ASSIGN_OR_RETURN(s.knobs[analyzer::kFetchThreadsKnob], integer(analyzer::kFetchThreadsKnob));
+  }
   return s;
 }
 

@@ -18,7 +18,7 @@ namespace {
 // errors ("" at the top, "ranks"."1". for a rank's own).
 Status CheckKwargs(const Json& kwargs, const std::string& path, const std::string& where) {
   for (const auto& [key, value] : kwargs.items()) {
-    if (key == "num_workers" || key == "prefetch_factor") {
+    if (key == "num_workers" || key == "prefetch_factor" || key == "fetch_threads") {
       if (value.is_null() && key == "prefetch_factor") continue;
       if (!value.is_number_integer() || value.get<int64_t>() < (key == "num_workers" ? 0 : 1)) {
         return InvalidInput(fmt::format("{}: key {}\"{}\": expected an integer >= {}, got {}", path, where,
@@ -46,7 +46,7 @@ Status CheckKwargs(const Json& kwargs, const std::string& path, const std::strin
     } else {
       return InvalidInput(
           fmt::format("{}: key {}\"{}\": not a DataLoader setting pipetune applies (num_workers, "
-                      "prefetch_factor, persistent_workers, pin_memory{})",
+                      "prefetch_factor, persistent_workers, pin_memory, fetch_threads{})",
                       path, where, key, where.empty() ? "; ranks" : ""));
     }
   }
@@ -92,11 +92,15 @@ Json DataLoaderKwargs(const models::Profile& profile, const models::Configuratio
 std::string DataLoaderCodeChange(const Json& kwargs) {
   auto flag = [&](const char* key) { return kwargs.value(key, false) ? "True" : "False"; };
   const int workers = kwargs.value("num_workers", 0);
+  // Fetch threads are pipetune's wrapper around the dataset, not a DataLoader argument.
+  const int threads = kwargs.value("fetch_threads", 1);
+  const std::string dataset =
+      threads > 1 ? fmt::format("pipetune.concurrent_fetch(dataset, {})", threads) : std::string("dataset");
   if (workers == 0)
-    return fmt::format("DataLoader(dataset, ..., num_workers=0, pin_memory={})", flag("pin_memory"));
+    return fmt::format("DataLoader({}, ..., num_workers=0, pin_memory={})", dataset, flag("pin_memory"));
   return fmt::format(
-      "DataLoader(dataset, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, pin_memory={})",
-      workers, kwargs.value("prefetch_factor", 2), flag("persistent_workers"), flag("pin_memory"));
+      "DataLoader({}, ..., num_workers={}, prefetch_factor={}, persistent_workers={}, pin_memory={})",
+      dataset, workers, kwargs.value("prefetch_factor", 2), flag("persistent_workers"), flag("pin_memory"));
 }
 
 }  // namespace pipetune::workflow

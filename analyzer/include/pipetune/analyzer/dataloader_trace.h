@@ -21,6 +21,7 @@ struct DataLoaderSettings {
   int batch_size = 1;
   int num_workers = 0;
   int prefetch_factor = 2;
+  int fetch_threads = 1;  // threads each fetching process reads a batch's samples with
   bool persistent_workers = false;
   bool pin_memory = false;
   std::string sampler;

@@ -44,6 +44,8 @@ inline constexpr const char* kNumWorkersKnob = "num_workers";
 inline constexpr const char* kPrefetchFactorKnob = "prefetch_factor";
 inline constexpr const char* kPersistentWorkersKnob = "persistent_workers";
 inline constexpr const char* kPinMemoryKnob = "pin_memory";
+inline constexpr const char* kFetchThreadsKnob =
+    "fetch_threads";  // pipetune's own (python/pipetune/_fetch.py)
 
 // Errors (kInvalidInput) quote the text and say what was expected.
 StatusOr<WhatIf> ParseWhatIf(std::string_view text);

@@ -102,6 +102,23 @@ struct WorkerGroup {
   std::string workers_knob;
   std::string buffer_knob;
   std::string persistent_knob;
+
+  // Fetch threads: each worker (or the consumer's thread, with 0 workers)
+  // reads an output's `fetch_samples` samples from `fetch_threads` threads,
+  // each sample running the group's stages [first_stage, fetch_last_stage];
+  // the rest of the group (collate) runs once the samples are in. A
+  // sample's wait off the CPU (storage) overlaps across the threads; the
+  // part of its CPU that holds Python's GIL (`fetch_gil_seconds_per_sample`)
+  // does not, within one process. Each thread holds one sample in flight
+  // (`memory_bytes_per_fetch_thread`). No knob name: the group has no threads
+  // to set (an IterableDataset's stream is read by one thread).
+  int fetch_threads = 1;
+  int fetch_samples = 1;
+  size_t fetch_last_stage = 0;
+  double fetch_gil_seconds_per_sample = 0;
+  double fetch_wait_seconds_per_sample = 0;  // a sample's time off the CPU: for plans to say
+  double memory_bytes_per_fetch_thread = 0;
+  std::string fetch_threads_knob;
 };
 
 // A stage as the model sees it.

@@ -53,6 +53,7 @@ struct Configuration {
   std::vector<int> group_workers;
   std::vector<int> group_buffer;
   std::vector<bool> group_persistent;
+  std::vector<int> group_fetch_threads;  // per worker group (empty: as traced); >= 1
   // Per stage (empty: as traced): whether a switchable stage runs.
   std::vector<bool> stage_enabled;
 };

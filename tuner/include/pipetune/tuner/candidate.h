@@ -40,6 +40,10 @@ inline constexpr double kSharedElementBytes = 128;
 // The most outputs one worker of a group may hold ready that a plan tries
 // (a DataLoader's prefetch_factor).
 inline constexpr int kMaxWorkerBuffer = 8;
+// The fetch threads a plan may give each worker (WorkerGroup::fetch_threads):
+// the divisors of common batch sizes, since an output's samples are read in
+// rounds of that many, up to 32 reads in flight per process.
+inline constexpr int kFetchThreadChoices[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
 
 // The workers beyond which each adds less than kMinWorkerGain of one worker's
 // throughput (or the throughput falls, past a USL peak), from the stage's
@@ -100,7 +104,7 @@ std::vector<Candidate> GroupSettings(const Candidate& traced, int max_workers);
 // persistence changed, switchable stages not in their preferred state (off
 // where the profile allows it: such a stage only costs time, and a plan
 // that kept it would contradict the report). All zero without groups.
-std::array<int, 4> Departure(const Candidate& candidate);
+std::array<int, 5> Departure(const Candidate& candidate);
 
 // "no cache", "memory cache after \"decode\"", "disk cache after \"decode\"".
 std::string DescribeChoice(const TuneInput& input, const CacheChoice& choice);

@@ -122,6 +122,8 @@ struct PlannedGroup {
   int old_buffer_per_worker = 1;
   bool persistent = false;
   bool old_persistent = false;
+  int fetch_threads = 1;  // threads each worker reads an output's samples with
+  int old_fetch_threads = 1;
 };
 
 // What a plan changes on a stage: one of its knobs, or the stage itself

@@ -1,0 +1,246 @@
+"""Fetch threads (python/pipetune/_fetch.py, docs/pytorch.md "Fetch
+threads"): a batch's samples read from several threads of each fetching
+process. Usage: test_fetch.py CASE PIPETUNE. Exit 77 without torch.
+
+Cases: `order` (every sample once, batches as the DataLoader builds them,
+at 0 and 2 workers), `raises` (a failed read reaches the loop naming its
+index, and no fetch thread is left), `interrupt` (no fetch thread is left
+after `break` or Ctrl-C), `apply_store` (`profile --apply` with
+fetch_threads against a store 25 ms away: reads overlap, as the latency
+bound says), `tune_store` (`tune` on a run at 2 workers plans few workers
+and many threads, and the plan applied keeps up with the num_workers grid
+it beats; needs a network namespace, else skipped)."""
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import textwrap
+
+from _common import fail, json_report, run
+
+if importlib.util.find_spec("torch") is None:
+    print("skipped: %s has no torch" % sys.executable)
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.join(HERE, "..", "..", "python")
+
+# In-process cases: the wrapper alone, as a user who keeps it in code has it.
+IN_PROCESS = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    sys.path.insert(0, {package!r})
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+    import pipetune
+
+    class Uneven(Dataset):
+        # Reads that end out of order: a later index often returns first.
+        def __init__(self, n, fail_at=-1):
+            self.n, self.fail_at = n, fail_at
+        def __len__(self):
+            return self.n
+        def __getitem__(self, i):
+            time.sleep(((i * 7) % 5) / 1000)
+            if i == self.fail_at:
+                raise IOError("GET sample %d: connection reset" % i)
+            return torch.tensor([float(i)]), i
+
+    def fetch_threads():
+        return [t for t in threading.enumerate() if t.name.startswith("pipetune-fetch")]
+
+    def batches(dataset, workers, seed=3):
+        g = torch.Generator().manual_seed(seed)
+        loader = DataLoader(dataset, batch_size=5, shuffle=True, generator=g, num_workers=workers)
+        return [b[1].tolist() for b in loader]
+""")
+
+ORDER = IN_PROCESS + textwrap.dedent("""
+    for workers in (0, 2):
+        plain = batches(Uneven(37), workers)
+        threaded = batches(pipetune.concurrent_fetch(Uneven(37), 6), workers)
+        if plain != threaded:
+            sys.exit("workers=%d: batches differ from the DataLoader's:\\n%s\\n%s" % (workers, plain, threaded))
+        flat = sorted(i for b in threaded for i in b)
+        if flat != list(range(37)):
+            sys.exit("workers=%d: not every sample exactly once: %s" % (workers, flat))
+    print("ok")
+""")
+
+RAISES = IN_PROCESS + textwrap.dedent("""
+    signal.alarm(60)  # a hang fails the case rather than the suite's timeout
+    for workers in (0, 2):
+        loader = DataLoader(pipetune.concurrent_fetch(Uneven(40, fail_at=13), 8), batch_size=10, num_workers=workers)
+        seen = []
+        try:
+            for b in loader:
+                seen += b[1].tolist()
+        except IOError as error:  # the DataLoader re-raises a worker's error as its own type
+            text = str(error) + "".join(getattr(error, "__notes__", []))
+            if "dataset[13]" not in text or "connection reset" not in text:
+                sys.exit("workers=%d: the error does not name the sample: %r" % (workers, text))
+        else:
+            sys.exit("workers=%d: the failed read was not raised" % workers)
+        if seen != list(range(10)):
+            sys.exit("workers=%d: batches before the failure: %s" % (workers, seen))
+        if fetch_threads():
+            sys.exit("workers=%d: fetch threads left: %s" % (workers, fetch_threads()))
+    print("ok")
+""")
+
+INTERRUPT = IN_PROCESS + textwrap.dedent("""
+    signal.alarm(60)
+    loader = DataLoader(pipetune.concurrent_fetch(Uneven(200), 8), batch_size=20)
+    for k, b in enumerate(loader):
+        if k == 2:
+            break
+    if fetch_threads():
+        sys.exit("after break: fetch threads left: %s" % fetch_threads())
+    # Ctrl-C while a batch is being read: SIGINT from a timer, 5 ms into it.
+    class Slow(Uneven):
+        def __getitem__(self, i):
+            time.sleep(0.05)
+            return super().__getitem__(i)
+    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    began = time.monotonic()
+    try:
+        for b in DataLoader(pipetune.concurrent_fetch(Slow(400), 4), batch_size=40):
+            pass
+        sys.exit("Ctrl-C did not reach the loop")
+    except KeyboardInterrupt:
+        pass
+    if time.monotonic() - began > 5:
+        sys.exit("Ctrl-C took %.1f s to stop the loop" % (time.monotonic() - began))
+    if fetch_threads():
+        sys.exit("after Ctrl-C: fetch threads left: %s" % fetch_threads())
+    print("ok")
+""")
+
+
+def in_process(source):
+    r = run([sys.executable, "-c", source.format(package=os.path.abspath(PACKAGE))], timeout=120)
+    if r.returncode != 0 or "ok" not in r.stdout:
+        fail("exited %d" % r.returncode, r)
+
+
+def case_order(pipetune):
+    in_process(ORDER)
+
+
+def case_raises(pipetune):
+    in_process(RAISES)
+
+
+def case_interrupt(pipetune):
+    in_process(INTERRUPT)
+
+
+sys.path.insert(0, HERE)
+import _slow_store  # noqa: E402
+
+def write_train(folder):
+    path = os.path.join(folder, "train.py")
+    with open(path, "w") as f:
+        f.write(_slow_store.train_source())
+    return path
+
+
+def measured(result):
+    figures = _slow_store.parse_train_output(result.stdout)
+    if figures is None:
+        fail("no images/s printed", result)
+    return figures["images_per_second"]
+
+
+def open_store(folder, required):
+    """The namespace's store; where none can be made, the loopback one, or a
+    skip when the case needs the real one."""
+    files = os.path.join(folder, "files")
+    _slow_store.make_files(files, 240)
+    try:
+        return _slow_store.open_store(files)
+    except _slow_store.Unavailable as error:
+        if required:
+            print("skipped: %s" % error)
+            sys.exit(77)
+        print("no network namespace (%s): the loopback store instead" % error)
+        return _slow_store.open_loopback(files)
+
+
+def case_apply_store(pipetune):
+    """`profile --apply` of {"num_workers": 1, "fetch_threads": 8}: eight
+    reads in flight where the DataLoader has one, measured side by side."""
+    with tempfile.TemporaryDirectory() as folder, open_store(folder, required=False) as store:
+        train = write_train(folder)
+        rates = {1: [], 8: []}
+        for _ in range(2):
+            for threads in (1, 8):
+                kwargs = os.path.join(folder, "kw%d.json" % threads)
+                with open(kwargs, "w") as f:
+                    json.dump({"num_workers": 1, "fetch_threads": threads}, f)
+                # The script's own settings say 0 workers and 1 thread: the file's win.
+                r = run([pipetune, "profile", "--trace", os.path.join(folder, "t%d.trace" % threads), "--apply",
+                         kwargs, "--", sys.executable, train, store.url, "240", "16", "0", "1", "2"], timeout=240)
+                if r.returncode != 0:
+                    fail("profile --apply exited %d" % r.returncode, r)
+                rates[threads].append(measured(r))
+        one, eight = max(rates[1]), max(rates[8])
+        print("%s: 1 thread %.0f images/s, 8 threads %.0f: %.1fx" % (store.kind, one, eight, eight / one))
+        if eight < 3 * one:
+            fail("8 fetch threads are not 3x one thread's reads: %.0f against %.0f images/s" % (eight, one))
+        report = json_report(pipetune, os.path.join(folder, "t8.trace"))
+        settings = report.get("dataloader", {}).get("settings", {})
+        if settings.get("fetch_threads") != 8:
+            fail("the trace does not say the run had 8 fetch threads: %s" % settings)
+
+
+def case_tune_store(pipetune):
+    """bench/pytorch/fetch_threads.py on a shorter grid: the plan of a run at
+    2 workers against num_workers 4 to 32, untraced, alternated."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "result.json")
+        bench = os.path.join(HERE, "..", "..", "bench", "pytorch", "fetch_threads.py")
+        build = os.path.dirname(os.path.dirname(os.path.abspath(pipetune)))
+        r = run([sys.executable, bench, build, "--grid", "4,8,16,32", "--files", "960", "--json", out], timeout=580)
+        if r.returncode == 77:
+            print(r.stdout.strip())
+            sys.exit(77)
+        if r.returncode != 0:
+            fail("the benchmark exited %d" % r.returncode, r)
+        print(r.stdout)
+        with open(out) as f:
+            result = json.load(f)
+    plan = result["plan"]
+    if plan.get("num_workers", 0) > 4 or plan.get("fetch_threads", 1) < 2:
+        fail("the plan is not a few workers with fetch threads: %s" % plan, r)
+    if result["tuned_memory_over_grid_best"] > 0.25:
+        fail("the plan used %.2f of the grid's best point's memory" % result["tuned_memory_over_grid_best"], r)
+    # The plan is sized for the host's cores and binds on the CPU: where
+    # other programs hold them (a load above the core count) the run gets
+    # less than the model was given, and one run of each setting is noise
+    # (num_workers=16 measured 372 and 813 images/s in two such runs), so
+    # the rates are said rather than judged there, unless
+    # PIPETUNE_FETCH_STRICT=1.
+    quiet = os.getloadavg()[0] < (os.cpu_count() or 1) or os.environ.get("PIPETUNE_FETCH_STRICT") == "1"
+    ratio = result["predicted_over_measured"]
+    print("plan over the grid's best %.2f, predicted over measured %.2f (load %.1f%s)" % (
+        result["tuned_over_grid_best"], ratio, os.getloadavg()[0], "" if quiet else ": not judged"))
+    if quiet and result["tuned_over_grid_best"] < 0.9:
+        fail("the plan reached %.2f of the grid's best" % result["tuned_over_grid_best"], r)
+    if quiet and not 0.8 <= ratio <= 1.25:
+        fail("predicted over measured: %.2f" % ratio, r)
+
+
+def main():
+    case, pipetune = sys.argv[1], sys.argv[2]
+    cases = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
+    if case not in cases:
+        print("unknown case %s (one of %s)" % (case, ", ".join(sorted(cases))))
+        sys.exit(2)
+    cases[case](pipetune)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
