@@ -223,6 +223,12 @@ struct Profile {
   // the CPU): it grows with throughput and competes with the stages for the
   // cores. Measured apart from other_cpu_cores, which stays a constant load.
   double consumer_cpu_seconds_per_output = 0;
+  // The cores the consumer's step holds while it runs: its CPU per output
+  // over its wall time, every thread of it (a step on the CPU whose
+  // operators run on torch's intra-op pool holds near every core). 0: not
+  // measured. A step of threads of its own leaves the work off its thread
+  // only the whole cores it does not hold (rate_model.h, the held step).
+  double consumer_step_cores = 0;
   // Outputs per epoch and epochs in the run, when known: worker start-up is
   // paid per epoch (once per run when persistent).
   std::optional<double> outputs_per_epoch;
