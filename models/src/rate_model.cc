@@ -167,12 +167,14 @@ void AddHeldStepBound(const Profile& profile, const Configuration& config, const
   if (lanes <= 0) return;
   double work = GroupOverheadCpu(profile, config);
   for (size_t i = 0; i < profile.stages.size(); ++i) {
-    if (counted[i] && !RunsOnConsumerThread(profile, config, i)) work += profile.stages[i].cpu_seconds_per_output;
+    if (counted[i] && !RunsOnConsumerThread(profile, config, i))
+      work += profile.stages[i].cpu_seconds_per_output;
   }
   const double between = std::min(lanes, stage_cores);
   const double during = std::min(lanes, std::max(0.0, stage_cores - held));
   const double per_output = work + (between - during) * step;
-  prediction.bounds.push_back({BoundKind::kCpu, std::nullopt, per_output > 0 ? between / per_output : kInfinity});
+  prediction.bounds.push_back(
+      {BoundKind::kCpu, std::nullopt, per_output > 0 ? between / per_output : kInfinity});
 }
 
 // What an epoch boundary costs a group of w workers, besides their start-up.
