@@ -155,6 +155,15 @@ models::StageProfile MakeStage(const StageInput& in, double window_seconds, doub
   return stage;
 }
 
+// The training step's CPU: the loop thread's and the threads it runs beside
+// it (torch's intra-op pool), which hold cores while the step runs as the
+// loop's thread does; the main process's CPU besides loading where the
+// steps' CPU was not recorded.
+double StepCpuSeconds(const DataLoaderProfile& p) {
+  if (p.step.cpu_seconds_each < 0) return p.main_other_cpu_per_batch;
+  return p.step.cpu_seconds_each + std::max(0.0, p.step_threads_cpu_seconds_each);
+}
+
 // How much longer than its CPU the loading took because the cores were all
 // busy (1: they were not). The loading processes used nearly every core:
 // their off-CPU time was spent waiting for one.
@@ -163,7 +172,7 @@ double Contention(const DataLoaderProfile& p, double window_seconds, double core
   for (const DataLoaderStage& s : p.sample_stages) {
     if (p.settings.num_workers == 0 && s.cpu_seconds_each >= 0) loading_cpu += s.cpu_seconds_each * s.count;
   }
-  double consumer_cpu = std::max(0.0, p.step.cpu_seconds_each) * p.step.count;
+  double consumer_cpu = p.step.cpu_seconds_each >= 0 ? StepCpuSeconds(p) * p.step.count : 0.0;
   // The loading processes' off-CPU time is waiting for a core rather than
   // for I/O when they (and the consumer) used nearly every core.
   bool saturated = models::CpuSaturated((loading_cpu + consumer_cpu) / window_seconds, cores);
@@ -354,8 +363,9 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
   profile.groups.push_back(std::move(group));
 
   if (run.step.count > 0) profile.step_time_seconds = run.step.seconds_each;
-  profile.consumer_cpu_seconds_per_output =
-      run.step.cpu_seconds_each >= 0 ? run.step.cpu_seconds_each : run.main_other_cpu_per_batch;
+  profile.consumer_cpu_seconds_per_output = StepCpuSeconds(run);
+  if (run.step.cpu_seconds_each > 0 && run.step_threads_cpu_seconds_each > 0)
+    profile.consumer_step_threads = profile.consumer_cpu_seconds_per_output / run.step.cpu_seconds_each;
   double epochs = std::max<double>(1, static_cast<double>(run.epochs.size()));
   profile.epochs = epochs;
   // The epoch as the loop took it, not len(loader): a run that stops after

@@ -373,6 +373,52 @@ void ReadLoopSpan(const tracer::Trace& main, const std::string& prefix, DataLoad
   p.loop_end_seconds = std::max(end, p.loop_begin_seconds);
 }
 
+// The process's CPU (every thread's, user + system) at `seconds` after its
+// session started, interpolated between its process samples; nullopt
+// outside them.
+std::optional<double> ProcessCpuAt(const tracer::Trace& main, double seconds) {
+  const std::vector<tracer::ProcessSample>& samples = main.process_samples;
+  auto at = [&](const tracer::ProcessSample& s) {
+    return s.time_ns > main.header.clock.start_ns ? (s.time_ns - main.header.clock.start_ns) / 1e9 : 0.0;
+  };
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const double t0 = at(samples[i - 1]), t1 = at(samples[i]);
+    if (seconds < t0 || seconds > t1) continue;
+    const double c0 = samples[i - 1].cpu_ns / 1e9, c1 = samples[i].cpu_ns / 1e9;
+    return t1 > t0 ? c0 + (c1 - c0) * (seconds - t0) / (t1 - t0) : c1;
+  }
+  return std::nullopt;
+}
+
+// The CPU of the threads the training step runs beside the loop's own
+// (DataLoaderProfile::step_threads_cpu_seconds_each): the process's CPU
+// over the loop less what the recorder timed on the loop's thread (its
+// steps, its waits in next() with the samples loaded there, its iterators)
+// and on the pin thread. The recorder times only the loop's thread, so a
+// step on the CPU whose operators run on torch's intra-op pool read as one
+// core where the process used 1.8 of 2 (issue 39).
+void ReadStepThreads(const tracer::Trace& main, const std::map<std::string, StageSum>& main_stages,
+                     DataLoaderProfile& p) {
+  // Below this share of the steps' time, or the process clock's ticks at
+  // both ends of the loop (10 ms each, /proc/self/stat), the rest is the
+  // recorder's own sampling and rounding, not threads of the step.
+  constexpr double kStepThreadsMinCores = 0.05;
+  constexpr double kProcessCpuResolutionSeconds = 0.02;
+  if (p.step.count == 0 || p.step_seconds <= 0 || p.step.cpu_seconds_each < 0) return;
+  const std::optional<double> begin = ProcessCpuAt(main, p.loop_begin_seconds);
+  const std::optional<double> end = ProcessCpuAt(main, p.loop_end_seconds);
+  if (!begin || !end) return;
+  double timed = 0;
+  for (const char* name : {"step", "next", "epoch"}) timed += Find(main_stages, name).cpu_ns / 1e9;
+  // Without workers torch pins in next(), on the loop's thread: timed there.
+  if (p.settings.num_workers > 0) timed += Find(main_stages, "pin_memory").cpu_ns / 1e9;
+  const double beside = std::max(0.0, *end - *begin - timed);
+  p.step_threads_cpu_seconds_each =
+      beside >= kStepThreadsMinCores * p.step_seconds + kProcessCpuResolutionSeconds
+          ? beside / static_cast<double>(p.step.count)
+          : 0.0;
+}
+
 }  // namespace
 
 bool LoadingShareMeansSharedHost(double loading_cpu_share, int num_workers, double cores) {
@@ -452,6 +498,7 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
   ReadEpochs(main, prefix, Find(main_stages, "epoch").count, starts, p);
   ReadTimeline(main, prefix, used, p);
   ReadLoopSpan(main, prefix, p);
+  ReadStepThreads(main, main_stages, p);
   return p;
 }
 

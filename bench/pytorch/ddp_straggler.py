@@ -4,19 +4,22 @@ the model's error for each rank (docs/benchmarks-pytorch.md, "A DDP job
 whose ranks wait at the all-reduce"). From the repository root:
 
     /usr/bin/python3 bench/pytorch/ddp_straggler.py [BUILD_DIR] [--grid 0,1,2,3] [--cores 2] [--rounds 3]
+        [--straggler 1.5] [--script-workers 0]
 
 The job: 2 ranks under torch.multiprocessing.spawn, gloo on 127.0.0.1, 8
-batches of 8 samples per epoch, 6 epochs; the script says num_workers=0, and
-a setting with workers keeps them (persistent_workers=True). Each sample is
-mostly CPU (rank 0: 2 ms of CPU and 0.3 ms of waiting, a read); rank 1's cost
-1.5 times that (the straggler), so rank 0's main thread spends much of its
-loop waiting for rank 1 at the gradients' all-reduce, off the CPU. The
-training step is a small linear model's forward and backward.
+batches of 8 samples per epoch, 6 epochs; the script says
+num_workers=--script-workers (non-persistent, as a script would have it),
+and a grid setting with workers keeps them (persistent_workers=True). Each
+sample is mostly CPU (rank 0: 2 ms of CPU and 0.3 ms of waiting, a read);
+rank 1's cost --straggler times that (the straggler), so rank 0's main
+thread spends much of its loop waiting for rank 1 at the gradients'
+all-reduce, off the CPU. The training step is a small linear model's
+forward and backward. Issue 39's case: `--straggler 2 --script-workers 1`.
 
-1. Traced runs (`pipetune profile`) at every grid setting: for each rank,
-   the model's predicted over measured batches/s from `pipetune report`
-   (its "ranks" rows). The num_workers=0 run is the script's own.
-2. `pipetune tune` of the num_workers=0 job's traces with the node's --cores
+1. Traced runs (`pipetune profile`): the script's own settings, then every
+   grid setting: for each rank, the model's predicted over measured
+   batches/s from `pipetune report` (its "ranks" rows).
+2. `pipetune tune` of the script's own run's traces with the node's --cores
    and --memory.
 3. Untraced: the tuned kwargs and every grid setting, applied by the
    bootstrap alone (PIPETUNE_DATALOADER_APPLY without a trace), R rounds
@@ -54,9 +57,9 @@ TRAIN = textwrap.dedent("""
         torch.set_num_threads(1)
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3 * 32 * 32, 10))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        ds = Costly(samples, 1.5 if rank == 1 else 1.0)
+        ds = Costly(samples, STRAGGLER if rank == 1 else 1.0)
         sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=False)
-        loader = DataLoader(ds, batch_size=BATCH_SIZE, num_workers=0, sampler=sampler)
+        loader = DataLoader(ds, batch_size=BATCH_SIZE, num_workers=SCRIPT_WORKERS, sampler=sampler)
         images = 0
         start = time.monotonic()
         for epoch in range(epochs):
@@ -77,7 +80,12 @@ TRAIN = textwrap.dedent("""
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = port
         torch.multiprocessing.spawn(train, args=(2, samples, epochs, out), nprocs=2)
-""").replace("BATCH_SIZE", str(BATCH))
+""")
+
+
+def training_script(straggler, script_workers):
+    return TRAIN.replace("BATCH_SIZE", str(BATCH)).replace("STRAGGLER", repr(straggler)).replace(
+        "SCRIPT_WORKERS", str(script_workers))
 
 
 def run(cmd, env=None):
@@ -105,6 +113,8 @@ def main():
     parser.add_argument("--batches", type=int, default=8, help="batches per rank per epoch")
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--straggler", type=float, default=1.5, help="rank 1's cost per sample over rank 0's")
+    parser.add_argument("--script-workers", type=int, default=0, help="num_workers in the script's own code")
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     pipetune = os.path.join(os.path.abspath(args.build), "cli", "pipetune")
@@ -113,7 +123,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "train.py")
         with open(script, "w") as f:
-            f.write(TRAIN)
+            f.write(training_script(args.straggler, args.script_workers))
 
         def kwargs_file(name, kwargs):
             path = os.path.join(tmp, name + ".json")
@@ -126,7 +136,8 @@ def main():
             command = [sys.executable, script, str(free_port()), str(samples), str(args.epochs), out]
             if traced:
                 trace = os.path.join(tmp, name + ".trace")
-                run([pipetune, "profile", "--trace", trace, "--apply", apply, "--"] + command)
+                applied = ["--apply", apply] if apply else []
+                run([pipetune, "profile", "--trace", trace] + applied + ["--"] + command)
                 return trace, job_rate(out)
             env = dict(os.environ, PYTHONPATH=os.path.join(root, "python"), PIPETUNE_DATALOADER_APPLY=apply)
             env.pop("PIPETUNE_TRACE", None)
@@ -138,9 +149,9 @@ def main():
         print("== the model, traced runs: predicted / measured batches/s per rank (pipetune report)")
         ratios = []
         script_trace = None
-        for name, path in settings:
-            trace, _ = job("traced-" + name.replace("=", ""), path, traced=True)
-            if name == "num_workers=0":
+        for name, path in [("script's own", None)] + settings:
+            trace, _ = job("traced-" + name.replace("=", "").replace(" ", "-").replace("'", ""), path, traced=True)
+            if path is None:
                 script_trace = trace
             rep = json.loads(run([pipetune, "report", trace, "--format", "json"]))
             cells = []
@@ -152,8 +163,6 @@ def main():
             print("%-14s %s" % (name, "  |  ".join(cells)))
         print("model for ranks: predicted/measured min %.3f max %.3f; within 10%%: %d of %d" % (
             min(ratios), max(ratios), sum(abs(r - 1) <= 0.10 for r in ratios), len(ratios)))
-        if script_trace is None:
-            sys.exit("the grid must hold num_workers=0 (the script's own setting, which tune reads)")
         tuned = os.path.join(tmp, "tuned.json")
         out = run([pipetune, "tune", script_trace, "--cores", args.cores, "--memory", args.memory, "-o", tuned])
         with open(tuned) as f:

@@ -178,6 +178,40 @@ void AddConsumerBound(const Profile& profile, const Configuration& config, const
   prediction.bounds.push_back({BoundKind::kConsumer, blame, bound});
 }
 
+// A step that runs threads of its own holds whole cores while it runs: each
+// of its parallel sections waits for its slowest thread, so a worker that
+// takes a core from one of them stalls the whole step, and the share of a
+// core left between sections is no core a worker can use. Priced by CPU
+// alone, one worker beside a step of torch's intra-op pool on 2 cores was
+// predicted at 3.4 batches/s and ran 2.4, slower than none (issue 39). So
+// the work off the consumer's thread, W
+// per output, runs on the cores the step leaves while it runs, D, and on B
+// between steps (each worker is one thread):
+//   X * W <= D * step * X + B * (1 - step * X).
+// With a step of one thread this is never tighter than the CPU and group
+// bounds, so it is added only for a step that holds two cores or more.
+void AddHeldStepBound(const Profile& profile, const Configuration& config, const std::vector<bool>& counted,
+                      double step, double stage_cores, Prediction& prediction) {
+  // A fifth of a thread's CPU past n whole ones is a thread of the step's
+  // own at work in its parallel sections.
+  constexpr double kThreadShare = 0.2;
+  const double held = std::min(stage_cores, std::ceil(profile.consumer_step_threads - kThreadShare));
+  if (held < 2 || step <= 0) return;
+  double lanes = 0;
+  for (size_t g = 0; g < profile.groups.size(); ++g) lanes += BusyWorkers(profile, config, g);
+  if (lanes <= 0) return;
+  double work = GroupOverheadCpu(profile, config);
+  for (size_t i = 0; i < profile.stages.size(); ++i) {
+    if (counted[i] && !RunsOnConsumerThread(profile, config, i))
+      work += profile.stages[i].cpu_seconds_per_output;
+  }
+  const double between = std::min(lanes, stage_cores);
+  const double during = std::min(lanes, std::max(0.0, stage_cores - held));
+  const double per_output = work + (between - during) * step;
+  prediction.bounds.push_back(
+      {BoundKind::kCpu, std::nullopt, per_output > 0 ? between / per_output : kInfinity});
+}
+
 // What an epoch boundary costs a group of w workers, besides their start-up.
 // An epoch is a pipeline that fills and drains: the workers start their
 // first batches side by side and finish their last ones side by side, so
@@ -350,6 +384,7 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
   double step = config.step_time_seconds && *config.step_time_seconds > 0 ? *config.step_time_seconds : 0.0;
   prediction.bounds.push_back({BoundKind::kDemand, std::nullopt, step > 0 ? 1.0 / step : kInfinity});
   AddConsumerBound(profile, config, counted, step, prediction);
+  AddHeldStepBound(profile, config, counted, step, stage_cores, prediction);
 
   // The smallest bound binds; on a tie the earlier one (a stage before the
   // shared resources) is named, since it is the one a knob can move.

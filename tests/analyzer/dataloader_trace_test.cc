@@ -106,6 +106,11 @@ TEST(DataLoaderTraceTest, MapStyleAtZeroWorkersOverThreeEpochs) {
   // is what is left out).
   EXPECT_GT(p.main_other_cpu_per_batch, 0.0009);
   EXPECT_LT(p.main_other_cpu_per_batch, 0.02);
+  // The step spins on the loop's own thread and starts none: the process's
+  // CPU beside that thread is the recorder's sampling and the clock's
+  // rounding, below what counts as the step's.
+  EXPECT_GE(p.step_threads_cpu_seconds_each, 0.0);
+  EXPECT_LT(p.step_threads_cpu_seconds_each, 0.0005);
   EXPECT_FALSE(p.hostname.empty());
   EXPECT_FALSE(p.rank.has_value());  // not a distributed run
   EXPECT_FALSE(p.world_size.has_value());

@@ -382,6 +382,60 @@ TEST(DataLoaderTuner, NoWorkersWhenTheStepIsTheLimitAnyway) {
   EXPECT_EQ(Tuned(run, LoaderBudget(4, 64 * 1024)).num_workers, 0);
 }
 
+// A training step on the CPU whose operators run on torch's intra-op pool:
+// 300 ms a step, the loop's thread 300 ms of CPU and the pool's other thread
+// 240 ms more (1.8 threads busy side by side, as issue 39's mobilenet step
+// on 2 cores). Loading a batch costs 197 ms on one core.
+DataLoaderProfile ThreadedStepRun(int num_workers = 0) {
+  DataLoaderProfile run = LoaderRun(num_workers);
+  run.step = Stage("training step", DataLoaderStageKind::kStep, 0.300, 100);
+  run.step_threads_cpu_seconds_each = 0.240;
+  run.step_seconds = 30;
+  return run;
+}
+
+TEST(DataLoaderModel, AStepOfItsOwnThreadsCountsEveryThreadsCpu) {
+  DataLoaderProfile run = ThreadedStepRun();
+  models::Profile profile = analyzer::DataLoaderModelProfile(run);
+  EXPECT_NEAR(profile.consumer_cpu_seconds_per_output, 0.540, 1e-9);
+  EXPECT_NEAR(profile.consumer_step_threads, 1.8, 1e-9);
+}
+
+// Its threads hold both cores while it runs: one worker can load only
+// between steps, so it adds its own CPU to the consumer's time and is
+// slower than none (issue 39: 36.0 s at 0 workers, 42.9 s at 1). Priced by
+// CPU alone, 0.06 cores left idle in the step made one worker look faster.
+TEST(DataLoaderModel, AWorkerBesideAStepThatHoldsTheCoresLoadsOnlyBetweenSteps) {
+  DataLoaderProfile run = ThreadedStepRun();
+  const double none = PredictAt(run, {0, 2, false, false}, 2).steady_throughput;
+  EXPECT_NEAR(none, 1 / (0.300 + 0.197), 1e-9);
+  models::Prediction one = PredictAt(run, {1, 2, false, false}, 2);
+  EXPECT_LT(one.steady_throughput, none);
+  EXPECT_EQ(one.binding.kind, models::BoundKind::kCpu);
+  // Two workers load side by side between steps: 197 ms of loading (and
+  // the workers' own CPU) per two steps.
+  EXPECT_GT(PredictAt(run, {2, 2, false, false}, 2).steady_throughput, none);
+  // On 8 cores the step leaves 6 free: one worker loads while it runs.
+  EXPECT_NEAR(PredictAt(run, {1, 2, false, false}, 8).steady_throughput, 1 / 0.3012, 1e-3);
+}
+
+// Other programs on the host slow the step's threads alike: the step then
+// takes longer for the same CPU, and still runs 1.8 threads side by side.
+TEST(DataLoaderModel, ALoadedHostLeavesTheStepsThreadsAsTheyAre) {
+  DataLoaderProfile run = ThreadedStepRun();
+  run.step.seconds_each = run.step.per_batch = 1.2;  // a quarter of each core while it ran
+  run.step_seconds = 120;
+  EXPECT_NEAR(analyzer::DataLoaderModelProfile(run).consumer_step_threads, 1.8, 1e-9);
+}
+
+TEST(DataLoaderTuner, NoWorkerThatWouldFightTheStepsThreads) {
+  DataLoaderProfile run = ThreadedStepRun();
+  Plan plan;
+  // The memory allows one worker at most (each holds 300 MiB beside the
+  // main process's 400).
+  EXPECT_EQ(Tuned(run, LoaderBudget(2, 800), &plan).num_workers, 0);
+}
+
 // A webdataset of 2 shards: each is read whole by one worker, so a third
 // and fourth worker get no shard. The model gives them no throughput (they
 // still start and hold their memory), and the plan, which without the

@@ -145,10 +145,18 @@ struct DataLoaderProfile {
   double duration_seconds = 0;
 
   std::vector<DataLoaderStage> sample_stages;  // load and transforms: per sample
-  // step.cpu_seconds_each: the main thread's CPU per training step (the
-  // loop's own thread; threads the step starts, such as intra-op ones, are
-  // the process's CPU, not the step's).
+  // step.cpu_seconds_each: the loop thread's CPU per training step, as the
+  // recorder times it; the threads the step runs beside it are in
+  // step_threads_cpu_seconds_each.
   DataLoaderStage collate, transfer, pin_memory, step;
+  // The CPU per step of the main process's threads besides the loop's own
+  // and the pin thread: torch's intra-op pool (a step on the CPU runs its
+  // operators on every core by default), gloo's. The process's CPU over the
+  // loop (its process samples) less the loop thread's and the pin thread's,
+  // per step; 0 when that is under 5% of the steps' time plus two of the
+  // process clock's ticks (the recorder's own sampling, rounding); -1 not
+  // measured.
+  double step_threads_cpu_seconds_each = -1;
   uint64_t batches = 0;     // the consumer's batches
   double wait_seconds = 0;  // the consumer's total wait in next()
   double step_seconds = 0;  // the consumer's total time between batches

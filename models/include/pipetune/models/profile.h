@@ -240,6 +240,13 @@ struct Profile {
   // the CPU): it grows with throughput and competes with the stages for the
   // cores. Measured apart from other_cpu_cores, which stays a constant load.
   double consumer_cpu_seconds_per_output = 0;
+  // The threads the consumer's step keeps busy side by side: its CPU, every
+  // thread's, over its own thread's (a step on the CPU whose operators run
+  // on torch's intra-op pool: near one per core). A ratio of CPU times, so
+  // other programs on the host, which slow every thread alike, leave it as
+  // it is. 0: not measured. A step of threads of its own holds that many
+  // cores while it runs (rate_model.h, the held step).
+  double consumer_step_threads = 0;
   // Outputs per epoch and epochs in the run, when known: worker start-up is
   // paid per epoch (once per run when persistent).
   std::optional<double> outputs_per_epoch;

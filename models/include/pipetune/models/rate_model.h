@@ -8,6 +8,14 @@
 //   demand:       X <= 1 / step_time                  (the consumer)
 //   worker group: X * sum_{i in g} V_i * L_i <= w_g   (stages sharing w_g workers)
 //   consumer:     X * (step + sum_{i on it} V_i L_i) <= 1   (stages on its thread)
+//   held step:    X * (W + (B - D) * step) <= B   (a step of threads of its own)
+//
+// The held step: a consumer's step that runs threads of its own (torch's
+// intra-op pool; Profile::consumer_step_threads over 1.2) holds h whole cores
+// while it runs, so the work off the consumer's thread (W per output: the
+// workers' stages and their own CPU) runs on D = min(lanes, C - h) cores
+// during the step and on B = min(lanes, C) between steps, lanes being the
+// workers. It counts as a CPU bound.
 //
 // CPU counts the consumer's CPU per output too, where the profile measured
 // it, and each worker group's own CPU outside its stages while it has

@@ -1,0 +1,102 @@
+"""A training step on the CPU whose operators run on torch's intra-op
+threads (at their default, one per core), under `pipetune profile`
+(docs/pytorch.md, "A step that runs threads of its own"). The recorder times
+the loop's own thread; the step's other threads run outside it, and the
+report once said "cpu 1.00 of 2 cores used" where the process used 1.81
+(issue 39). Usage: test_step_threads.py CASE PIPETUNE.
+
+cores_used: the script measures its own process's CPU over its training
+loop (getrusage, every thread) and its loop thread's alone; the report's
+cores used must be within 15% of the process's, and, where the step's
+other threads did measurable work (the process used 1.3 times its loop
+thread's CPU or more), further from the loop thread's alone than that, so
+that leaving those threads out fails. When the step kept 1.5 threads or
+more busy side by side (the process's CPU over its loop thread's, which a
+loaded host leaves as it is) on a host of 2 cores, `tune` must propose no
+worker: one would load only between steps, or stall the step's threads
+(docs/model.md, "The held step"). Exit 77 where torch has one intra-op
+thread (a 1-core host, Debian's torch 1.13 here)."""
+import json
+import os
+import sys
+import tempfile
+import textwrap
+from _common import fail, profile_and_report, run
+
+BATCHES, BATCH = 24, 32
+
+SCRIPT = textwrap.dedent("""
+    import json, resource, sys, time
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Images(Dataset):
+        def __len__(self):
+            return {batches} * {batch}
+
+        def __getitem__(self, i):
+            return torch.full((3, 48, 48), float(i % 5)), i % 10
+
+    def main(out):
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(32 * 24 * 24, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loader = DataLoader(Images(), batch_size={batch}, num_workers=0)
+        usage, thread, start = resource.getrusage(resource.RUSAGE_SELF), time.thread_time(), time.monotonic()
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        wall = time.monotonic() - start
+        end = resource.getrusage(resource.RUSAGE_SELF)
+        process = end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime
+        with open(out, "w") as f:
+            json.dump({{"threads": torch.get_num_threads(), "wall": wall, "process_cpu": process,
+                       "loop_thread_cpu": time.thread_time() - thread}}, f)
+
+    main(sys.argv[1])
+""")
+
+
+def main():
+    case, pipetune = sys.argv[1], os.path.abspath(sys.argv[2])
+    if case != "cores_used":
+        fail("unknown case " + case)
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "train.py")
+        with open(script, "w") as f:
+            f.write(SCRIPT.format(batches=BATCHES, batch=BATCH))
+        trace, measured = os.path.join(tmp, "run.trace"), os.path.join(tmp, "measured.json")
+        rep = profile_and_report(pipetune, trace, [sys.executable, script, measured])
+        with open(measured) as f:
+            m = json.load(f)
+        if m["threads"] < 2:
+            print("skipped: torch has %d intra-op thread here" % m["threads"])
+            sys.exit(77)
+        process = m["process_cpu"] / m["wall"]
+        loop_thread = m["loop_thread_cpu"] / m["wall"]
+        reported = rep["cores_used"]
+        print("cores: reported %.2f, the process %.2f, its loop thread %.2f (over %.1f s, %d intra-op threads)" % (
+            reported, process, loop_thread, m["wall"], m["threads"]))
+        if abs(reported / process - 1) > 0.15:
+            fail("cores used %.2f is not within 15%% of the process's %.2f" % (reported, process))
+        if process >= 1.3 * loop_thread and abs(reported / loop_thread - 1) <= 0.15:
+            fail("cores used %.2f is the loop thread's alone (%.2f): the step's threads were left out" % (
+                reported, loop_thread))
+        if process >= 1.5 * loop_thread and rep.get("cores") == 2:
+            r = run([pipetune, "tune", trace, "-o", os.path.join(tmp, "tuned.json")])
+            if r.returncode != 0:
+                fail("tune exited %d" % r.returncode, r)
+            with open(os.path.join(tmp, "tuned.json")) as f:
+                tuned = json.load(f)
+            if tuned.get("num_workers", 0) != 0:
+                fail("tune proposed num_workers=%d beside a step that keeps %.2f threads busy" % (
+                    tuned["num_workers"], process / loop_thread), r)
+    print("ok", case)
+
+
+if __name__ == "__main__":
+    main()
