@@ -22,6 +22,7 @@ LOOP = os.path.join(EXAMPLES, "train_tf.py")
 FIT = os.path.join(EXAMPLES, "train_tf_fit.py")
 FILES = 1024  # 32 batches of 32 per epoch: enough for a steady window past each epoch's start
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PIPETUNE_TRACE_INTERVAL_MS="50")
+TOLERANCE = 1.75  # predicted over measured, either way (check_report says why)
 
 
 def images():
@@ -67,8 +68,8 @@ def report(pipetune, trace):
 
 def check_report(pipetune, trace, script_name):
     """A row per op named by its line, the bottleneck the decoding map by
-    its line, the prediction within 10% of the measured rate, and what
-    TensorFlow fused said."""
+    its line, the prediction near the measured rate, and what TensorFlow
+    fused said."""
     rep, r = report(pipetune, trace)
     names = [s["name"] for s in rep["stages"]]
     for op in ("list_files", "map(process_path)", "map(augment)", "batch(32)"):
@@ -81,17 +82,20 @@ def check_report(pipetune, trace, script_name):
     if "fused" not in text:
         fail("the report does not say what TensorFlow fused", r)
     ratio = rep["predicted_throughput"] / rep["throughput"]
-    if not 0.9 <= ratio <= 1.1:
-        # Not yet a failure: on these 2-core hosts the prediction has measured
-        # 1.6x to 2.7x the rate (TensorFlow's per-op times leave out each
-        # hand-off's wake-up wait; docs/tfdata.md, "How far to trust the
-        # prediction"), the open part of issue 38. Said in the log so that a
-        # reader sees the gap; PIPETUNE_TFDATA_STRICT=1 makes it fail.
-        message = "predicted %.1f against measured %.1f outputs/s (%.2fx), not within 10%%" % (
-            rep["predicted_throughput"], rep["throughput"], ratio)
-        if os.environ.get("PIPETUNE_TFDATA_STRICT") == "1":
-            fail(message, r)
-        print("KNOWN GAP: %s (load average %.1f on %d cores)" % (message, os.getloadavg()[0], os.cpu_count()))
+    # The issue's target is 10%. Pricing the ops' waits for a core and each
+    # epoch's new iterator took the prediction from 1.6x-4x the measured rate
+    # to 0.76x-1.57x over a dozen runs of these scripts on the shared 2-core
+    # host at load 8-15 (docs/tfdata.md, "How far to trust the prediction"),
+    # where one run of a few seconds moves by tens of percent on its own:
+    # 10% is judged only with PIPETUNE_TFDATA_STRICT=1 (an idle host). The
+    # band every run must hold, 1.75x each way, fails on the old gap's
+    # typical 2x-4x.
+    band = 1.1 if os.environ.get("PIPETUNE_TFDATA_STRICT") == "1" else TOLERANCE
+    if not 1 / band <= ratio <= band:
+        fail("predicted %.1f against measured %.1f outputs/s (%.2fx), not within %.2fx (load average %.1f on "
+             "%d cores)" % (rep["predicted_throughput"], rep["throughput"], ratio, band, os.getloadavg()[0],
+                            os.cpu_count()), r)
+    print("predicted %.1f, measured %.1f outputs/s: %.2fx" % (rep["predicted_throughput"], rep["throughput"], ratio))
     return rep
 
 
@@ -175,6 +179,39 @@ def case_bad_apply(pipetune, tmp):
     r = run([pipetune, "profile", "--apply", bad, "--", sys.executable, "-c", "pass"])
     if r.returncode != 2 or "num_parallel_calls" not in r.stderr or "train_tf.py:32" not in r.stderr:
         fail("a plan with num_parallel_calls 0 is not refused with exit 2 naming the site and key", r)
+
+
+def case_one_line_and_py_function(pipetune, tmp):
+    """Two maps on one line are two sites (the second "map#2"), each set by
+    the plan on its own; and a map that runs Python (py_function) made
+    parallel by --apply still delivers every element once, in order."""
+    script = os.path.join(tmp, "one_line.py")
+    with open(script, "w") as f:
+        f.write("import json, sys\n"
+                "import tensorflow as tf\n"
+                "def twice(x):\n"
+                "    return x * 2\n"
+                "ds = tf.data.Dataset.range(200).map(lambda x: x + 1).map("
+                "lambda x: tf.py_function(twice, [x], tf.int64))\n"
+                "print(json.dumps([int(v) for v in ds]))\n")
+    site = "%s:5 map" % os.path.abspath(script)
+    plan = os.path.join(tmp, "plan.json")
+    with open(plan, "w") as f:
+        json.dump({"tfdata_plan": {"sites": {site: {"num_parallel_calls": 1},
+                                             site + "#2": {"num_parallel_calls": 4}}}}, f)
+    trace = os.path.join(tmp, "one_line.ptrace")
+    r = profile(pipetune, trace, script, apply=plan)
+    values = json.loads([l for l in r.stdout.splitlines() if l.startswith("[")][-1])
+    if values != [2 * (v + 1) for v in range(200)]:
+        fail("the py_function map made parallel lost, repeated or reordered elements", r)
+    rep, r = report(pipetune, trace)
+    with open(trace, "rb") as f:
+        header = f.read(200000).decode("utf-8", "replace")
+    if (site + "#2") not in header:
+        fail("the second map on the line is not a site of its own (%s#2)" % site, r)
+    text = run([pipetune, "report", trace]).stdout
+    if "runs Python" not in text:
+        fail("the py_function map is not said to run Python", r)
 
 
 def case_never_iterates(pipetune, tmp):
