@@ -22,7 +22,7 @@ LOOP = os.path.join(EXAMPLES, "train_tf.py")
 FIT = os.path.join(EXAMPLES, "train_tf_fit.py")
 FILES = 1024  # 32 batches of 32 per epoch: enough for a steady window past each epoch's start
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PIPETUNE_TRACE_INTERVAL_MS="50")
-TOLERANCE = 1.75  # predicted over measured, either way (check_report says why)
+TOLERANCE = 1.5  # predicted over measured, either way (check_report says why)
 
 
 def images():
@@ -83,13 +83,13 @@ def check_report(pipetune, trace, script_name):
         fail("the report does not say what TensorFlow fused", r)
     ratio = rep["predicted_throughput"] / rep["throughput"]
     # The issue's target is 10%. Pricing the ops' waits for a core and each
-    # epoch's new iterator took the prediction from 1.6x-4x the measured rate
-    # to 0.76x-1.57x over a dozen runs of these scripts on the shared 2-core
-    # host at load 8-15 (docs/tfdata.md, "How far to trust the prediction"),
-    # where one run of a few seconds moves by tens of percent on its own:
-    # 10% is judged only with PIPETUNE_TFDATA_STRICT=1 (an idle host). The
-    # band every run must hold, 1.75x each way, fails on the old gap's
-    # typical 2x-4x.
+    # epoch's start (the old iterator's teardown, the new one's making) took
+    # the prediction from 1.6x-4x the measured rate to 0.88x-1.27x over
+    # runs of four epochs on the shared 2-core host at load 8-11
+    # (docs/tfdata.md, "How far to trust the prediction"), where one run of
+    # a few seconds moves by tens of percent on its own: 10% is judged only
+    # with PIPETUNE_TFDATA_STRICT=1 (an idle host). The band every run must
+    # hold, 1.5x each way, fails on the old gap (1.6x and more).
     band = 1.1 if os.environ.get("PIPETUNE_TFDATA_STRICT") == "1" else TOLERANCE
     if not 1 / band <= ratio <= band:
         fail("predicted %.1f against measured %.1f outputs/s (%.2fx), not within %.2fx (load average %.1f on "
@@ -101,13 +101,13 @@ def check_report(pipetune, trace, script_name):
 
 def case_profile_loop(pipetune, tmp):
     trace = os.path.join(tmp, "loop.ptrace")
-    profile(pipetune, trace, LOOP, images(), "2")
+    profile(pipetune, trace, LOOP, images(), "4")  # four epochs: three epoch starts in the window
     check_report(pipetune, trace, "train_tf.py")
 
 
 def case_profile_fit(pipetune, tmp):
     trace = os.path.join(tmp, "fit.ptrace")
-    profile(pipetune, trace, FIT, images(), "2")
+    profile(pipetune, trace, FIT, images(), "4")
     check_report(pipetune, trace, "train_tf_fit.py")
 
 
