@@ -81,13 +81,14 @@ class Sampler:
         self.stretches = []  # each interval's stretch, for the header's record
         self.epoch_starts_ns = []  # each epoch's start (patch_iterators), in the order the loop made them
         self.ended_ns = None  # when a `for` loop's iterator last ended
+        self.sampler_cpu_ns = 0
         self.other_pipelines = []
         self.built = []  # call sites of pipelines built, for a script that never iterates
         self.steps = 0
         self.epochs = 0  # iterators of the recorded pipeline that delivered an element
         self.step_ns = 0  # the consumer's steps since the last flush
         self.step_total_ns = 0
-        self.cpu_ns = self.process_cpu_ns()
+        self.cpu_ns = self.start_cpu_ns = self.process_cpu_ns()  # start_cpu_ns: again when recording starts
         self.thread = None
         self.stopped = False
 
@@ -131,6 +132,11 @@ class Sampler:
                       # samples) for their waits for a core (_runqueue.py).
                       "core_wait_stretch": round(sum(self.stretches) / len(self.stretches), 3)
                       if self.stretches else 1.0,
+                      # What sampling cost: the sampler thread's CPU against
+                      # the process's since recording began (the 3%,
+                      # free of the host's noise).
+                      "sampler_cpu_ms": round(self.sampler_cpu_ns / 1e6, 3),
+                      "process_cpu_ms": round((self.process_cpu_ns() - self.start_cpu_ns) / 1e6, 3),
                       "applied": os.environ.get("PIPETUNE_TFDATA_APPLY") or None}}
 
     def consumer_config(self):
@@ -158,6 +164,7 @@ class Sampler:
             self.recorder = Recorder(_session.claim(path), self.config()["name"], self.config(),
                                      spans_per_second=0)
             self.runqueue = RunQueue()
+            self.start_cpu_ns = self.process_cpu_ns()
             _exit.watch(lambda **_: None, self.stop)
         return self.recorder
 
@@ -198,6 +205,7 @@ class Sampler:
         while not self.stopped:
             time.sleep(period)
             self.sample()
+            self.sampler_cpu_ns = time.thread_time_ns()  # this thread's CPU so far: the recorder's cost
 
     def sample(self, only=None):
         import tensorflow as tf
