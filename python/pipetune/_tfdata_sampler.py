@@ -2,27 +2,31 @@
 drives and writes every op's counts into the trace (docs/tfdata.md).
 
 One thread, every PIPETUNE_TRACE_INTERVAL_MS: for each live iterator,
-tf.data.experimental.get_model_proto(iterator) (about 30 us), the nodes
+tf.data.experimental.get_model_proto(iterator) (about 0.5 ms of CPU on a
+loaded host; the whole sample about 1 ms, recorded as sampler_cpu_ms), the nodes
 matched to the user's ops (_tfdata_ops.py), and each op's counts since the
 last sample added to its stage through the tracer's C API, as the engine's
 stages count theirs. The model forgets a node once its input is exhausted
 and an iterator's model goes with it, so the sample is taken while the
 iterator runs and once more when a `for` loop's iterator ends.
 
-What is recorded per op (figures are TensorFlow's own):
+What is recorded per op (figures are TensorFlow's own, but the last two):
 - elements produced (num_elements), and consumed: the elements its input
   node produced;
 - bytes produced (bytes_produced); bytes consumed in the header's record;
-- work: processing_time, the wall time of the op's own work, without its
-  input's, summed over its parallel calls. TensorFlow measures no CPU per
-  op; the stage's CPU is taken as that wall time (docs/tfdata.md);
+- CPU and wall time: processing_time is the time the op's kernels ran,
+  without its input's, summed over its parallel calls. TensorFlow measures
+  no CPU per op and not the waits for a core between kernels: share_cpu
+  shares the process's CPU out over the ops and stretches each op's CPU by
+  the interval's waits for a core (_runqueue.py, docs/tfdata.md);
 - parallelism (the node's "parallelism" parameter) and a prefetch's buffer
   ("buffer_size"), as TensorFlow's autotune set them; buffered elements and
   bytes as its buffer occupancy.
 The consumer is the training step: TensorFlow records the time between one
 GetNext of the iterator and the next (gap_times), which is the step, whether
 a Python loop or Keras' compiled train function calls GetNext; the rest of
-each step's wall time is its wait for the pipeline."""
+each step's wall time is its wait for the pipeline. Each epoch's start (a
+new iterator per epoch) is the consumer's epoch_start_ms."""
 import os
 import sys
 import threading
