@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the four libFuzzer targets (fuzz/CMakeLists.txt, clang-14 with ASan and
+# Builds the five libFuzzer targets (fuzz/CMakeLists.txt, clang-14 with ASan and
 # UBSan), replays every seed and every regression input they found earlier,
 # then fuzzes each target for SECONDS from its seed corpus. Fails, naming the
 # target and the input it saved, when any input crashes, leaks or trips a
@@ -19,7 +19,7 @@ if ! command -v clang++-14 >/dev/null; then
   exit 2
 fi
 
-CC=clang-14 CXX=clang++-14 PIPETUNE_TARGETS="trace_reader_fuzz config_parse_fuzz jpeg_decode_fuzz trace_analysis_fuzz" \
+CC=clang-14 CXX=clang++-14 PIPETUNE_TARGETS="trace_reader_fuzz config_parse_fuzz jpeg_decode_fuzz trace_analysis_fuzz tfdata_plan_fuzz" \
   bash "$root/scripts/build.sh" "$build" -DPIPETUNE_BUILD_FUZZ=ON \
   -DPIPETUNE_BUILD_TESTS=OFF -DPIPETUNE_BUILD_BENCH=OFF -DPIPETUNE_BUILD_EXAMPLES=OFF \
   -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=0 \
@@ -33,6 +33,7 @@ targets=(
   "config_parse_fuzz|-dict=$root/fuzz/config.dict|fuzz/corpus/config tests/models/regressions"
   "jpeg_decode_fuzz|-max_len=8192|fuzz/corpus/jpeg tests/runtime/regressions"
   "trace_analysis_fuzz||fuzz/corpus/trace_analysis tests/analyzer/regressions"
+  "tfdata_plan_fuzz|-dict=$root/fuzz/tfdata_plan.dict|fuzz/corpus/tfdata_plan tests/workflow/regressions"
 )
 failed=0
 for entry in "${targets[@]}"; do

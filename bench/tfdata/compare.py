@@ -10,6 +10,9 @@ same files and cores, in one run, rounds alternating every variant:
   pipetune, memory short
                the same with --memory too small for the decoded images: no
                memory cache may be placed
+  as written, traced
+               the script as written under `pipetune profile`: over "as
+               written", tracing's cost (the issue's 3%)
 
 Each figure is the script's own batches per second over all its epochs,
 the first (filling a cache) included; the median over the rounds.
@@ -55,11 +58,16 @@ def run(cmd):
     return r
 
 
-def rate(result):
-    """The script's own figure: its JSON line (`pipetune profile` prints the
+def figures(result):
+    """The script's own figures: its JSON line (`pipetune profile` prints the
     trace's name after it)."""
     line = [l for l in result.stdout.splitlines() if l.startswith("{")][-1]
-    return json.loads(line)["batches_per_second"]
+    return json.loads(line)
+
+
+def prediction(pipetune, trace):
+    report = json.loads(run([pipetune, "report", trace, "--format", "json"]).stdout)
+    return report["predicted_throughput"], report["throughput"]
 
 
 def main():
@@ -77,11 +85,16 @@ def main():
         decoded_mib = args.files * 96 * 96 * 3 * 4 / 2**20
         trace = os.path.join(tmp, "as_written.ptrace")
         run([args.pipetune, "profile", "--trace", trace, "--", py, SCRIPT, data, str(args.epochs)])
+        print("as written: predicted %.1f, measured %.1f batches/s in the report's window" % prediction(
+            args.pipetune, trace))
         plans = {}
         for label, memory in (("pipetune", "4GiB"), ("pipetune, memory short", "%dMiB" % (decoded_mib / 2))):
             plans[label] = os.path.join(tmp, "plan_%d.json" % len(plans))
             out = run([args.pipetune, "tune", trace, "--memory", memory, "-o", plans[label]]).stdout
-            print("## %s (--memory %s)\n%s" % (label, memory, out[out.find("code change"):]))
+            with open(plans[label]) as f:
+                predicted = json.load(f)["predicted_throughput"]
+            print("## %s (--memory %s): predicted %.1f batches/s (a cache's steady state: after its first "
+                  "epoch)\n%s" % (label, memory, predicted, out[out.find("code change"):]))
         variants = [("as written", [py, SCRIPT, data, str(args.epochs)]),
                     ("AUTOTUNE", [py, variant(tmp, "autotune", "tf.data.AUTOTUNE"), data, str(args.epochs)])]
         for k in args.grid.split(","):
@@ -89,11 +102,19 @@ def main():
         for label, plan in plans.items():
             variants.append((label, [args.pipetune, "profile", "--trace", os.path.join(tmp, "applied.ptrace"),
                                      "--apply", plan, "--", py, SCRIPT, data, str(args.epochs)]))
+        variants.append(("as written, traced", [args.pipetune, "profile", "--trace",
+                                                os.path.join(tmp, "traced.ptrace"), "--", py, SCRIPT, data,
+                                                str(args.epochs)]))
         rates = {label: [] for label, _ in variants}
+        later = {label: [] for label, _ in variants}  # epochs after the first: a cache's steady state
         for r in range(args.rounds):
             for label, cmd in variants:
-                rates[label].append(rate(run(cmd)))
-                print("round %d %-24s %.1f batches/s" % (r + 1, label, rates[label][-1]), flush=True)
+                got = figures(run(cmd))
+                rates[label].append(got["batches_per_second"])
+                epochs = got.get("epoch_batches_per_second", [])[1:]
+                later[label].append(statistics.mean(epochs) if epochs else float("nan"))
+                print("round %d %-24s %.1f batches/s (epochs after the first %.1f)"
+                      % (r + 1, label, rates[label][-1], later[label][-1]), flush=True)
     median = {label: statistics.median(v) for label, v in rates.items()}
     autotune = median["AUTOTUNE"]
     grid_best = max(v for k, v in median.items() if k.startswith("npc="))
@@ -102,9 +123,12 @@ def main():
     for label, _ in variants:
         print("| %s | %.1f | %.2f | %.2f |" % (label, median[label], median[label] / autotune,
                                               median[label] / grid_best))
-    print("\npipetune / AUTOTUNE %.3f; pipetune / grid best %.3f; pipetune (memory short) / AUTOTUNE %.3f"
+    print("\nepochs after the first (a cache's steady state), median: pipetune %.1f, AUTOTUNE %.1f batches/s"
+          % (statistics.median(later["pipetune"]), statistics.median(later["AUTOTUNE"])))
+    print("\npipetune / AUTOTUNE %.3f; pipetune / grid best %.3f; pipetune (memory short) / AUTOTUNE %.3f; "
+          "traced / untraced %.3f"
           % (median["pipetune"] / autotune, median["pipetune"] / grid_best,
-             median["pipetune, memory short"] / autotune))
+             median["pipetune, memory short"] / autotune, median["as written, traced"] / median["as written"]))
 
 
 if __name__ == "__main__":

@@ -42,15 +42,20 @@ def train_step(images):
 seen = []
 start = time.monotonic()
 batches = 0
+epoch_rates = []  # each epoch's batches/s: a cache fills in the first, serves the rest
 for epoch in range(epochs):
     paths = []
+    epoch_start, epoch_batches = time.monotonic(), 0
     for images, batch_paths in ds:
         train_step(images)
         paths.extend(p.decode() for p in batch_paths.numpy())
         batches += 1
+        epoch_batches += 1
+    epoch_rates.append(epoch_batches / (time.monotonic() - epoch_start))
     seen.append(paths)
 seconds = time.monotonic() - start
-print(json.dumps({"batches": batches, "seconds": seconds, "batches_per_second": batches / seconds}))
+print(json.dumps({"batches": batches, "seconds": seconds, "batches_per_second": batches / seconds,
+                  "epoch_batches_per_second": epoch_rates}))
 if seen_path:
     with open(seen_path, "w") as f:
         json.dump(seen, f)

@@ -240,6 +240,14 @@ Status ParseConsumer(const Json& object, ConsumerConfig* consumer) {
     }
     consumer->step_time_ms = s.get<double>();
   }
+  if (object.contains("epoch_start_ms")) {
+    const Json& s = object["epoch_start_ms"];
+    if (!s.is_number() || s.get<double>() < 0) {
+      return InvalidInput("consumer: key \"epoch_start_ms\": expected a number >= 0, got " +
+                          DescribeJsonValue(s));
+    }
+    consumer->epoch_start_ms = s.get<double>();
+  }
   return Status::Ok();
 }
 
@@ -363,7 +371,7 @@ Status CheckNesting(std::string_view text, std::string_view source_name) {
 
 }  // namespace
 
-StatusOr<PipelineConfig> ParseConfig(std::string_view text, std::string_view source_name) {
+StatusOr<Json> ParseJsonDocument(std::string_view text, std::string_view source_name) {
   PIPETUNE_RETURN_IF_ERROR(CheckNesting(text, source_name));
   Json document;
   try {
@@ -389,6 +397,11 @@ StatusOr<PipelineConfig> ParseConfig(std::string_view text, std::string_view sou
     }
     return NotJsonAt(text, source_name, offset, Printable(reason));
   }
+  return document;
+}
+
+StatusOr<PipelineConfig> ParseConfig(std::string_view text, std::string_view source_name) {
+  PIPETUNE_ASSIGN_OR_RETURN(Json document, ParseJsonDocument(text, source_name));
   StatusOr<PipelineConfig> config = ParseDocument(document);
   if (!config.ok()) return config.status().WithContext(std::string(source_name));
   PIPETUNE_RETURN_IF_ERROR(Validate(*config).WithContext(std::string(source_name)));

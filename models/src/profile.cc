@@ -229,6 +229,13 @@ void SetEpoch(Profile& profile, const WindowMeasurement& window, const PipelineC
     }
   }
   profile.cache_filled = profile.cache_stage.has_value() && window.cache_filled;
+  // A loop that starts each epoch anew (consumer.epoch_start_ms) pays that
+  // per epoch of outputs: the source's epoch over its elements per output.
+  if (config != nullptr && config->consumer.epoch_start_ms && profile.source_elements_per_epoch &&
+      !profile.stages.empty() && profile.stages[0].visit_ratio > 0) {
+    profile.epoch_start_seconds = *config->consumer.epoch_start_ms / 1e3;
+    profile.outputs_per_epoch = *profile.source_elements_per_epoch / profile.stages[0].visit_ratio;
+  }
 }
 
 // Stages that worked most of the window on CPU yet got well under a core

@@ -246,11 +246,12 @@ double EpochEndSeconds(const Profile& profile, const Configuration& config, cons
 
 // Each epoch of E outputs also waits for its workers' start-up, f + w * s
 // seconds for w > 0 workers (once per run, spread over its epochs, when
-// persistent), and for its ends (EpochEndSeconds).
+// persistent), for its new iterator where the loop makes one per epoch
+// (Profile::epoch_start_seconds), and for its ends (EpochEndSeconds).
 void ApplyEpochCosts(const Profile& profile, const Configuration& config, const std::vector<bool>& counted,
                      double step, Prediction& prediction) {
   if (!profile.outputs_per_epoch || *profile.outputs_per_epoch <= 0 || prediction.throughput <= 0) return;
-  double startup = 0;
+  double startup = profile.epoch_start_seconds;
   for (size_t g = 0; g < profile.groups.size(); ++g) {
     const WorkerGroup& group = profile.groups[g];
     bool persistent = config.group_persistent.empty() ? group.persistent : config.group_persistent[g];

@@ -40,9 +40,24 @@ _tf_dir = None
 _here = os.path.dirname(os.path.abspath(__file__))
 
 
-def site_key(path, line, method):
-    """How a plan names a call: its file (absolute), line and method."""
-    return "%s:%d %s" % (os.path.abspath(path), line, method)
+_ordinals = {}  # "PATH:LINE METHOD" -> {bytecode offset: its ordinal on the line}
+
+
+def site_key(path, line, method, offset=None):
+    """How a plan names a call: its file (absolute), line and method, and
+    where one line makes several calls of the method (`ds.map(f).map(g)`),
+    which of them: "#2" for the second and so on. A call is known by the
+    offset of its bytecode (the same on every run of the script) and
+    numbered in the order the line first makes its calls, which for a
+    chain is left to right, so the key is stable. The first call's key has
+    no ordinal: a plan written before ordinals names the first call as it
+    always did (and no longer sets the others alike)."""
+    key = "%s:%d %s" % (os.path.abspath(path), line, method)
+    if offset is None:
+        return key
+    seen = _ordinals.setdefault(key, {})
+    ordinal = seen.setdefault(offset, len(seen) + 1)
+    return key if ordinal == 1 else "%s#%d" % (key, ordinal)
 
 
 def read_plan():
@@ -168,7 +183,7 @@ def _wrap(method, original):
         if _internal(caller.f_code.co_filename):
             return original(*args, **kwargs)
         path, line = caller.f_code.co_filename, caller.f_lineno
-        key = site_key(path, line, method)
+        key = site_key(path, line, method, caller.f_lasti)
         settings = plan_sites.get(key) or {}
         bound = _bind(original, args, kwargs)
         if settings and bound is not None:

@@ -11,6 +11,7 @@ tensorflow (Debian's python3; `scripts/setup.sh --torch2` installs it)."""
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -22,6 +23,7 @@ LOOP = os.path.join(EXAMPLES, "train_tf.py")
 FIT = os.path.join(EXAMPLES, "train_tf_fit.py")
 FILES = 1024  # 32 batches of 32 per epoch: enough for a steady window past each epoch's start
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PIPETUNE_TRACE_INTERVAL_MS="50")
+TOLERANCE = 1.5  # predicted over measured, either way (check_report says why)
 
 
 def images():
@@ -67,8 +69,8 @@ def report(pipetune, trace):
 
 def check_report(pipetune, trace, script_name):
     """A row per op named by its line, the bottleneck the decoding map by
-    its line, the prediction within 10% of the measured rate, and what
-    TensorFlow fused said."""
+    its line, the prediction near the measured rate, and what TensorFlow
+    fused said."""
     rep, r = report(pipetune, trace)
     names = [s["name"] for s in rep["stages"]]
     for op in ("list_files", "map(process_path)", "map(augment)", "batch(32)"):
@@ -81,29 +83,32 @@ def check_report(pipetune, trace, script_name):
     if "fused" not in text:
         fail("the report does not say what TensorFlow fused", r)
     ratio = rep["predicted_throughput"] / rep["throughput"]
-    if not 0.9 <= ratio <= 1.1:
-        # Not yet a failure: on these 2-core hosts the prediction has measured
-        # 1.6x to 2.7x the rate (TensorFlow's per-op times leave out each
-        # hand-off's wake-up wait; docs/tfdata.md, "How far to trust the
-        # prediction"), the open part of issue 38. Said in the log so that a
-        # reader sees the gap; PIPETUNE_TFDATA_STRICT=1 makes it fail.
-        message = "predicted %.1f against measured %.1f outputs/s (%.2fx), not within 10%%" % (
-            rep["predicted_throughput"], rep["throughput"], ratio)
-        if os.environ.get("PIPETUNE_TFDATA_STRICT") == "1":
-            fail(message, r)
-        print("KNOWN GAP: %s (load average %.1f on %d cores)" % (message, os.getloadavg()[0], os.cpu_count()))
+    # The issue's target is 10%. Pricing the ops' waits for a core and each
+    # epoch's start (the old iterator's teardown, the new one's making) took
+    # the prediction from 1.6x-4x the measured rate to 0.88x-1.27x over
+    # runs of four epochs on the shared 2-core host at load 8-11
+    # (docs/tfdata.md, "How far to trust the prediction"), where one run of
+    # a few seconds moves by tens of percent on its own: 10% is judged only
+    # with PIPETUNE_TFDATA_STRICT=1 (an idle host). The band every run must
+    # hold, 1.5x each way, fails on the old gap (1.6x and more).
+    band = 1.1 if os.environ.get("PIPETUNE_TFDATA_STRICT") == "1" else TOLERANCE
+    if not 1 / band <= ratio <= band:
+        fail("predicted %.1f against measured %.1f outputs/s (%.2fx), not within %.2fx (load average %.1f on "
+             "%d cores)" % (rep["predicted_throughput"], rep["throughput"], ratio, band, os.getloadavg()[0],
+                            os.cpu_count()), r)
+    print("predicted %.1f, measured %.1f outputs/s: %.2fx" % (rep["predicted_throughput"], rep["throughput"], ratio))
     return rep
 
 
 def case_profile_loop(pipetune, tmp):
     trace = os.path.join(tmp, "loop.ptrace")
-    profile(pipetune, trace, LOOP, images(), "2")
+    profile(pipetune, trace, LOOP, images(), "4")  # four epochs: three epoch starts in the window
     check_report(pipetune, trace, "train_tf.py")
 
 
 def case_profile_fit(pipetune, tmp):
     trace = os.path.join(tmp, "fit.ptrace")
-    profile(pipetune, trace, FIT, images(), "2")
+    profile(pipetune, trace, FIT, images(), "4")
     check_report(pipetune, trace, "train_tf_fit.py")
 
 
@@ -177,6 +182,39 @@ def case_bad_apply(pipetune, tmp):
         fail("a plan with num_parallel_calls 0 is not refused with exit 2 naming the site and key", r)
 
 
+def case_one_line_and_py_function(pipetune, tmp):
+    """Two maps on one line are two sites (the second "map#2"), each set by
+    the plan on its own; and a map that runs Python (py_function) made
+    parallel by --apply still delivers every element once, in order."""
+    script = os.path.join(tmp, "one_line.py")
+    with open(script, "w") as f:
+        f.write("import json, sys\n"
+                "import tensorflow as tf\n"
+                "def twice(x):\n"
+                "    return x * 2\n"
+                "ds = tf.data.Dataset.range(200).map(lambda x: x + 1).map("
+                "lambda x: tf.py_function(twice, [x], tf.int64))\n"
+                "print(json.dumps([int(v) for v in ds]))\n")
+    site = "%s:5 map" % os.path.abspath(script)
+    plan = os.path.join(tmp, "plan.json")
+    with open(plan, "w") as f:
+        json.dump({"tfdata_plan": {"sites": {site: {"num_parallel_calls": 1},
+                                             site + "#2": {"num_parallel_calls": 4}}}}, f)
+    trace = os.path.join(tmp, "one_line.ptrace")
+    r = profile(pipetune, trace, script, apply=plan)
+    values = json.loads([l for l in r.stdout.splitlines() if l.startswith("[")][-1])
+    if values != [2 * (v + 1) for v in range(200)]:
+        fail("the py_function map made parallel lost, repeated or reordered elements", r)
+    rep, r = report(pipetune, trace)
+    with open(trace, "rb") as f:
+        header = f.read(200000).decode("utf-8", "replace")
+    if (site + "#2") not in header:
+        fail("the second map on the line is not a site of its own (%s#2)" % site, r)
+    text = run([pipetune, "report", trace]).stdout
+    if "runs Python" not in text:
+        fail("the py_function map is not said to run Python", r)
+
+
 def case_never_iterates(pipetune, tmp):
     script = os.path.join(tmp, "build_only.py")
     with open(script, "w") as f:
@@ -224,6 +262,17 @@ def case_gate(pipetune, tmp):
         fail("pipetune check -- python3 did not judge the script's ops (exit %d)" % r.returncode, r)
 
 
+def sampler_share(trace):
+    """The sampler thread's CPU over the process's, from the trace header's
+    tf.data record (the last copy the recorder wrote)."""
+    with open(trace, "rb") as f:
+        found = re.findall(rb'"sampler_cpu_ms": ([0-9.]+), "process_cpu_ms": ([0-9.]+)', f.read())
+    if not found:
+        fail("the trace %s records no sampler CPU" % trace)
+    sampler, process = (float(v) for v in found[-1])
+    return sampler / process if process > 0 else 0.0
+
+
 def case_overhead(pipetune, tmp):
     """Traced over untraced on the same script, alternated: three runs each,
     the best half of each side compared (a run slowed by the host is always
@@ -235,6 +284,7 @@ def case_overhead(pipetune, tmp):
     host spreads wider than 3% (a fresh-clone CI run measured 46 and 77
     batches/s for the same untraced script, one after the other)."""
     traced, untraced = [], []
+    sampler_shares = []
 
     def best_half_ratio():
         keep = len(traced) // 2 + len(traced) % 2
@@ -245,7 +295,9 @@ def case_overhead(pipetune, tmp):
         if r.returncode != 0:
             fail("the script failed", r)
         untraced.append(rate_of(r))
-        traced.append(rate_of(profile(pipetune, os.path.join(tmp, "t%d.ptrace" % i), LOOP, images(), "2")))
+        trace = os.path.join(tmp, "t%d.ptrace" % i)
+        traced.append(rate_of(profile(pipetune, trace, LOOP, images(), "2")))
+        sampler_shares.append(sampler_share(trace))
         if len(traced) == 3 and best_half_ratio() >= 0.90:
             break
     ratio = best_half_ratio()
@@ -253,6 +305,13 @@ def case_overhead(pipetune, tmp):
           % (ratio, len(traced), traced, untraced))
     if ratio < 0.85:
         fail("tracing costs more than 15%%: traced/untraced %.3f" % ratio)
+    # The recorder's own cost, which the host's noise does not move: the
+    # sampler thread's CPU over the process's while it recorded.
+    share = sorted(sampler_shares)[len(sampler_shares) // 2]  # the median run
+    print("the sampler's CPU: %.2f%% of the process's (runs: %s)" % (
+        100 * share, ", ".join("%.2f%%" % (100 * s) for s in sampler_shares)))
+    if share > 0.03:
+        fail("the tf.data sampler used %.1f%% of the process's CPU, over the 3%% target" % (100 * share))
     if ratio < 0.97:
         print("above the 3%% target here (%.3f): see the benchmark for the figure" % ratio)
 

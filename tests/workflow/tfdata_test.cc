@@ -4,8 +4,14 @@
 // itself runs in tests/python/test_tfdata.py, on TensorFlow.
 #include "pipetune/workflow/tfdata.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "test_dir.h"
 
@@ -125,6 +131,67 @@ TEST_F(TfDataPlanFileTest, ABadPlanIsRefusedNamingTheSiteAndTheKey) {
   EXPECT_THAT(error(R"({"/w/t.py map": {}})"), HasSubstr("expected \"PATH:LINE METHOD\""));
   EXPECT_THAT(error(R"({"/w/t.py:3 map": {"cache_after": ""}})"), HasSubstr("key \"cache_after\""));
   EXPECT_THAT(error(R"([])"), HasSubstr("expected an object of call sites"));
+  // The Nth call of a method on one line is "METHOD#N", N >= 2.
+  for (const char* site : {"/w/t.py:5 map#1", "/w/t.py:5 map#0", "/w/t.py:5 map#02", "/w/t.py:5 map#",
+                           "/w/t.py:5 map#x", "/w/t.py:5 Map", "/w/t.py:x5 map", ":5 map"}) {
+    EXPECT_THAT(error(fmt::format(R"({{"{}": {{}}}})", site)),
+                HasSubstr(fmt::format("site \"{}\": expected \"PATH:LINE METHOD\"", site)))
+        << site;
+  }
+}
+
+// Two maps on one line are two sites: a plan sets each its own, and a plan
+// written before ordinals (no "#N") still reads, naming the first call.
+TEST_F(TfDataPlanFileTest, TwoCallsOnOneLineAreTwoSites) {
+  StatusOr<Json> plan = ReadTfDataPlan(Write("two.json", R"({"tfdata_plan": {"sites": {
+      "/w/t.py:5 map": {"num_parallel_calls": 3}, "/w/t.py:5 map#2": {"num_parallel_calls": 1},
+      "/w/t.py:5 map#12": {"cache_after": "memory"}}}})"));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ((*plan)["tfdata_plan"]["sites"].size(), 3u);
+}
+
+// Every input tests/workflow/regressions/ keeps (what the plan fuzzer,
+// fuzz/tfdata_plan_fuzz.cc, found, and hand-made lies) is read or refused
+// naming the file, and a plan read is read again unchanged once written.
+TEST(TfDataPlanRegressions, EveryKeptInputIsReadOrRefusedNamingTheFile) {
+  std::filesystem::path dir = std::filesystem::path(PIPETUNE_SOURCE_DIR) / "tests/workflow/regressions";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".md") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string name = entry.path().filename().string();
+    StatusOr<Json> plan = ParseTfDataPlan(text, name);
+    ++files;
+    if (!plan.ok()) {
+      EXPECT_THAT(plan.status().message(), ::testing::StartsWith(name + ": ")) << name;
+      continue;
+    }
+    std::string saved = DumpJson(*plan);
+    StatusOr<Json> again = ParseTfDataPlan(saved, name);
+    ASSERT_TRUE(again.ok()) << name << ": " << again.status().message();
+    EXPECT_EQ(DumpJson(*again), saved) << name;
+  }
+  EXPECT_GT(files, 0);
+}
+
+// What a user reads for the kept lies: the file, the place, the reason.
+TEST(TfDataPlanRegressions, MessagesNameThePlaceAndTheReason) {
+  auto message = [](const std::string& text) {
+    StatusOr<Json> plan = ParseTfDataPlan(text, "p.json");
+    return plan.ok() ? std::string("(read)") : plan.status().message();
+  };
+  EXPECT_EQ(message(R"({"tfdata_plan": {"sites": {"/w/t.py:5 map": {"num_parallel_calls": 1e400}}}})"),
+            "p.json: not valid JSON at line 1, column 68 (byte 67): number overflow parsing '1e400'");
+  EXPECT_THAT(
+      message(
+          R"({"tfdata_plan": {"sites": {"/w/t.py:5 map": {"num_parallel_calls": 18446744073709551615}}}})"),
+      HasSubstr("key \"num_parallel_calls\": expected an integer >= 1, got 18446744073709551615"));
+  EXPECT_THAT(message(R"({"tfdata_plan": {"sites": {"/w/t.py:5 map": {"num_parallel_calls": 2.0}}}})"),
+              HasSubstr("expected an integer >= 1, got 2.0"));
+  EXPECT_THAT(
+      message("{\"tfdata_plan\": " + std::string(100000, '[')),
+      HasSubstr("p.json: not valid JSON at line 1, column 80 (byte 79): nested deeper than 64 levels"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <string_view>
 
 #include "pipetune/base/files.h"
 #include "pipetune/tracer/reader.h"
@@ -20,6 +21,30 @@ const std::map<std::string, int>& IntegerSettings() {
   static const std::map<std::string, int> settings = {
       {"num_parallel_calls", 1}, {"cycle_length", 1}, {"buffer_size", 1}, {"prefetch_after", 1}};
   return settings;
+}
+
+bool AllOf(std::string_view text, const char* set) {
+  return !text.empty() && text.find_first_not_of(set) == std::string_view::npos;
+}
+
+// A plan's key: "PATH:LINE METHOD", and "#N" after the method for the Nth
+// call of it on one line (N >= 2; the first call has no ordinal, as every
+// call had in plans written before ordinals).
+bool SiteShaped(std::string_view site) {
+  size_t space = site.rfind(' ');
+  if (space == std::string_view::npos) return false;
+  std::string_view place = site.substr(0, space);
+  std::string_view call = site.substr(space + 1);
+  size_t colon = place.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || !AllOf(place.substr(colon + 1), "0123456789"))
+    return false;
+  size_t hash = call.find('#');
+  std::string_view method = call.substr(0, hash);
+  if (!AllOf(method, "abcdefghijklmnopqrstuvwxyz_")) return false;
+  if (hash == std::string_view::npos) return true;
+  std::string_view ordinal = call.substr(hash + 1);
+  return AllOf(ordinal, "0123456789") && ordinal.size() <= 6 && ordinal != "0" && ordinal != "1" &&
+         ordinal[0] != '0';
 }
 
 // The record's op of each stage, by the stage's name.
@@ -233,8 +258,12 @@ bool IsTfDataPlanFile(const std::string& path) {
 
 StatusOr<Json> ReadTfDataPlan(const std::string& path) {
   PIPETUNE_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "the tf.data plan"));
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains(kTfDataPlanKey) || !j[kTfDataPlanKey].is_object()) {
+  return ParseTfDataPlan(text, path);
+}
+
+StatusOr<Json> ParseTfDataPlan(std::string_view text, const std::string& path) {
+  PIPETUNE_ASSIGN_OR_RETURN(Json j, models::ParseJsonDocument(text, path));
+  if (!j.is_object() || !j.contains(kTfDataPlanKey) || !j[kTfDataPlanKey].is_object()) {
     return InvalidInput(fmt::format("{}: expected a JSON object with \"{}\" (pipetune tune's .tfdata.json)",
                                     path, kTfDataPlanKey));
   }
@@ -244,12 +273,9 @@ StatusOr<Json> ReadTfDataPlan(const std::string& path) {
         fmt::format("{}: key \"{}.sites\": expected an object of call sites", path, kTfDataPlanKey));
   }
   for (const auto& [site, settings] : plan["sites"].items()) {
-    size_t colon = site.rfind(':');
-    size_t space = site.rfind(' ');
-    bool shaped = colon != std::string::npos && space != std::string::npos && space > colon + 1 &&
-                  site.find_first_not_of("0123456789", colon + 1) == space;
-    if (!shaped) {
-      return InvalidInput(fmt::format("{}: site \"{}\": expected \"PATH:LINE METHOD\"", path, site));
+    if (!SiteShaped(site)) {
+      return InvalidInput(fmt::format(
+          "{}: site \"{}\": expected \"PATH:LINE METHOD\" or \"PATH:LINE METHOD#N\" (N >= 2)", path, site));
     }
     if (!settings.is_object()) {
       return InvalidInput(fmt::format("{}: site \"{}\": expected an object of settings", path, site));

@@ -91,6 +91,11 @@ struct Resources {
 struct ConsumerConfig {
   // Milliseconds the trainer spends per step; nullopt: drain as fast as possible.
   std::optional<double> step_time_ms;
+  // Milliseconds each epoch waits before the pipeline starts, where the
+  // training loop makes a new iterator per epoch (a tf.data `for` loop,
+  // Keras' model.fit: TensorFlow optimizes and instantiates the pipeline's
+  // graph each time). Paid every epoch; nullopt: none.
+  std::optional<double> epoch_start_ms;
 };
 
 struct PipelineConfig {
@@ -116,6 +121,13 @@ struct PipelineConfig {
 //   pipeline.json: stage "decode" (#3): key "parallelism": expected an integer >= 1, got 0
 // Not-JSON errors give line and column.
 StatusOr<PipelineConfig> ParseConfig(std::string_view text, std::string_view source_name = "<string>");
+
+// The JSON document in `text`, as every file a user hands pipetune is read
+// (a config, a tf.data plan): nesting past 64 levels refused before parsing
+// (the parser's copies recurse once per level), and a syntax error or a
+// number beyond a double refused naming `source_name`, the line, the column
+// and the byte (kInvalidInput).
+StatusOr<Json> ParseJsonDocument(std::string_view text, std::string_view source_name);
 StatusOr<PipelineConfig> LoadConfig(const std::string& path);
 
 // Checks the typed config (the tuner calls it on plans before saving).

@@ -251,6 +251,9 @@ struct Profile {
   // paid per epoch (once per run when persistent).
   std::optional<double> outputs_per_epoch;
   double epochs = 1;
+  // Seconds each epoch waits for its new iterator before the first stage
+  // runs (the config's consumer.epoch_start_ms), whatever the knobs.
+  double epoch_start_seconds = 0;
   // Memory the run holds outside every buffer and worker (the consumer's
   // process), counted in plans' memory.
   double base_memory_bytes = 0;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipetune/base/json.h"
@@ -62,11 +63,14 @@ Json TfDataPlanToJson(const TfDataPlan& plan);
 std::string TfDataPlanPath(const std::string& requested, const std::string& trace);
 
 // Whether a file given to --apply is a tf.data plan (it has "tfdata_plan");
-// and the plan read and checked: every site a "PATH:LINE METHOD" key whose
-// settings are known knobs with values in range. Errors name the file, the
-// site and the key (kInvalidInput).
+// and the plan read and checked: every site a "PATH:LINE METHOD" key (with
+// "#N", N >= 2, for the Nth call of the method on one line) whose settings
+// are known knobs with values in range. Errors name the file, the site and
+// the key (kInvalidInput). The file is untrusted input: ParseTfDataPlan is
+// the check on its text (`path` only names it), and fuzz/ runs it.
 bool IsTfDataPlanFile(const std::string& path);
 StatusOr<Json> ReadTfDataPlan(const std::string& path);
+StatusOr<Json> ParseTfDataPlan(std::string_view text, const std::string& path);
 // The plan read and checked, named to the bootstrap (PIPETUNE_TFDATA_APPLY).
 StatusOr<ProgramSettings> TfDataPlanSettings(const std::string& path);
 
