@@ -364,8 +364,8 @@ models::Profile DataLoaderModelProfile(const DataLoaderProfile& run) {
 
   if (run.step.count > 0) profile.step_time_seconds = run.step.seconds_each;
   profile.consumer_cpu_seconds_per_output = StepCpuSeconds(run);
-  if (run.step.cpu_seconds_each > 0 && run.step_threads_cpu_seconds_each > 0)
-    profile.consumer_step_threads = profile.consumer_cpu_seconds_per_output / run.step.cpu_seconds_each;
+  if (run.step.count > 0 && run.step.seconds_each > 0)
+    profile.consumer_step_cores = profile.consumer_cpu_seconds_per_output / run.step.seconds_each;
   double epochs = std::max<double>(1, static_cast<double>(run.epochs.size()));
   profile.epochs = epochs;
   // The epoch as the loop took it, not len(loader): a run that stops after

@@ -192,10 +192,10 @@ void AddConsumerBound(const Profile& profile, const Configuration& config, const
 // bounds, so it is added only for a step that holds two cores or more.
 void AddHeldStepBound(const Profile& profile, const Configuration& config, const std::vector<bool>& counted,
                       double step, double stage_cores, Prediction& prediction) {
-  // A fifth of a thread's CPU past n whole ones is a thread of the step's
-  // own at work in its parallel sections.
+  // A fifth of a core past n whole ones is a thread of the step's own at
+  // work in its parallel sections.
   constexpr double kThreadShare = 0.2;
-  const double held = std::min(stage_cores, std::ceil(profile.consumer_step_threads - kThreadShare));
+  const double held = std::min(stage_cores, std::ceil(profile.consumer_step_cores - kThreadShare));
   if (held < 2 || step <= 0) return;
   double lanes = 0;
   for (size_t g = 0; g < profile.groups.size(); ++g) lanes += BusyWorkers(profile, config, g);

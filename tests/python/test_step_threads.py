@@ -10,12 +10,12 @@ loop (getrusage, every thread) and its loop thread's alone; the report's
 cores used must be within 15% of the process's, and, where the step's
 other threads did measurable work (the process used 1.3 times its loop
 thread's CPU or more), further from the loop thread's alone than that, so
-that leaving those threads out fails. When the step kept 1.5 threads or
-more busy side by side (the process's CPU over its loop thread's, which a
-loaded host leaves as it is) on a host of 2 cores, `tune` must propose no
-worker: one would load only between steps, or stall the step's threads
-(docs/model.md, "The held step"). Exit 77 where torch has one intra-op
-thread (a 1-core host, Debian's torch 1.13 here)."""
+that leaving those threads out fails. When the step held 1.5 cores or more
+of a host of 2, `tune` must propose no worker: one would load only between
+steps, or stall the step's threads (docs/model.md, "The held step"); a
+loaded host, whose other programs left the step less, skips that check.
+Exit 77 where torch has one intra-op thread (a 1-core host, Debian's torch
+1.13 here)."""
 import json
 import os
 import sys
@@ -86,15 +86,15 @@ def main():
         if process >= 1.3 * loop_thread and abs(reported / loop_thread - 1) <= 0.15:
             fail("cores used %.2f is the loop thread's alone (%.2f): the step's threads were left out" % (
                 reported, loop_thread))
-        if process >= 1.5 * loop_thread and rep.get("cores") == 2:
+        if process >= 1.5 and rep.get("cores") == 2:
             r = run([pipetune, "tune", trace, "-o", os.path.join(tmp, "tuned.json")])
             if r.returncode != 0:
                 fail("tune exited %d" % r.returncode, r)
             with open(os.path.join(tmp, "tuned.json")) as f:
                 tuned = json.load(f)
             if tuned.get("num_workers", 0) != 0:
-                fail("tune proposed num_workers=%d beside a step that keeps %.2f threads busy" % (
-                    tuned["num_workers"], process / loop_thread), r)
+                fail("tune proposed num_workers=%d beside a step that holds %.2f cores" % (
+                    tuned["num_workers"], process), r)
     print("ok", case)
 
 

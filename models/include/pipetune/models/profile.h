@@ -240,13 +240,15 @@ struct Profile {
   // the CPU): it grows with throughput and competes with the stages for the
   // cores. Measured apart from other_cpu_cores, which stays a constant load.
   double consumer_cpu_seconds_per_output = 0;
-  // The threads the consumer's step keeps busy side by side: its CPU, every
-  // thread's, over its own thread's (a step on the CPU whose operators run
-  // on torch's intra-op pool: near one per core). A ratio of CPU times, so
-  // other programs on the host, which slow every thread alike, leave it as
-  // it is. 0: not measured. A step of threads of its own holds that many
-  // cores while it runs (rate_model.h, the held step).
-  double consumer_step_threads = 0;
+  // The cores the consumer's step holds while it runs: its CPU per output,
+  // every thread's, over its wall time (a step on the CPU whose operators
+  // run on torch's intra-op pool: near every core). 0: not measured. A step
+  // of threads of its own leaves the work off its thread only the whole
+  // cores it does not hold (rate_model.h, the held step). Measured as the
+  // run went: on a host whose other programs held the cores it holds less,
+  // and a worker then takes its share from them (a step of 2 threads that
+  // got 0.16 cores ran 1.6x faster beside a worker than alone).
+  double consumer_step_cores = 0;
   // Outputs per epoch and epochs in the run, when known: worker start-up is
   // paid per epoch (once per run when persistent).
   std::optional<double> outputs_per_epoch;

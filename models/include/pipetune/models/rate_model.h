@@ -11,7 +11,7 @@
 //   held step:    X * (W + (B - D) * step) <= B   (a step of threads of its own)
 //
 // The held step: a consumer's step that runs threads of its own (torch's
-// intra-op pool; Profile::consumer_step_threads over 1.2) holds h whole cores
+// intra-op pool; Profile::consumer_step_cores over 1.2) holds h whole cores
 // while it runs, so the work off the consumer's thread (W per output: the
 // workers' stages and their own CPU) runs on D = min(lanes, C - h) cores
 // during the step and on B = min(lanes, C) between steps, lanes being the
