@@ -38,7 +38,8 @@ StatusOr<DataLoaderGateSettings> ParseDataLoaderSettings(const Json& doc, const 
   for (const char* key : {analyzer::kNumWorkersKnob, analyzer::kPrefetchFactorKnob}) {
     PIPETUNE_ASSIGN_OR_RETURN(s.knobs[key], integer(key));
   }
-  PIPETUNE_ASSIGN_OR_RETURN(s.knobs[analyzer::kPersistentWorkersKnob], flag(analyzer::kPersistentWorkersKnob));
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs[analyzer::kPersistentWorkersKnob],
+                            flag(analyzer::kPersistentWorkersKnob));
   // Named only for a map-style dataset's profile, and absent from baselines
   // written before fetch threads existed.
   if (d->contains(analyzer::kFetchThreadsKnob)) {
