@@ -79,6 +79,7 @@ def _fetch_all(dataset, indices, threads, thread_done):
     failure = []  # (position, exception): the first one
     lock = threading.Lock()
     next_position = [0]
+    ended = threading.Semaphore(0)  # released by each thread as its last act
 
     def take():
         with lock:
@@ -101,23 +102,38 @@ def _fetch_all(dataset, indices, threads, thread_done):
                         failure.append((position, error))
                     return
         finally:
-            if thread_done is not None:
-                thread_done()
+            try:
+                if thread_done is not None:
+                    thread_done()
+            finally:
+                ended.release()
 
     workers = [threading.Thread(target=run, name="pipetune-fetch-%d" % k, daemon=True) for k in range(threads)]
     for worker in workers:
         worker.start()
+    # Waited for on a semaphore, not with join(): a join that Ctrl-C
+    # interrupts leaves its thread listed by threading.enumerate() after it
+    # has ended (CPython's join state is not restored), which would look like
+    # a thread left behind. Once every thread has said it ended, the joins
+    # return at once.
+    waiting = len(workers)
     try:
-        for worker in workers:
-            worker.join()
+        while waiting:
+            ended.acquire()
+            waiting -= 1
     except BaseException:
         # Ctrl-C while waiting: no further reads start; those in flight end
         # (a read cannot be interrupted from another thread) before it goes on.
         with lock:
             next_position[0] = len(indices)
-        for worker in workers:
-            worker.join()
+        while waiting:
+            ended.acquire()
+            waiting -= 1
         raise
+    finally:
+        if not waiting:
+            for worker in workers:
+                worker.join()
     if failure:
         position, error = min(failure, key=lambda f: f[0])
         _name_index(error, indices[position])

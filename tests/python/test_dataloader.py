@@ -550,8 +550,8 @@ def main():
             with open(doc["output"]) as f:
                 written = json.load(f)
             expect(written == doc["dataloader_kwargs"], "the JSON names the keyword arguments written", doc)
-            expect(list(written) == ["num_workers", "prefetch_factor", "persistent_workers", "pin_memory"],
-                   "the keyword arguments keep the order they were written in", doc)
+            expect(list(written) == ["num_workers", "prefetch_factor", "persistent_workers", "fetch_threads",
+                                     "pin_memory"], "the keyword arguments keep the order they were written in", doc)
             expect(doc["code_change"].startswith("DataLoader("), "the code change", doc)
         elif case == "two_loaders":
             script = os.path.join(tmp, "two.py")

@@ -34,18 +34,19 @@ StatusOr<DataLoaderGateSettings> ParseDataLoaderSettings(const Json& doc, const 
   };
   PIPETUNE_ASSIGN_OR_RETURN(s.batch_size, integer("batch_size"));
   PIPETUNE_ASSIGN_OR_RETURN(s.dataset, r.String(*d, "dataset", "dataloader.dataset"));
-  // The knobs the DataLoader's model profile names, each of its type.
+  // The knobs the DataLoader's model profile names, each of its type, in
+  // the profile's order (models::KnobValues'), which the object keeps.
   for (const char* key : {analyzer::kNumWorkersKnob, analyzer::kPrefetchFactorKnob}) {
     PIPETUNE_ASSIGN_OR_RETURN(s.knobs[key], integer(key));
   }
-  for (const char* key : {analyzer::kPersistentWorkersKnob, analyzer::kPinMemoryKnob}) {
-    PIPETUNE_ASSIGN_OR_RETURN(s.knobs[key], flag(key));
-  }
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs[analyzer::kPersistentWorkersKnob],
+                            flag(analyzer::kPersistentWorkersKnob));
   // Named only for a map-style dataset's profile, and absent from baselines
   // written before fetch threads existed.
   if (d->contains(analyzer::kFetchThreadsKnob)) {
     PIPETUNE_ASSIGN_OR_RETURN(s.knobs[analyzer::kFetchThreadsKnob], integer(analyzer::kFetchThreadsKnob));
   }
+  PIPETUNE_ASSIGN_OR_RETURN(s.knobs[analyzer::kPinMemoryKnob], flag(analyzer::kPinMemoryKnob));
   return s;
 }
 
