@@ -220,7 +220,7 @@ def case_tune_store(pipetune):
     # other programs hold them (a load above the core count) the run gets
     # less than the model was given, and one run of each setting is noise
     # (num_workers=16 measured 372 and 813 images/s in two such runs), so
-    # the rates are said rather than judged there, unless
+    # the rates are said rather than judged, unless
     # PIPETUNE_FETCH_STRICT=1.
     # Not judged by load alone either: a fresh-clone CI run at load 1.2
     # (its other tests between the alternated runs) measured the plan at
