@@ -4,6 +4,7 @@ pipeline, as traced over untraced images/s measured side by side
 From the repository root, with the torch 2.x venv:
 
     ~/.local/share/pipetune/torch2/bin/python3 bench/pytorch/trace_cost.py [BUILD_DIR] [--pairs N] [--kinds a,b]
+        [--images N] [--epochs E] [--instructions]
 
 The data are made once (JPEGs of 320x240, natural-looking gradients with
 noise, in 4 class folders; the same images as 8 webdataset tar shards and
@@ -34,6 +35,18 @@ untraced images/s and of untraced / traced CPU per image. On a machine
 whose cores other programs share, images/s moves by tens of percent from
 run to run whatever is traced; CPU per image moves far less, and where
 the loop keeps every core busy it is what throughput follows.
+
+With --instructions, each kind whose samples are read in worker processes
+(map, iterable, webdataset, hf) runs once untraced and once traced under
+valgrind's callgrind (Debian's `valgrind`), --images 128 and one epoch by
+default, and the instructions of the workers' sample-reading threads are
+counted from their fork on (callgrind zeroes its counts in
+PyOS_AfterFork_Child): a count that does not move with the host's load,
+unlike seconds. The tracer's sampler thread is not in it: its work is per
+second, not per sample, and valgrind stretches the seconds. It leaves out the
+kernel's time (page faults, system calls) and what cache misses cost, so
+it bounds the recording's own work, not the whole of what tracing costs.
+A pair takes several minutes.
 """
 import json
 import os
@@ -46,9 +59,14 @@ import textwrap
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 COMMON = textwrap.dedent("""
-    import os, resource, sys, time
+    import os, random, resource, sys, time
     import torch
     from torchvision import transforms
+
+    # The same shuffle and the same random crops in both runs of a pair:
+    # traced and untraced do the same work, so that what differs is tracing.
+    torch.manual_seed(0)
+    random.seed(0)
 
     MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
     TRAIN = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
@@ -207,13 +225,75 @@ def measure(cmd, env):
     sys.exit("no images_per_second line from: %s\n%s" % (" ".join(cmd), r.stdout))
 
 
+def main_thread_count(path):
+    """The instructions of a process's first thread (the one that fetches
+    the samples in a worker) in its callgrind output file."""
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        for line in f:
+            if line.startswith("totals:") or line.startswith("summary:"):
+                return int(line.split()[1])
+    return 0
+
+
+def worker_instructions(cmd, env, log):
+    """The user-space instructions of `cmd`'s forked children (the
+    DataLoader's workers), each counted from its fork, under callgrind: of
+    their first thread only, which reads and transforms the samples. The
+    tracer's sampler thread is left out: under valgrind a run takes tens
+    of times its seconds, and the sampler's work is per second (its CPU a
+    second is measured natively, see the docs)."""
+    valgrind = ["valgrind", "--tool=callgrind", "--trace-children=yes", "--zero-before=PyOS_AfterFork_Child",
+                "--separate-threads=yes", "--callgrind-out-file=" + log + ".%p", "--log-file=" + log + ".log.%p"]
+    subprocess.run(valgrind + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                   check=True)
+    folder, stem = os.path.split(log)
+    logs = {}  # pid -> (its Command line, its parent's pid, its count)
+    for name in os.listdir(folder):
+        if name.startswith(stem + ".log."):
+            fields = {}
+            with open(os.path.join(folder, name)) as f:
+                for line in f:
+                    key, _, value = line.partition("== ")[2].partition(":")
+                    fields.setdefault(key.strip(), value.strip())
+            pid = name.rsplit(".", 1)[1]
+            logs[pid] = (fields.get("Command"), fields.get("Parent PID"), main_thread_count(log + "." + pid + "-01"))
+    # A fork runs its parent's command; a program valgrind started has its own.
+    counts = [n for command, parent, n in logs.values() if parent in logs and logs[parent][0] == command]
+    total, workers = sum(counts), len(counts)
+    if workers == 0:
+        sys.exit("no forked worker counted for: %s (is valgrind installed?)" % " ".join(cmd))
+    return total, workers
+
+
+def instructions(pipetune, tmp, env, kinds):
+    data = os.path.join(tmp, "data")
+    make_data(data, int(option("--images", "128")))
+    epochs = option("--epochs", "1")
+    print("== workers' instructions, untraced / traced, one run each under callgrind")
+    for kind in kinds:
+        if kind == "loader":
+            print("loader     (no worker processes: its threads run in the script's process; not counted)")
+            continue
+        script = os.path.join(tmp, "train_%s.py" % kind)
+        with open(script, "w") as f:
+            f.write(COMMON + textwrap.dedent(SCRIPTS[kind]))
+        plain = [sys.executable, script, data, epochs]
+        untraced, n = worker_instructions(plain, env, os.path.join(tmp, kind + "-untraced"))
+        traced, m = worker_instructions([pipetune, "profile", "--trace", os.path.join(tmp, kind + ".trace"), "--"]
+                                        + plain, env, os.path.join(tmp, kind + "-traced"))
+        print("%-10s untraced %.4g instructions (%d workers), traced %.4g (%d): %.4f" %
+              (kind, untraced, n, traced, m, untraced / traced), flush=True)
+
+
 def option(name, default):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
 
 def main():
     args = [a for i, a in enumerate(sys.argv[1:], 1)
-            if not a.startswith("--") and not sys.argv[i - 1].startswith("--")]
+            if not a.startswith("--") and not (sys.argv[i - 1].startswith("--") and sys.argv[i - 1] != "--instructions")]
     build = os.path.abspath(args[0] if args else os.path.join(ROOT, "build"))
     pairs = int(option("--pairs", "4"))
     kinds = option("--kinds", ",".join(SCRIPTS)).split(",")
@@ -222,6 +302,9 @@ def main():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(build, "python")  # `import pipetune` for the Loader's script, both sides
     with tempfile.TemporaryDirectory(prefix="pipetune-trace-cost-") as tmp:
+        if "--instructions" in sys.argv:
+            instructions(pipetune, tmp, env, kinds)
+            return
         data = os.path.join(tmp, "data")
         make_data(data, int(option("--images", "640")))
         summary = []
