@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
@@ -22,18 +23,17 @@ namespace {
 // An IterableDataset is one stream: with N workers each reads its own copy,
 // so the plan's workers deliver each sample N times unless the dataset
 // shards itself by get_worker_info().
-void AddStreamNotes(DataLoaderTuneResult& result) {
-  const analyzer::DataLoaderProfile& run = result.run;
-  const int workers = result.dataloader_kwargs.value("num_workers", 0);
+void AddStreamNotes(const analyzer::DataLoaderProfile& run, int workers, tuner::Plan& plan,
+                    std::vector<std::string>& warnings) {
   if (!run.settings.iterable || workers == run.settings.num_workers || workers <= 1) return;
   std::string note = fmt::format(
       "num_workers={} with an IterableDataset: the dataset must shard its stream by "
       "torch.utils.data.get_worker_info() (each worker reads its own part), or every worker delivers every "
       "sample",
       workers);
-  result.plan.notes.push_back(note);
+  plan.notes.push_back(note);
   if (run.settings.num_workers > 0 && run.sharded_by_worker_info) return;
-  result.warnings.push_back(
+  warnings.push_back(
       fmt::format("{}: {}; {}", run.trace_path, note,
                   run.settings.num_workers == 0
                       ? "the traced run had no workers, so whether it shards could not be seen"
@@ -118,20 +118,17 @@ std::optional<Json> PerRankSetting(const analyzer::JobTuning& tuning, const tune
   return DataLoaderKwargs(input.profile, *own->configuration);
 }
 
-}  // namespace
-
-StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& request) {
-  // A job of several processes (docs/distributed.md): one plan for every
-  // rank, made for the rank whose input delivers least, within its share
-  // of the node. A single process's job is that process.
-  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderJob job, analyzer::ReadDataLoaderJob({request.trace}));
-  PIPETUNE_ASSIGN_OR_RETURN(analyzer::JobTuning tuning, analyzer::JobTuningRun(job));
-  analyzer::DataLoaderProfile run = std::move(tuning.run);
+// The plan for the job's planned rank and its keyword arguments. The traced
+// knobs go one way: the run's recorded settings (tuning.run.settings) become
+// the model profile's worker group (DataLoaderModelProfile), the solver's
+// configuration of it, and the kwargs JSON (DataLoaderKwargs); nothing
+// later reads them back out of the JSON.
+StatusOr<DataLoaderTuneResult> PlanRank(analyzer::JobTuning tuning, const DataLoaderTuneRequest& request) {
   tuner::TuneInput input;
-  input.profile = analyzer::DataLoaderModelProfile(run);
+  input.profile = analyzer::DataLoaderModelProfile(tuning.run);
   PIPETUNE_ASSIGN_OR_RETURN(
       tuner::Resources resources,
-      tuner::ResolveResources(input, {run.host.UsableCores(), run.host.UsableMemoryBytes()},
+      tuner::ResolveResources(input, {tuning.run.host.UsableCores(), tuning.run.host.UsableMemoryBytes()},
                               request.budgets));
   const double node_cores = resources.cores;
   if (tuning.ranks_per_node > 1) ShareNode(tuning, resources);
@@ -141,18 +138,29 @@ StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& 
   result.dataloader_kwargs = DataLoaderKwargs(input.profile, *plan.configuration);
   result.changes_settings = models::KnobValues(input.profile, *plan.configuration) !=
                             models::KnobValues(input.profile, models::ObservedConfiguration(input.profile));
-  Json kwargs = result.dataloader_kwargs;
+  result.kwargs = result.dataloader_kwargs;
   if (std::optional<Json> own =
           PerRankSetting(tuning, input, resources, node_cores, request.objective, plan)) {
-    kwargs["ranks"][std::to_string(*tuning.rank)] = std::move(*own);
+    result.kwargs["ranks"][std::to_string(*tuning.rank)] = std::move(*own);
   }
+  // The DataLoader's one worker group (DataLoaderModelProfile makes one).
+  AddStreamNotes(tuning.run, plan.configuration->group_workers.at(0), plan, result.warnings);
   result.plan = std::move(plan);
-  result.run = std::move(run);
+  result.run = std::move(tuning.run);
   result.output = DataLoaderKwargsPath(request.output, request.trace);
   result.code_change = DataLoaderCodeChange(result.dataloader_kwargs);
-  result.kwargs = std::move(kwargs);
-  AddStreamNotes(result);
   return result;
+}
+
+}  // namespace
+
+StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& request) {
+  // A job of several processes (docs/distributed.md): one plan for every
+  // rank, made for the rank whose input delivers least, within its share
+  // of the node. A single process's job is that process.
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderJob job, analyzer::ReadDataLoaderJob({request.trace}));
+  PIPETUNE_ASSIGN_OR_RETURN(analyzer::JobTuning tuning, analyzer::JobTuningRun(job));
+  return PlanRank(std::move(tuning), request);
 }
 
 StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {
