@@ -13,7 +13,7 @@
 
 #include "dataloader_job_report.h"
 #include "format_util.h"
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/models/rate_model.h"
 
 namespace pipetune::analyzer {

@@ -4,7 +4,7 @@
 // run they render.
 #pragma once
 
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 
 namespace pipetune::analyzer::internal {
 
