@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/size.h"
@@ -119,36 +119,41 @@ std::optional<Json> PerRankSetting(const analyzer::JobTuning& tuning, const tune
 }
 
 // The plan for the job's planned rank and its keyword arguments. The traced
-// knobs go one way: the run's recorded settings (tuning.run.settings) become
-// the model profile's worker group (DataLoaderModelProfile), the solver's
-// configuration of it, and the kwargs JSON (DataLoaderKwargs); nothing
-// later reads them back out of the JSON.
+// knobs go one way, each form made from the one before: the run's recorded
+// settings (tuning.run.settings), the model profile's worker group
+// (DataLoaderModelProfile), the solver's configuration of it (the plan),
+// and the kwargs JSON (DataLoaderKwargs). Nothing reads them back out of
+// the JSON, and no configuration is rebuilt from it.
 StatusOr<DataLoaderTuneResult> PlanRank(analyzer::JobTuning tuning, const DataLoaderTuneRequest& request) {
+  const models::Profile profile = analyzer::DataLoaderModelProfile(tuning.run);
   tuner::TuneInput input;
-  input.profile = analyzer::DataLoaderModelProfile(tuning.run);
+  input.profile = profile;
   PIPETUNE_ASSIGN_OR_RETURN(
       tuner::Resources resources,
       tuner::ResolveResources(input, {tuning.run.host.UsableCores(), tuning.run.host.UsableMemoryBytes()},
                               request.budgets));
   const double node_cores = resources.cores;
   if (tuning.ranks_per_node > 1) ShareNode(tuning, resources);
-  PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(input, resources, request.objective));
+  StatusOr<tuner::Plan> solved = tuner::Solve(input, resources, request.objective);
+  if (!solved.ok()) return solved.status();
+  tuner::Plan plan = *std::move(solved);
   if (tuning.processes > 1) plan.notes.push_back(JobNote(tuning, resources));
+  const Json kwargs = DataLoaderKwargs(profile, *plan.configuration);
   DataLoaderTuneResult result;
-  result.dataloader_kwargs = DataLoaderKwargs(input.profile, *plan.configuration);
-  result.changes_settings = models::KnobValues(input.profile, *plan.configuration) !=
-                            models::KnobValues(input.profile, models::ObservedConfiguration(input.profile));
-  result.kwargs = result.dataloader_kwargs;
+  result.changes_settings = models::KnobValues(profile, *plan.configuration) !=
+                            models::KnobValues(profile, models::ObservedConfiguration(profile));
+  result.kwargs = kwargs;
   if (std::optional<Json> own =
           PerRankSetting(tuning, input, resources, node_cores, request.objective, plan)) {
     result.kwargs["ranks"][std::to_string(*tuning.rank)] = std::move(*own);
   }
   // The DataLoader's one worker group (DataLoaderModelProfile makes one).
   AddStreamNotes(tuning.run, plan.configuration->group_workers.at(0), plan, result.warnings);
+  result.dataloader_kwargs = kwargs;
+  result.code_change = DataLoaderCodeChange(kwargs);
   result.plan = std::move(plan);
   result.run = std::move(tuning.run);
   result.output = DataLoaderKwargsPath(request.output, request.trace);
-  result.code_change = DataLoaderCodeChange(result.dataloader_kwargs);
   return result;
 }
 
