@@ -4,7 +4,8 @@
 // so that the report writers never ask whether they render a job.
 #pragma once
 
-#include "pipetune/analyzer/dataloader_job.h"
+#include "pipetune/analyzer/dataloader_sections.h"
+#include "pipetune/analyzer/diagnosis.h"
 
 namespace pipetune::analyzer::internal {
 

@@ -119,8 +119,9 @@ struct KindReport {
   std::optional<ProcessesReport> processes;                   // none for a run of one process
 };
 
-// A DataLoader run's and a job's sections: defined in dataloader.h and
-// dataloader_job.h, which include this header (not the reverse).
+// A DataLoader run's and a job's sections: defined in
+// dataloader_sections.h (not included here: the generic diagnosis does not
+// know them).
 struct DataLoaderSection;
 struct JobSection;
 
