@@ -17,46 +17,50 @@
 #include "pipetune/rewrite/apply.h"
 #include "pipetune/rewrite/finder.h"
 
+// Left as written: its raw strings are C++ sources whose layout the
+// rewriter's diffs are compared against, and clang-format would re-indent
+// them.
+// clang-format off
+
 namespace pipetune::rewrite {
 namespace {
+
 
 // The builder's interface as the finder sees it (the real header pulls in
 // nlohmann/json, which would make every parse a second slower).
 constexpr const char* kStubHeader = R"cc(
 #pragma once
 #include <string>
-  namespace pipetune {
-  struct Status {
-    static Status Ok() { return {}; }
-  };
-  namespace runtime {
-  struct Element {};
-  struct FnContext {};
-  using MapCallable = Status (*)(Element&, const FnContext&);
-  class StageBuilder {
-   public:
-    StageBuilder& Parallelism(int workers);
-    StageBuilder& Buffer(long elements);
-    StageBuilder& Location(const std::string& where);
-    StageBuilder& Random(bool random = true);
-    StageBuilder& Arg(const std::string& key, int value);
-  };
-  class PipelineBuilder {
-   public:
-    explicit PipelineBuilder(std::string name);
-    PipelineBuilder& Cores(double cores);
-    StageBuilder& Stage(const std::string& name, const std::string& op);
-    StageBuilder& Range(const std::string& name, long count);
-    StageBuilder& ListFiles(const std::string& name, const std::string& pattern);
-    StageBuilder& ReadFile(const std::string& name);
-    StageBuilder& Map(const std::string& name, const std::string& fn);
-    StageBuilder& Map(const std::string& name, MapCallable fn);
-    StageBuilder& Batch(const std::string& name, long size);
-    StageBuilder& Prefetch(const std::string& name);
-    StageBuilder& Cache(const std::string& name);
-  };
-  }  // namespace runtime
-  }  // namespace pipetune
+namespace pipetune {
+struct Status { static Status Ok() { return {}; } };
+namespace runtime {
+struct Element {};
+struct FnContext {};
+using MapCallable = Status (*)(Element&, const FnContext&);
+class StageBuilder {
+ public:
+  StageBuilder& Parallelism(int workers);
+  StageBuilder& Buffer(long elements);
+  StageBuilder& Location(const std::string& where);
+  StageBuilder& Random(bool random = true);
+  StageBuilder& Arg(const std::string& key, int value);
+};
+class PipelineBuilder {
+ public:
+  explicit PipelineBuilder(std::string name);
+  PipelineBuilder& Cores(double cores);
+  StageBuilder& Stage(const std::string& name, const std::string& op);
+  StageBuilder& Range(const std::string& name, long count);
+  StageBuilder& ListFiles(const std::string& name, const std::string& pattern);
+  StageBuilder& ReadFile(const std::string& name);
+  StageBuilder& Map(const std::string& name, const std::string& fn);
+  StageBuilder& Map(const std::string& name, MapCallable fn);
+  StageBuilder& Batch(const std::string& name, long size);
+  StageBuilder& Prefetch(const std::string& name);
+  StageBuilder& Cache(const std::string& name);
+};
+}  // namespace runtime
+}  // namespace pipetune
 )cc";
 
 constexpr const char* kPrelude =
@@ -87,12 +91,10 @@ const KnobSite* KnobOf(const FoundPipeline& p, const std::string& stage, const s
   return nullptr;
 }
 
-Json Plan(const std::string& pipeline,
-          const std::vector<std::tuple<std::string, std::string, std::string>>& knobs) {
+Json Plan(const std::string& pipeline, const std::vector<std::tuple<std::string, std::string, std::string>>& knobs) {
   Json plan = {{"pipeline", pipeline}, {"knobs", Json::array()}};
   for (const auto& [stage, knob, value] : knobs) {
-    plan["knobs"].push_back(
-        {{"stage", stage}, {"knob", knob}, {"old", "1"}, {"new", value}, {"changed", true}});
+    plan["knobs"].push_back({{"stage", stage}, {"knob", knob}, {"old", "1"}, {"new", value}, {"changed", true}});
   }
   return plan;
 }
@@ -120,18 +122,18 @@ void ExpectGolden(const std::string& name, const std::string& diff) {
 }
 
 constexpr const char* kLiterals = R"cc(
-  int main() {
-    PipelineBuilder b("literals");
-    b.Cores(2);
-    b.ListFiles("files", "data/*.jpg");
-    b.ReadFile("read").Parallelism(1);  // one reader: the disk is slow
-    b.Map("decode", "jpeg_decode")
-        .Parallelism(1) /* decode workers */
-        .Random(false);
-    b.Cache("cache").Location("memory");
-    b.Batch("batch", 64);
-    b.Prefetch("prefetch").Buffer(1);
-  }
+int main() {
+  PipelineBuilder b("literals");
+  b.Cores(2);
+  b.ListFiles("files", "data/*.jpg");
+  b.ReadFile("read").Parallelism(1);  // one reader: the disk is slow
+  b.Map("decode", "jpeg_decode")
+      .Parallelism(1)  /* decode workers */
+      .Random(false);
+  b.Cache("cache").Location("memory");
+  b.Batch("batch", 64);
+  b.Prefetch("prefetch").Buffer(1);
+}
 )cc";
 
 TEST(RewriteFinderTest, LiteralsAreFoundWithTheirPlaces) {
@@ -173,17 +175,17 @@ TEST(RewriteApplyTest, LiteralsGolden) {
 }
 
 constexpr const char* kConstants = R"cc(
-  constexpr int kDecodeWorkers = 2;  // tuned by pipetune
-  const int kPrefetch = 1;
-  constexpr int kShared = 1;
-  int main() {
-    PipelineBuilder b("constants");
-    b.Range("source", 100);
-    b.Map("decode", "cpu_work").Parallelism(kDecodeWorkers);
-    b.Map("a", "cpu_work").Parallelism(kShared);
-    b.Map("b", "cpu_work").Parallelism(kShared);
-    b.Prefetch("prefetch").Buffer(kPrefetch);
-  }
+constexpr int kDecodeWorkers = 2;  // tuned by pipetune
+const int kPrefetch = 1;
+constexpr int kShared = 1;
+int main() {
+  PipelineBuilder b("constants");
+  b.Range("source", 100);
+  b.Map("decode", "cpu_work").Parallelism(kDecodeWorkers);
+  b.Map("a", "cpu_work").Parallelism(kShared);
+  b.Map("b", "cpu_work").Parallelism(kShared);
+  b.Prefetch("prefetch").Buffer(kPrefetch);
+}
 )cc";
 
 TEST(RewriteApplyTest, NamedConstantsAreRewrittenAtTheirDefinition) {
@@ -218,17 +220,17 @@ TEST(RewriteApplyTest, NamedConstantsAreRewrittenAtTheirDefinition) {
 constexpr const char* kNotRewritable = R"cc(
 #define WORKERS 4
 #define ADD_MAP(builder, name, n) builder.Map(name, "cpu_work").Parallelism(n)
-  constexpr int kBase = 2;
-  int main(int argc, char**) {
-    PipelineBuilder b("fixed");
-    b.Range("source", 100);
-    b.Map("macro", "cpu_work").Parallelism(WORKERS);
-    ADD_MAP(b, "macro_arg", 3);
-    int workers = argc;
-    b.Map("variable", "cpu_work").Parallelism(workers);
-    b.Map("computed", "cpu_work").Parallelism(kBase * 2);
-    b.Prefetch("prefetch").Buffer(1);
-  }
+constexpr int kBase = 2;
+int main(int argc, char**) {
+  PipelineBuilder b("fixed");
+  b.Range("source", 100);
+  b.Map("macro", "cpu_work").Parallelism(WORKERS);
+  ADD_MAP(b, "macro_arg", 3);
+  int workers = argc;
+  b.Map("variable", "cpu_work").Parallelism(workers);
+  b.Map("computed", "cpu_work").Parallelism(kBase * 2);
+  b.Prefetch("prefetch").Buffer(1);
+}
 )cc";
 
 TEST(RewriteFinderTest, MacrosVariablesAndComputedValuesAreReported) {
@@ -266,16 +268,16 @@ TEST(RewriteFinderTest, MacrosVariablesAndComputedValuesAreReported) {
 }
 
 constexpr const char* kTwoPipelines = R"cc(
-  void Train() {
-    PipelineBuilder train("train");
-    train.Range("source", 100);
-    train.Map("decode", "cpu_work").Parallelism(1);
-  }
-  void Eval() {
-    PipelineBuilder eval("eval");
-    eval.Range("source", 100);
-    eval.Map("decode", "cpu_work").Parallelism(1);
-  }
+void Train() {
+  PipelineBuilder train("train");
+  train.Range("source", 100);
+  train.Map("decode", "cpu_work").Parallelism(1);
+}
+void Eval() {
+  PipelineBuilder eval("eval");
+  eval.Range("source", 100);
+  eval.Map("decode", "cpu_work").Parallelism(1);
+}
 )cc";
 
 TEST(RewriteApplyTest, TwoPipelinesInOneFile) {
@@ -292,20 +294,20 @@ TEST(RewriteApplyTest, TwoPipelinesInOneFile) {
 }
 
 constexpr const char* kHelpers = R"cc(
-  void AddDecode(PipelineBuilder& p) {
-    p.Map("decode", "jpeg_decode").Parallelism(1);
-  }
-  StageBuilder& AddAugment(PipelineBuilder& p) { return p.Map("augment", "random_crop_flip"); }
-  int main() {
-    PipelineBuilder b("helpers");
-    b.ListFiles("files", "data/*.jpg");
-    AddDecode(b);
-    AddAugment(b).Parallelism(1);
-    StageBuilder& batch = b.Batch("batch", 64);
-    batch.Random(false);
-    StageBuilder& prefetch = b.Prefetch("prefetch");
-    prefetch.Buffer(1);
-  }
+void AddDecode(PipelineBuilder& p) {
+  p.Map("decode", "jpeg_decode").Parallelism(1);
+}
+StageBuilder& AddAugment(PipelineBuilder& p) { return p.Map("augment", "random_crop_flip"); }
+int main() {
+  PipelineBuilder b("helpers");
+  b.ListFiles("files", "data/*.jpg");
+  AddDecode(b);
+  AddAugment(b).Parallelism(1);
+  StageBuilder& batch = b.Batch("batch", 64);
+  batch.Random(false);
+  StageBuilder& prefetch = b.Prefetch("prefetch");
+  prefetch.Buffer(1);
+}
 )cc";
 
 TEST(RewriteApplyTest, PipelineBuiltAcrossHelperFunctions) {
@@ -327,22 +329,22 @@ TEST(RewriteApplyTest, PipelineBuiltAcrossHelperFunctions) {
 }
 
 constexpr const char* kUnrelated = R"cc(
-  struct Pool {
-    Pool& Parallelism(int n);
-    Pool& Buffer(long n);
-  };
-  struct OtherBuilder {
-    Pool& Map(const char* name, const char* fn);
-  };
-  int main() {
-    Pool pool;
-    pool.Parallelism(8).Buffer(16);
-    OtherBuilder other;
-    other.Map("decode", "x").Parallelism(4);
-    PipelineBuilder b("real");
-    b.Range("source", 10);
-    b.Map("decode", "cpu_work").Parallelism(1);
-  }
+struct Pool {
+  Pool& Parallelism(int n);
+  Pool& Buffer(long n);
+};
+struct OtherBuilder {
+  Pool& Map(const char* name, const char* fn);
+};
+int main() {
+  Pool pool;
+  pool.Parallelism(8).Buffer(16);
+  OtherBuilder other;
+  other.Map("decode", "x").Parallelism(4);
+  PipelineBuilder b("real");
+  b.Range("source", 10);
+  b.Map("decode", "cpu_work").Parallelism(1);
+}
 )cc";
 
 TEST(RewriteFinderTest, UnrelatedCallsWithTheSameNamesAreLeftAlone) {
@@ -356,20 +358,20 @@ TEST(RewriteFinderTest, UnrelatedCallsWithTheSameNamesAreLeftAlone) {
 }
 
 constexpr const char* kTemplates = R"cc(
-  template <int N>
-  void AddWorkers(PipelineBuilder& b) {
-    b.Map("workers", "cpu_work").Parallelism(N);
-  }
-  template <typename Builder>
-  void AddPrefetch(Builder& b) {
-    b.Prefetch("prefetch").Buffer(2);
-  }
-  int main() {
-    PipelineBuilder b("templates");
-    b.Range("source", 10);
-    AddWorkers<3>(b);
-    AddPrefetch(b);
-  }
+template <int N>
+void AddWorkers(PipelineBuilder& b) {
+  b.Map("workers", "cpu_work").Parallelism(N);
+}
+template <typename Builder>
+void AddPrefetch(Builder& b) {
+  b.Prefetch("prefetch").Buffer(2);
+}
+int main() {
+  PipelineBuilder b("templates");
+  b.Range("source", 10);
+  AddWorkers<3>(b);
+  AddPrefetch(b);
+}
 )cc";
 
 TEST(RewriteApplyTest, Templates) {
@@ -392,15 +394,12 @@ TEST(RewriteApplyTest, Templates) {
 TEST(RewriteApplyTest, PlanErrorsNameWhatTheyCannotDo) {
   StatusOr<std::string> unknown = Apply(kLiterals, Plan("literals", {{"resize", "parallelism", "2"}}));
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("stage \"resize\""), std::string::npos)
-      << unknown.status().message();
+  EXPECT_NE(unknown.status().message().find("stage \"resize\""), std::string::npos) << unknown.status().message();
   Json inserts = Plan("literals", {});
-  inserts["knobs"].push_back(
-      {{"stage", "cache2"}, {"knob", "stage"}, {"old", "-"}, {"new", "cache"}, {"changed", true}});
+  inserts["knobs"].push_back({{"stage", "cache2"}, {"knob", "stage"}, {"old", "-"}, {"new", "cache"}, {"changed", true}});
   StatusOr<std::string> insert = Apply(kLiterals, inserts);
   ASSERT_FALSE(insert.ok());
-  EXPECT_NE(insert.status().message().find("stage \"cache2\""), std::string::npos)
-      << insert.status().message();
+  EXPECT_NE(insert.status().message().find("stage \"cache2\""), std::string::npos) << insert.status().message();
   StatusOr<std::string> not_plan = Apply(kLiterals, Json::object());
   ASSERT_FALSE(not_plan.ok());
   // A knob with no call: added after the call making the stage.
@@ -422,8 +421,7 @@ TEST(RewriteApplyTest, WriteAllWritesEveryFileOrNone) {
   std::string line;
   std::getline(in, line);
   EXPECT_EQ(line, "old a");
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()),
-            1);  // a.cc alone: no temporaries left
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);  // a.cc alone: no temporaries left
   files.erase((dir / "missing" / "b.cc").string());
   ASSERT_TRUE(WriteAll(files).ok());
   std::ifstream again(a);
@@ -477,3 +475,4 @@ TEST(RewriteExampleTest, ExtractEqualsTheJsonTwin) {
 
 }  // namespace
 }  // namespace pipetune::rewrite
+// clang-format on
