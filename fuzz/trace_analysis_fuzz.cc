@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "pipetune/analyzer/collector.h"
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/analyzer/report.h"

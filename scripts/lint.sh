@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Lints the library code (*/src and */include of the parts):
+# Lints the library code (*/src and */include of the parts) and, for format,
+# the tests' code too (tests/):
 #   scripts/lint.sh                 clang-format-14 check (--dry-run -Werror), no changes
 #   scripts/lint.sh --fix-format    rewrites the files clang-format-14 would change
 #   scripts/lint.sh --tidy          also clang-tidy-14 with the checks .clang-tidy names (slow:
@@ -29,11 +30,13 @@ while (( $# )); do
   shift
 done
 
-# The libraries' code: every part's src/ and include/ (not tests, benchmarks,
-# examples or fuzz targets).
+# The libraries' code: every part's src/ and include/ (not benchmarks,
+# examples or fuzz targets). The format check also reads tests/: a test is
+# read and changed beside the code it tests, in the same layout.
 parts=(base models tracer cupti runtime analyzer tuner workflow loader cli)
-list_files() {  # PATTERN...: tracked files of the parts, or only the changed ones
-  local dirs=()
+list_files() {  # PATTERN [DIR...]: tracked files of the parts and DIRs, or only the changed ones
+  local pattern="$1"; shift
+  local dirs=("$@")
   for p in "${parts[@]}"; do
     [[ -d "$p/src" ]] && dirs+=("$p/src")
     [[ -d "$p/include" ]] && dirs+=("$p/include")
@@ -43,11 +46,11 @@ list_files() {  # PATTERN...: tracked files of the parts, or only the changed on
     git ls-files --others --exclude-standard -- "${dirs[@]}"
   else
     git ls-files -- "${dirs[@]}"
-  fi | grep -E "$1" | sort -u || true
+  fi | grep -E "$pattern" | sort -u || true
 }
 
 status=0
-mapfile -t format_files < <(list_files '\.(h|cc|c)$')
+mapfile -t format_files < <(list_files '\.(h|cc|c)$' tests)
 if (( fix )); then
   if (( ${#format_files[@]} )); then clang-format-14 -i "${format_files[@]}"; fi
   echo "lint: clang-format-14 rewrote ${#format_files[@]} files where needed"

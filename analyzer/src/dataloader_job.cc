@@ -11,8 +11,9 @@
 #include <set>
 #include <utility>
 
+#include "dataloader_job_report.h"
 #include "format_util.h"
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/models/rate_model.h"
 
 namespace pipetune::analyzer {
@@ -346,6 +347,8 @@ StatusOr<Diagnosis> DiagnoseDataLoaderJob(const DataLoaderJob& job, const Diagno
   section.headline_row = *headline_row;
   section.summary = MissingRanksSentence(section) + JobSummary(section, *headline_row);
   d.summary = section.summary + d.summary;
+  if (!d.kind_report) d.kind_report.emplace();
+  internal::AddJobReport(section, *d.kind_report);
   d.job = std::move(section);
   return d;
 }

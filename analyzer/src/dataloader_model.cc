@@ -1,4 +1,6 @@
-// A DataLoader run as stages of the one rate model (pipetune/analyzer/dataloader.h).
+// A DataLoader run as stages of the one rate model (pipetune/analyzer/dataloader_model.h).
+#include "pipetune/analyzer/dataloader_model.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 
 #include "dataloader_report.h"
 #include "gpu_diagnosis.h"
-#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/base/numbers.h"
 #include "recording.h"
 #include "timeline.h"

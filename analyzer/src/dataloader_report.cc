@@ -95,8 +95,7 @@ KindReport DataLoaderKindReport(const DataLoaderSection& dl) {
   if (std::string run_length = RunLengthText(dl); !run_length.empty())
     report.headline.emplace_back("run length", run_length);
   for (const std::string& note : dl.notes) report.headline.emplace_back("note", note);
-  report.json_key = "dataloader";
-  report.json = DataLoaderJson(dl);
+  report.json.emplace_back("dataloader", DataLoaderJson(dl));
   return report;
 }
 

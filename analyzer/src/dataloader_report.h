@@ -4,7 +4,8 @@
 // run they render.
 #pragma once
 
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_sections.h"
+#include "pipetune/analyzer/diagnosis.h"
 
 namespace pipetune::analyzer::internal {
 

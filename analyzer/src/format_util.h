@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "pipetune/base/json.h"
@@ -41,6 +42,9 @@ inline Json Number(double x) {
   if (x == 0) return 0.0;
   return std::stod(fmt::format("{:.6g}", x));
 }
+
+// A string the JSON report may not have: null when absent.
+inline Json Optional(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullptr); }
 
 inline std::string Cores(double cores) { return fmt::format("{:.2f}", cores); }
 

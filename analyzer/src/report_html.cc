@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "format_util.h"
@@ -152,6 +153,12 @@ std::string UtilisationCharts(const Diagnosis& d) {
 }
 
 // `marked`: what a highlighted row is ("bottleneck", "straggler").
+// "ranks" -> "Ranks": a section's name as the HTML report's heading.
+std::string Capitalized(std::string name) {
+  if (!name.empty()) name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+  return name;
+}
+
 std::string TableHtml(const Table& table, const char* marked) {
   std::string html = "<table><tr>";
   for (size_t c = 0; c < table.header.size(); ++c) {
@@ -211,9 +218,11 @@ class HtmlWriter : public ReportWriter {
     html += fmt::format(R"(<div class="chart">{}</div>)", PredictionChart(d));
     html += UtilisationCharts(d);
     html += "</div>\n";
-    if (d.job) {
-      html += "<h2>Ranks</h2>\n" + TableHtml(RankTable(d), "straggler");
-      html += fmt::format("<div class=\"sub\">{}</div>\n", EscapeXml(StragglerLine(d)));
+    if (d.kind_report && d.kind_report->processes) {
+      const ProcessesReport& processes = *d.kind_report->processes;
+      html += fmt::format("<h2>{}</h2>\n", EscapeXml(Capitalized(processes.name))) +
+              TableHtml(processes.table, processes.marked.c_str());
+      html += fmt::format("<div class=\"sub\">{}</div>\n", EscapeXml(processes.line));
     }
     html += "<h2>Stages</h2>\n" + TableHtml(StageTable(d), "bottleneck");
     std::vector<std::string> what_ifs = WhatIfLines(d);

@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "format_util.h"
-#include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/json.h"
 #include "writers.h"
 
@@ -47,8 +46,6 @@ Json GpuJson(const GpuSummary& g) {
               {"status", g.status.empty() ? Json(nullptr) : Json(g.status)},
               {"status_message", g.status_message.empty() ? Json(nullptr) : Json(g.status_message)}};
 }
-
-Json Optional(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullptr); }
 
 Json StageJson(const StageDiagnosis& s) {
   Json stage{
@@ -91,50 +88,6 @@ Json WhatIfJson(const WhatIfOutcome& w) {
       {"bottleneck", Optional(w.bottleneck)},
       {"cache_bytes", w.cache_bytes ? Number(*w.cache_bytes) : Json(nullptr)},
   };
-}
-
-// The rank numbers of the processes read (those that recorded one).
-Json RecordedRanks(const JobSection& job) {
-  Json ranks = Json::array();
-  for (const RankRow& r : job.ranks) {
-    if (r.rank) ranks.push_back(*r.rank);
-  }
-  return ranks;
-}
-
-// A job of several processes: every rank's row (docs/report-json.md).
-Json RanksJson(const JobSection& job) {
-  auto optional_int = [](const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); };
-  Json ranks = Json::array();
-  for (const RankRow& r : job.ranks) {
-    bool diagnosed = r.error.empty();
-    ranks.push_back(Json{
-        {"rank", optional_int(r.rank)},
-        {"local_rank", optional_int(r.local_rank)},
-        {"host", r.host},
-        {"pid", r.pid},
-        {"trace", r.trace},
-        {"batches", r.batches},
-        {"throughput", diagnosed ? Number(r.throughput) : Json(nullptr)},
-        {"predicted_throughput", diagnosed ? Number(r.predicted_throughput) : Json(nullptr)},
-        {"input_throughput", diagnosed ? Number(r.input_throughput) : Json(nullptr)},
-        {"stall_fraction", diagnosed ? Number(r.stall_fraction) : Json(nullptr)},
-        {"step_ms", diagnosed ? Number(r.step_ms) : Json(nullptr)},
-        {"step_cpu_ms", diagnosed && r.step_cpu_ms >= 0 ? Number(r.step_cpu_ms) : Json(nullptr)},
-        {"bound", diagnosed ? Json(r.bound) : Json(nullptr)},
-        {"bottleneck", Optional(r.bottleneck)},
-        {"num_workers", r.workers},
-        {"cores_used", diagnosed && r.cores_used >= 0 ? Number(r.cores_used) : Json(nullptr)},
-        {"peak_rss_bytes", r.peak_rss_bytes},
-        {"start_seconds", Number(r.start_seconds)},
-        {"end_seconds", Number(r.end_seconds)},
-        {"ended", r.ended},
-        {"exit_status", optional_int(r.exit_status)},
-        {"exception", r.exception.empty() ? Json(nullptr) : Json(r.exception)},
-        {"error", r.error.empty() ? Json(nullptr) : Json(r.error)},
-    });
-  }
-  return ranks;
 }
 
 class JsonWriter : public ReportWriter {
@@ -184,17 +137,8 @@ class JsonWriter : public ReportWriter {
         {"assumptions", d.assumptions},
         {"what_if", what_ifs},
     };
-    if (d.kind_report) report[d.kind_report->json_key] = d.kind_report->json;
-    if (d.job) {
-      report["ranks"] = RanksJson(*d.job);
-      report["straggler"] = d.job->straggler ? Json(*d.job->straggler) : Json(nullptr);
-      report["job"] = Json{{"world_size", d.job->world_size ? Json(*d.job->world_size) : Json(nullptr)},
-                           {"hosts", d.job->hosts},
-                           {"step_seconds", Number(d.job->step_seconds)},
-                           {"clock", d.job->clock},
-                           {"recorded_ranks", RecordedRanks(*d.job)},
-                           {"missing_ranks", d.job->missing_ranks},
-                           {"missing", d.job->missing}};
+    if (d.kind_report) {
+      for (const auto& [key, value] : d.kind_report->json) report[key] = value;
     }
     return DumpJson(report, 2) + "\n";
   }

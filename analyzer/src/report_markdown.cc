@@ -48,9 +48,10 @@ class MarkdownWriter : public ReportWriter {
     out += fmt::format("**{}**\n\n", d.summary);
     for (const auto& [label, value] : Headline(d)) out += fmt::format("- **{}**: {}\n", label, value);
     out += fmt::format("- **trace**: `{}` ({:.1f} s)\n\n", d.trace_name, d.trace_seconds);
-    if (d.job) {
-      out += MarkdownTable(RankTable(d), "straggler");
-      out += fmt::format("\n{}\n\n", StragglerLine(d));
+    if (d.kind_report && d.kind_report->processes) {
+      const ProcessesReport& processes = *d.kind_report->processes;
+      out += MarkdownTable(processes.table, processes.marked.c_str());
+      out += fmt::format("\n{}\n\n", processes.line);
     }
     out += MarkdownTable(StageTable(d), "bottleneck");
     std::vector<std::string> what_ifs = WhatIfLines(d);

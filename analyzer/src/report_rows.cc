@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "format_util.h"
-#include "pipetune/analyzer/dataloader_job.h"
 #include "pipetune/base/size.h"
 #include "pipetune/models/config.h"
 
@@ -34,73 +33,6 @@ Table StageTable(const Diagnosis& d) {
     table.highlighted.push_back(s.bottleneck);
   }
   return table;
-}
-
-namespace {
-
-std::string RankCell(const std::optional<int>& rank) { return rank ? std::to_string(*rank) : "-"; }
-
-// How a process ended, in a few words: "ok", "exit 1", "ValueError",
-// "killed at 3.2 s" (its last snapshot on the job's timeline).
-std::string EndedCell(const RankRow& r) {
-  if (r.ended == "killed") return fmt::format("killed at {:.1f} s", r.end_seconds);
-  if (r.ended == "failed") {
-    std::string kind = r.exception.substr(0, r.exception.find(':'));
-    if (!kind.empty()) return kind;
-    return fmt::format("exit {}", r.exit_status.value_or(1));
-  }
-  return "ok";
-}
-
-std::string LimitCell(const RankRow& r) {
-  if (!r.error.empty()) return r.error;
-  if (r.bottleneck) return *r.bottleneck;
-  return r.bound;
-}
-
-}  // namespace
-
-Table RankTable(const Diagnosis& d) {
-  Table table;
-  if (!d.job) return table;
-  table.header = {"rank",    "local", "host",    "pid",   "batches/s", "input/s", "data wait",
-                  "step ms", "limit", "workers", "cores", "peak RSS",  "ended"};
-  table.right_aligned = {true, true, false, true, true, true, true, true, false, true, true, true, false};
-  for (size_t i = 0; i < d.job->ranks.size(); ++i) {
-    const RankRow& r = d.job->ranks[i];
-    bool diagnosed = r.error.empty();
-    table.rows.push_back({
-        RankCell(r.rank),
-        RankCell(r.local_rank),
-        r.host,
-        std::to_string(r.pid),
-        diagnosed ? Rate(r.throughput) : "-",
-        diagnosed ? Rate(r.input_throughput) : "-",
-        diagnosed ? Percent(r.stall_fraction) : "-",
-        diagnosed ? Millis(r.step_ms) : "-",
-        LimitCell(r),
-        std::to_string(r.workers),
-        diagnosed && r.cores_used >= 0 ? Cores(r.cores_used) : "-",
-        diagnosed ? FormatBytes(static_cast<double>(r.peak_rss_bytes)) : "-",
-        EndedCell(r),
-    });
-    table.highlighted.push_back(d.job->straggler_row == i);
-  }
-  return table;
-}
-
-std::string StragglerLine(const Diagnosis& d) {
-  if (!d.job) return "";
-  const JobSection& job = *d.job;
-  std::string ranks = fmt::format("{} process{} on {} host{}", job.ranks.size(),
-                                  job.ranks.size() == 1 ? "" : "es", job.hosts, job.hosts == 1 ? "" : "s");
-  if (job.missing > 0 && job.world_size)
-    ranks += fmt::format(", {} of {} ranks missing", job.missing, *job.world_size);
-  if (!job.straggler_row && job.ranks.size() < 2) return fmt::format("{}; no straggler: one rank", ranks);
-  if (!job.straggler_row) return fmt::format("{}; no straggler: every rank's input keeps up", ranks);
-  const RankRow& r = job.ranks[*job.straggler_row];
-  return fmt::format("{}; > marks the straggler, {}", ranks,
-                     r.rank ? fmt::format("rank {}", *r.rank) : fmt::format("pid {}", r.pid));
 }
 
 std::string DropsText(const Diagnosis& d) {

@@ -9,24 +9,11 @@
 
 namespace pipetune::analyzer::internal {
 
-struct Table {
-  std::vector<std::string> header;
-  std::vector<bool> right_aligned;
-  std::vector<std::vector<std::string>> rows;
-  std::vector<bool> highlighted;  // per row: the bottleneck
-};
+using Table = ReportTable;
 
 // One row per stage: stage, op, parallelism, cores, outputs/s per core, max
 // outputs/s, busy, waiting for input, blocked on output, limited by.
 Table StageTable(const Diagnosis& d);
-
-// A job of several processes: one row per rank (rank, local rank, host,
-// pid, batches/s measured and predicted alone, data wait, step, bound or
-// bottleneck, workers, cores, peak RSS, how it ended); the straggler's row
-// highlighted. Empty without a job.
-Table RankTable(const Diagnosis& d);
-// The line under the rank table: which rank is the straggler, or none.
-std::string StragglerLine(const Diagnosis& d);
 
 // "label: value" lines of the headline: throughput, consumer, CPU, memory,
 // drops, window, and the truncation warning when there is one.

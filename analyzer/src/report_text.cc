@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "pipetune/analyzer/dataloader_job.h"
 #include "report_rows.h"
 #include "writers.h"
 
@@ -45,11 +44,12 @@ class TextWriter : public ReportWriter {
     // Appended piece by piece: `"\n" + <temporary>` makes GCC 12 at -O3 warn
     // (a false -Wrestrict in std::string's insert).
     out += '\n';
-    if (d.job) {
-      out += "ranks:\n";
-      out += RenderTable(RankTable(d));
-      out += fmt::format("  ({})\n\n", StragglerLine(d));
-      out += d.job->straggler_row ? "the straggler's stages:\n" : "the slowest rank's stages:\n";
+    if (d.kind_report && d.kind_report->processes) {
+      const ProcessesReport& processes = *d.kind_report->processes;
+      out += processes.name + ":\n";
+      out += RenderTable(processes.table);
+      out += fmt::format("  ({})\n\n", processes.line);
+      out += processes.stages_heading + ":\n";
     }
     out += RenderTable(StageTable(d));
     out += d.bottleneck ? fmt::format("  (> marks the bottleneck, {})\n", *d.bottleneck) : "";

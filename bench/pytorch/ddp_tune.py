@@ -31,6 +31,7 @@ import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from costly import costly_dataset  # noqa: E402
+from grid import grid_settings  # noqa: E402
 
 TRAIN = textwrap.dedent("""
     import os, sys, time
@@ -122,12 +123,7 @@ def main():
             tuned_kwargs = json.load(f)
         predicted = [line for line in r.stdout.splitlines() if line.startswith("throughput:")]
         print("tuned: %s (%s)" % (json.dumps(tuned_kwargs), predicted[0].strip() if predicted else "?"))
-        settings = [("tuned", kwargs)]
-        for n in [int(x) for x in args.grid.split(",")]:
-            grid_kwargs = os.path.join(tmp, "grid%d.json" % n)
-            with open(grid_kwargs, "w") as f:
-                json.dump({"num_workers": n}, f)
-            settings.append(("num_workers=%d" % n, grid_kwargs))
+        settings = grid_settings(tmp, kwargs, args.grid)
         rates = {name: [] for name, _ in settings}
         for round_index in range(args.rounds):
             for name, path in settings:

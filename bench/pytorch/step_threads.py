@@ -31,10 +31,18 @@ import tempfile
 import textwrap
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grid import grid_settings  # noqa: E402
+
+HELPERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python")
+
+# The step is the step-threads test's (tests/python/_cnn_step.py), larger.
 TRAIN = textwrap.dedent("""
-    import json, resource, sys, time
+    import json, sys, time
+    sys.path.insert(0, %r)
     import torch
     from torch.utils.data import DataLoader, Dataset
+    from _cnn_step import small_cnn, train
 
     class Decoded(Dataset):
         def __init__(self, n, load_seconds):
@@ -47,31 +55,18 @@ TRAIN = textwrap.dedent("""
             end = time.thread_time() + self.load_seconds
             while time.thread_time() < end:
                 pass
-            return torch.full((3, 64, 64), float(i % 7)), i % 10
+            return torch.full((3, 64, 64), float(i %% 7)), i %% 10
 
     def main(batches, load_seconds, out):
         torch.manual_seed(0)
-        model = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Flatten(), torch.nn.Linear(64 * 16 * 16, 10))
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        model = small_cnn((32, 64, 64), 64)
         loader = DataLoader(Decoded(batches * 32, load_seconds), batch_size=32, num_workers=0)
-        usage, start = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
-        for x, y in loader:
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        wall = time.monotonic() - start
-        end = resource.getrusage(resource.RUSAGE_SELF)
+        wall, process, _ = train(model, loader)
         with open(out, "w") as f:
-            json.dump({"loop_seconds": wall, "threads": torch.get_num_threads(),
-                       "loop_cores": (end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime) / wall}, f)
+            json.dump({"loop_seconds": wall, "threads": torch.get_num_threads(), "loop_cores": process / wall}, f)
 
     main(int(sys.argv[1]), float(sys.argv[2]), sys.argv[3])
-""")
+""" % os.path.abspath(HELPERS))
 
 
 def run(cmd, env=None):
@@ -120,12 +115,7 @@ def main():
         predicted = [line.strip() for line in plan.splitlines() if line.startswith("throughput:")]
         print("tuned: %s (%s)" % (json.dumps(tuned_kwargs), predicted[0] if predicted else "?"))
 
-        settings = [("tuned", tuned)]
-        for n in [int(x) for x in args.grid.split(",")]:
-            path = os.path.join(tmp, "grid%d.json" % n)
-            with open(path, "w") as f:
-                json.dump({"num_workers": n}, f)
-            settings.append(("num_workers=%d" % n, path))
+        settings = grid_settings(tmp, tuned, args.grid)
         times = {name: [] for name, _ in settings}
         for _ in range(args.rounds):
             for name, path in settings:

@@ -2,7 +2,6 @@
 // the golden traces (tests/analyzer/dataloader_golden/) with known changes,
 // so that which rank binds is known. tests/python/test_distributed.py runs
 // real DDP jobs.
-#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
 
 #include <gmock/gmock.h>
@@ -10,11 +9,12 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include "pipetune/base/json.h"
 #include <string>
 #include <vector>
 
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/analyzer/report.h"
+#include "pipetune/base/json.h"
 
 namespace pipetune::analyzer {
 namespace {

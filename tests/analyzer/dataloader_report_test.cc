@@ -6,12 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "pipetune/base/json.h"
 #include <regex>
 #include <string>
 
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/analyzer/report.h"
+#include "pipetune/base/json.h"
 
 namespace pipetune::analyzer {
 namespace {
@@ -217,13 +217,14 @@ TEST(DataLoaderReport, LongStageNamesFitTheChartsLabelColumn) {
   std::string html = RenderReport(*d, ReportFormat::kHtml);
   const std::regex label(
       R"re(<text x="([0-9.]+)" y="[0-9.]+" font-size="11" text-anchor="end" fill="[^"]*">(?:<title>([^<]*)</title>)?([^<]*)</text>)re");
-  for (const char* title : {"Per-stage busy share over time",
-                            "Per-stage utilisation in the window (share of worker time)"}) {
+  for (const char* title :
+       {"Per-stage busy share over time", "Per-stage utilisation in the window (share of worker time)"}) {
     SCOPED_TRACE(title);
     std::string chart = Chart(html, title);
     ASSERT_FALSE(chart.empty());
     bool saw_medium = false, saw_longest = false;
-    for (auto it = std::sregex_iterator(chart.begin(), chart.end(), label); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(chart.begin(), chart.end(), label); it != std::sregex_iterator();
+         ++it) {
       const std::string shown = (*it)[3].str();
       size_t chars = 0;  // code points: the ellipsis is one
       for (unsigned char c : shown) chars += (c & 0xC0) != 0x80;
@@ -233,9 +234,9 @@ TEST(DataLoaderReport, LongStageNamesFitTheChartsLabelColumn) {
       saw_medium |= shown.rfind(medium, 0) == 0;  // whole ("... *" marks the bottleneck)
       if ((*it)[2].matched && (*it)[2].str().rfind(longest, 0) == 0) {
         saw_longest = true;
-        EXPECT_THAT(shown, HasSubstr("\xE2\x80\xA6"));      // shortened in the middle ...
+        EXPECT_THAT(shown, HasSubstr("\xE2\x80\xA6"));   // shortened in the middle ...
         EXPECT_THAT(shown, HasSubstr("transform[1]:"));  // ... keeping its index
-        EXPECT_THAT(shown, HasSubstr("ThanThat"));        // ... and its end
+        EXPECT_THAT(shown, HasSubstr("ThanThat"));       // ... and its end
       }
     }
     EXPECT_TRUE(saw_medium);

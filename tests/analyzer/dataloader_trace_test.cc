@@ -5,6 +5,8 @@
 // of CPU, transform[0]:Spin spins 0.5 ms, transform[1]:Nap sleeps 1 ms; per
 // batch of 4 the loop sleeps 3 ms and spins 1 ms. The runs shared a busy
 // 2-core host, so the bounds above the costs are loose.
+#include "pipetune/analyzer/dataloader_trace.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,8 +18,6 @@
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include "pipetune/analyzer/dataloader_trace.h"
 
 namespace pipetune::analyzer {
 namespace {
@@ -392,9 +392,9 @@ TEST(DataLoaderTraceTest, ImageFolderWithAWrappedComposeRecordsEachTransform) {
   EXPECT_DOUBLE_EQ(d.transforms[1].params["p"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(d.transforms[3].params["std"][2].get<double>(), 0.225);
   // Held by a wrapper, the transforms are timed one by one, not folded into load.
-  EXPECT_THAT(SampleStageNames(p), ElementsAre("load", "transform[0]:RandomResizedCrop",
-                                               "transform[1]:RandomHorizontalFlip", "transform[2]:ToTensor",
-                                               "transform[3]:Normalize"));
+  EXPECT_THAT(SampleStageNames(p),
+              ElementsAre("load", "transform[0]:RandomResizedCrop", "transform[1]:RandomHorizontalFlip",
+                          "transform[2]:ToTensor", "transform[3]:Normalize"));
 }
 
 // Traces recorded before the dataset was: read as before, the record absent.
@@ -446,8 +446,8 @@ TEST(DataLoaderTraceTest, TruncatedTraceIsReadUpToItsLastWholeChunk) {
   std::ifstream in(GoldenTrace("killed"), std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_GT(bytes.size(), 100u);
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pipetune_dataloader_truncated." + std::to_string(::getpid()));
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("pipetune_dataloader_truncated." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::string path = (dir / "trace").string();
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 7));
@@ -466,8 +466,8 @@ TEST(DataLoaderTraceTest, WorkerTraceNamesItsMainTrace) {
   StatusOr<DataLoaderProfile> p = ReadDataLoaderProfile(paths[1]);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kInvalidInput);
-  EXPECT_EQ(p.status().message(),
-            paths[1] + " is a DataLoader worker's trace; report its main trace " + GoldenTrace("map_workers2_fork"));
+  EXPECT_EQ(p.status().message(), paths[1] + " is a DataLoader worker's trace; report its main trace " +
+                                      GoldenTrace("map_workers2_fork"));
 }
 
 TEST(DataLoaderTraceTest, ProgramThatBuiltNoDataLoader) {

@@ -6,10 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "pipetune/base/json.h"
-
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/analyzer/report.h"
+#include "pipetune/base/json.h"
 #include "synthetic_trace.h"
 
 namespace pipetune::analyzer {
@@ -59,9 +58,9 @@ TEST(GpuAnalysis, WithoutAConsumerGapsEndedByAHostToDeviceCopyAreInferredStalls)
   GpuAnalysisInput in;
   in.begin_ns = 0;
   in.end_ns = 400 * kMs;
-  in.work = {Work(0, 0, 100),
-             Work(0, 200, 210, /*h2d=*/true), Work(0, 210, 300),  // 100 ms gap, then the next batch arrives
-             Work(0, 320, 400)};                                  // 20 ms gap ended by a kernel
+  in.work = {Work(0, 0, 100), Work(0, 200, 210, /*h2d=*/true),
+             Work(0, 210, 300),   // 100 ms gap, then the next batch arrives
+             Work(0, 320, 400)};  // 20 ms gap ended by a kernel
   GpuAnalysis a = AnalyzeGpu(in);
   EXPECT_TRUE(a.inferred);
   EXPECT_EQ(a.gaps, 2u);

@@ -3,9 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include "pipetune/base/json.h"
 #include <tuple>
 
+#include "pipetune/base/json.h"
 #include "synthetic_trace.h"
 
 namespace pipetune::analyzer {
@@ -39,7 +39,10 @@ TEST(Report, NamesThatAreNotUtf8AreWrittenInEveryFormat) {
   testing::SyntheticRun run;
   run.name = "caf\xe9 pipeline";  // Latin-1, as a C++ source file may hold it
   run.throughput = 25;
-  run.stages = {{"src", "range", 1, 4, 0, 1e-6, 1e-6}, {"d\xe9" "code \xff", "map", 1, 4, 1, 0.010, 0.010}};
+  run.stages = {{"src", "range", 1, 4, 0, 1e-6, 1e-6},
+                {"d\xe9"
+                 "code \xff",
+                 "map", 1, 4, 1, 0.010, 0.010}};
   StatusOr<Diagnosis> d = Diagnose(testing::Collect(run), "latin1.trace");
   ASSERT_TRUE(d.ok()) << d.status().message();
   for (ReportFormat format : {ReportFormat::kText, ReportFormat::kMarkdown, ReportFormat::kHtml}) {
@@ -48,7 +51,9 @@ TEST(Report, NamesThatAreNotUtf8AreWrittenInEveryFormat) {
   const std::string text = RenderReport(*d, ReportFormat::kJson);
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(j.is_discarded()) << text.substr(0, 400);
-  EXPECT_NE(text.find("d\xef\xbf\xbd" "code \xef\xbf\xbd"), std::string::npos);  // U+FFFD for each bad byte
+  EXPECT_NE(text.find("d\xef\xbf\xbd"
+                      "code \xef\xbf\xbd"),
+            std::string::npos);  // U+FFFD for each bad byte
 }
 
 // A pipeline using every core: the report names the fewest cores that reach

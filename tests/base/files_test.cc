@@ -1,13 +1,13 @@
 // Atomic writes (pipetune/base/files.h): a reader sees the old file or the
 // new one, never half of one, and a failure leaves nothing behind.
+#include "pipetune/base/files.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include "pipetune/base/files.h"
 
 namespace pipetune {
 namespace {
@@ -17,9 +17,8 @@ namespace fs = std::filesystem;
 class FilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetune-files-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("pipetune-files-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "pipetune/base/size.h"
+
+#include <gtest/gtest.h>
 
 namespace pipetune {
 namespace {
@@ -21,7 +21,8 @@ TEST(ParseSize, RejectsMalformedSizesWithTheText) {
     StatusOr<uint64_t> parsed = ParseSize(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidInput);
-    EXPECT_NE(parsed.status().message().find("malformed size"), std::string::npos) << parsed.status().message();
+    EXPECT_NE(parsed.status().message().find("malformed size"), std::string::npos)
+        << parsed.status().message();
   }
 }
 

@@ -1,8 +1,8 @@
 // EscapeXml: what the HTML report, its charts and the JUnit file write for a
 // stage name, a message or a title a user chose.
-#include <gtest/gtest.h>
-
 #include "pipetune/base/text.h"
+
+#include <gtest/gtest.h>
 
 namespace pipetune {
 namespace {

@@ -30,7 +30,8 @@ CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* data) {
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                    void* data) {
   (void)callback;
   (void)data;
   const char* mode = getenv("FAKE_CUPTI_MODE");
@@ -86,7 +87,7 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   }
   uint64_t t = Now();
   static uint64_t last_end;
-  if (busy_ns > 0 && t - 1000 - busy_ns < last_end + 2000) return CUPTI_SUCCESS;  /* flushed again too soon */
+  if (busy_ns > 0 && t - 1000 - busy_ns < last_end + 2000) return CUPTI_SUCCESS; /* flushed again too soon */
   uint64_t kernel_start = busy_ns > 0 ? t - 1000 - busy_ns : t - 2000;
   last_end = t - 1000;
   CUpti_ActivityMemcpy6 copy;
@@ -140,6 +141,7 @@ CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext context, uint32
 }
 
 CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** text) {
-  *text = result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "multiple subscribers (fake)" : "fake error";
+  *text =
+      result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "multiple subscribers (fake)" : "fake error";
   return CUPTI_SUCCESS;
 }

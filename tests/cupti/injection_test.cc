@@ -57,7 +57,8 @@ TEST(LoadCupti, FindsEveryFunctionOfTheFakeLibcupti) {
   ASSERT_NE(loaded.api, nullptr) << loaded.status.message;
   EXPECT_EQ(loaded.status.cupti_version, static_cast<uint32_t>(CUPTI_API_VERSION));
   EXPECT_TRUE(loaded.api->HasTimestampCallback());
-  EXPECT_EQ(loaded.api->ResultString(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), "multiple subscribers (fake)");
+  EXPECT_EQ(loaded.api->ResultString(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED),
+            "multiple subscribers (fake)");
 }
 
 // Runs `pipetune profile` on the fake CUDA program; returns its exit status.

@@ -23,7 +23,8 @@ using tracer::GpuActivityKind;
 using tracer::GpuState;
 
 std::string TracePath(const std::string& name) {
-  std::string path = (std::filesystem::temp_directory_path() / ("pipetune_cupti_" + name + ".trace")).string();
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("pipetune_cupti_" + name + ".trace")).string();
   std::remove(path.c_str());
   return path;
 }

@@ -21,8 +21,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using pipetune::Json;
+using ::testing::HasSubstr;
 
 // 5 ms of waiting per element at one worker: an epoch of 80 takes 0.4 s,
 // where a dozen workers take a few tens of ms.
@@ -122,7 +122,8 @@ TEST_F(LoaderAutotuneTest, ASlowStageGetsWorkersWhileEpochsRunAndKeepsThem) {
   for (size_t i = 0; i < epochs.size(); ++i) EXPECT_EQ(epochs[i].outputs, kElements) << "epoch " << i;
   ASSERT_TRUE(kept) << "no change kept in 20 s";
 
-  auto change = std::find_if(decisions.begin(), decisions.end(), [](const Json& d) { return d["kind"] == "change"; });
+  auto change =
+      std::find_if(decisions.begin(), decisions.end(), [](const Json& d) { return d["kind"] == "change"; });
   ASSERT_NE(change, decisions.end());
   EXPECT_EQ((*change)["moves"][0]["stage"], "fetch");
   EXPECT_EQ((*change)["moves"][0]["old"], 1);
@@ -138,7 +139,8 @@ TEST_F(LoaderAutotuneTest, ASlowStageGetsWorkersWhileEpochsRunAndKeepsThem) {
   EXPECT_LT(rebuilt.seconds, 0.5 * epochs.front().seconds);
 
   const char* written = nullptr;
-  ASSERT_EQ(pipetune_loader_autotune_finish(loader, &written), PIPETUNE_LOADER_OK) << pipetune_loader_last_error();
+  ASSERT_EQ(pipetune_loader_autotune_finish(loader, &written), PIPETUNE_LOADER_OK)
+      << pipetune_loader_last_error();
   EXPECT_EQ(std::string(written), (dir_ / "remote.autotuned.json").string());
   Json settled = Json::parse(pipetune_loader_autotuned_config(loader));
   EXPECT_GT(FetchWorkers(settled), 1);
@@ -175,7 +177,8 @@ TEST_F(LoaderAutotuneTest, BadOptionsAreNamed) {
   const std::vector<Case> cases = {
       {[](pipetune_loader_options& o, const fs::path&) { o.autotune_refit_seconds = -1; },
        "autotune_refit_seconds: must be > 0"},
-      {[](pipetune_loader_options& o, const fs::path&) { o.autotune_cores = -2; }, "autotune_cores: must be > 0"},
+      {[](pipetune_loader_options& o, const fs::path&) { o.autotune_cores = -2; },
+       "autotune_cores: must be > 0"},
       {[](pipetune_loader_options& o, const fs::path&) { o.autotune_max_threads = -3; },
        "autotune_max_threads: must be > 0"},
       {[](pipetune_loader_options& o, const fs::path& dir) {

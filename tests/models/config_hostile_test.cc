@@ -3,13 +3,13 @@
 // tests/models/regressions/ (the config fuzzer's findings and hand-made
 // lies, README there) are replayed; inputs too large to keep in the tree are
 // generated here.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "pipetune/models/config.h"
 
@@ -58,11 +58,13 @@ TEST(ConfigRegressions, MessagesNameThePlaceAndTheReason) {
     StatusOr<PipelineConfig> config = ParseConfig(ReadBytes(dir / name), name);
     return config.ok() ? std::string("(parsed)") : config.status().message();
   };
-  EXPECT_EQ(message("huge_numbers.json"),
-            "huge_numbers.json: not valid JSON at line 1, column 73 (byte 72): number overflow parsing '1e400'");
-  EXPECT_THAT(message("bad_utf8.json"),
-              ::testing::StartsWith("bad_utf8.json: not valid JSON at line 1, column 11 (byte 10): invalid string: "
-                                    "ill-formed UTF-8 byte; last read: '\"\\xff'"));
+  EXPECT_EQ(
+      message("huge_numbers.json"),
+      "huge_numbers.json: not valid JSON at line 1, column 73 (byte 72): number overflow parsing '1e400'");
+  EXPECT_THAT(
+      message("bad_utf8.json"),
+      ::testing::StartsWith("bad_utf8.json: not valid JSON at line 1, column 11 (byte 10): invalid string: "
+                            "ill-formed UTF-8 byte; last read: '\"\\xff'"));
   EXPECT_THAT(message("sizes.json"), ::testing::HasSubstr("key \"memory\": malformed size"));
   StatusOr<PipelineConfig> deep = ParseConfig("{\"stages\": " + std::string(1000, '['), "deep.json");
   ASSERT_FALSE(deep.ok());
@@ -72,8 +74,9 @@ TEST(ConfigRegressions, MessagesNameThePlaceAndTheReason) {
 
 TEST(ConfigRegressions, DeepNestingIsRefusedOrParsedWithoutOverflow) {
   const int depth = 100000;
-  ParsesOrRefusesCleanly("{\"name\": \"deep\", \"stages\": " + std::string(depth, '[') + std::string(depth, ']') + "}",
-                         "deep_stages.json");
+  ParsesOrRefusesCleanly(
+      "{\"name\": \"deep\", \"stages\": " + std::string(depth, '[') + std::string(depth, ']') + "}",
+      "deep_stages.json");
   std::string args;
   for (int i = 0; i < depth; ++i) args += "{\"a\": ";
   args += "1" + std::string(depth, '}');

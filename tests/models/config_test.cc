@@ -1,13 +1,13 @@
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <string>
+#include "pipetune/models/config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "pipetune/models/config.h"
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 namespace pipetune::models {
 namespace {
@@ -137,9 +137,11 @@ TEST(ConfigErrors, UnknownOpNamesStageKeyAndChoices) {
 
 TEST(ConfigErrors, ParallelismZeroNegativeOrNotAnInteger) {
   for (const char* bad : {"0", "-2", "1.5", "\"4\"", "true"}) {
-    std::string message = ErrorFor(ImageConfigWith("\"fn\": \"jpeg_decode\", \"parallelism\": 1",
-                                                    std::string("\"fn\": \"jpeg_decode\", \"parallelism\": ") + bad));
-    EXPECT_THAT(message, HasSubstr("stage \"decode\" (#3): key \"parallelism\": expected an integer from 1 to 4096"));
+    std::string message =
+        ErrorFor(ImageConfigWith("\"fn\": \"jpeg_decode\", \"parallelism\": 1",
+                                 std::string("\"fn\": \"jpeg_decode\", \"parallelism\": ") + bad));
+    EXPECT_THAT(message,
+                HasSubstr("stage \"decode\" (#3): key \"parallelism\": expected an integer from 1 to 4096"));
     EXPECT_THAT(message, HasSubstr(std::string("got ") + bad));
   }
 }
@@ -174,8 +176,9 @@ TEST(ConfigErrors, BatchSizeZeroOrMissing) {
 TEST(ConfigErrors, MalformedSizes) {
   EXPECT_THAT(ErrorFor(ImageConfigWith("\"4GiB\"", "\"4 gigs\"")),
               HasSubstr("resources: key \"memory\": malformed size \"4 gigs\""));
-  EXPECT_THAT(ErrorFor(R"({"stages": [{"name": "n", "op": "range", "args": {"count": 3, "bytes": "12QB"}}]})"),
-              HasSubstr("stage \"n\" (#1): key \"args.bytes\": malformed size \"12QB\""));
+  EXPECT_THAT(
+      ErrorFor(R"({"stages": [{"name": "n", "op": "range", "args": {"count": 3, "bytes": "12QB"}}]})"),
+      HasSubstr("stage \"n\" (#1): key \"args.bytes\": malformed size \"12QB\""));
 }
 
 TEST(ConfigErrors, EmptyOrMissingStages) {
@@ -191,17 +194,19 @@ TEST(ConfigErrors, DuplicateStageNames) {
 
 TEST(ConfigErrors, MisspeltKnobIsAnErrorNotASilentDefault) {
   std::string message = ErrorFor(ImageConfigWith("\"fn\": \"jpeg_decode\", \"parallelism\": 1",
-                                                  "\"fn\": \"jpeg_decode\", \"paralellism\": 4"));
+                                                 "\"fn\": \"jpeg_decode\", \"paralellism\": 4"));
   EXPECT_THAT(message, HasSubstr("key \"paralellism\": unknown key; did you mean \"parallelism\"?"));
 }
 
 TEST(ConfigErrors, KnobsOnTheWrongOp) {
-  EXPECT_THAT(ErrorFor(ImageConfigWith("\"op\": \"batch\",", "\"op\": \"batch\", \"parallelism\": 2,")),
-              HasSubstr("stage \"batch\" (#5): key \"parallelism\": only map and read_file stages have workers"));
+  EXPECT_THAT(
+      ErrorFor(ImageConfigWith("\"op\": \"batch\",", "\"op\": \"batch\", \"parallelism\": 2,")),
+      HasSubstr("stage \"batch\" (#5): key \"parallelism\": only map and read_file stages have workers"));
   EXPECT_THAT(ErrorFor(ImageConfigWith("\"op\": \"batch\",", "\"op\": \"batch\", \"buffer\": 2,")),
               HasSubstr("key \"buffer\": only prefetch stages"));
-  EXPECT_THAT(ErrorFor(ImageConfigWith("\"op\": \"prefetch\", \"buffer\": 1", "\"op\": \"prefetch\", \"buffer\": 0")),
-              HasSubstr("stage \"prefetch\" (#6): key \"buffer\": expected an integer >= 1, got 0"));
+  EXPECT_THAT(
+      ErrorFor(ImageConfigWith("\"op\": \"prefetch\", \"buffer\": 1", "\"op\": \"prefetch\", \"buffer\": 0")),
+      HasSubstr("stage \"prefetch\" (#6): key \"buffer\": expected an integer >= 1, got 0"));
 }
 
 TEST(ConfigErrors, SourcesOnlyFirst) {

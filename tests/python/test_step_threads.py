@@ -26,9 +26,11 @@ from _common import fail, profile_and_report, run
 BATCHES, BATCH = 24, 32
 
 SCRIPT = textwrap.dedent("""
-    import json, resource, sys, time
+    import json, sys
+    sys.path.insert(0, {helpers!r})
     import torch
     from torch.utils.data import DataLoader, Dataset
+    from _cnn_step import small_cnn, train
 
     class Images(Dataset):
         def __len__(self):
@@ -38,24 +40,11 @@ SCRIPT = textwrap.dedent("""
             return torch.full((3, 48, 48), float(i % 5)), i % 10
 
     def main(out):
-        model = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Flatten(), torch.nn.Linear(32 * 24 * 24, 10))
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
         loader = DataLoader(Images(), batch_size={batch}, num_workers=0)
-        usage, thread, start = resource.getrusage(resource.RUSAGE_SELF), time.thread_time(), time.monotonic()
-        for x, y in loader:
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        wall = time.monotonic() - start
-        end = resource.getrusage(resource.RUSAGE_SELF)
-        process = end.ru_utime + end.ru_stime - usage.ru_utime - usage.ru_stime
+        wall, process, loop_thread = train(small_cnn((32, 32), 48), loader)
         with open(out, "w") as f:
             json.dump({{"threads": torch.get_num_threads(), "wall": wall, "process_cpu": process,
-                       "loop_thread_cpu": time.thread_time() - thread}}, f)
+                       "loop_thread_cpu": loop_thread}}, f)
 
     main(sys.argv[1])
 """)
@@ -68,7 +57,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "train.py")
         with open(script, "w") as f:
-            f.write(SCRIPT.format(batches=BATCHES, batch=BATCH))
+            f.write(SCRIPT.format(batches=BATCHES, batch=BATCH, helpers=os.path.dirname(os.path.abspath(__file__))))
         trace, measured = os.path.join(tmp, "run.trace"), os.path.join(tmp, "measured.json")
         rep = profile_and_report(pipetune, trace, [sys.executable, script, measured])
         with open(measured) as f:

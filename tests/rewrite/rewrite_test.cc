@@ -5,7 +5,6 @@
 //
 // PIPETUNE_UPDATE_GOLDEN=1 rewrites tests/rewrite/golden/*.diff.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,6 +16,11 @@
 #include "pipetune/models/config.h"
 #include "pipetune/rewrite/apply.h"
 #include "pipetune/rewrite/finder.h"
+
+// Left as written: its raw strings are C++ sources whose layout the
+// rewriter's diffs are compared against, and clang-format would re-indent
+// them.
+// clang-format off
 
 namespace pipetune::rewrite {
 namespace {
@@ -471,3 +475,4 @@ TEST(RewriteExampleTest, ExtractEqualsTheJsonTwin) {
 
 }  // namespace
 }  // namespace pipetune::rewrite
+// clang-format on

@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <cstdio>
-#include <memory>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace pipetune::runtime {
@@ -139,7 +139,10 @@ TEST(BuilderTest, ErrorsNameTheStageAndKey) {
     // A name from a Latin-1 source file: refused, never thrown.
     PipelineBuilder b("latin1");
     b.Range("source", 10);
-    b.Map("d\xe9" "code", "cpu_work");
+    b.Map(
+        "d\xe9"
+        "code",
+        "cpu_work");
     StatusOr<PipelineConfig> config = b.Config();
     ASSERT_FALSE(config.ok());
     EXPECT_EQ(config.status().code(), StatusCode::kInvalidInput);
@@ -178,7 +181,8 @@ TEST(BuilderTest, ErrorsNameTheStageAndKey) {
     b.Map("decode", "cpu_work", [](Element&, const FnContext&) { return Status::Ok(); });
     StatusOr<PipelineConfig> config = b.Config();
     ASSERT_FALSE(config.ok());
-    EXPECT_NE(config.status().message().find("stage \"decode\""), std::string::npos) << config.status().message();
+    EXPECT_NE(config.status().message().find("stage \"decode\""), std::string::npos)
+        << config.status().message();
     EXPECT_NE(config.status().message().find("built-in"), std::string::npos) << config.status().message();
   }
   {
@@ -196,7 +200,8 @@ TEST(BuilderTest, ErrorsNameTheStageAndKey) {
     b.Map("decode", "cpu_work").Location("memory");
     StatusOr<PipelineConfig> config = b.Config();
     ASSERT_FALSE(config.ok());
-    EXPECT_NE(config.status().message().find("stage \"decode\""), std::string::npos) << config.status().message();
+    EXPECT_NE(config.status().message().find("stage \"decode\""), std::string::npos)
+        << config.status().message();
   }
 }
 
@@ -207,7 +212,8 @@ TEST(BuilderTest, ExamplesEqualTheirJsonTwins) {
   for (const char* example : {"image_builder", "synthetic_builder"}) {
     SCOPED_TRACE(example);
     std::string program = std::string(PIPETUNE_BINARY_DIR "/examples/builder/") + example;
-    if (!std::filesystem::exists(program)) GTEST_SKIP() << program << " not built (PIPETUNE_BUILD_EXAMPLES=OFF)";
+    if (!std::filesystem::exists(program))
+      GTEST_SKIP() << program << " not built (PIPETUNE_BUILD_EXAMPLES=OFF)";
     std::string command = program + " --print-config";
     FILE* pipe = ::popen(command.c_str(), "r");
     ASSERT_NE(pipe, nullptr);

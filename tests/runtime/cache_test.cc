@@ -71,7 +71,8 @@ TEST(CacheTest, DiskCacheReplaysPayloadsAndBatches) {
   auto config = RangeThen(50, fmt::format(R"(
       {{"name": "batch", "op": "batch", "args": {{"size": 8}}}},
       {{"name": "cached", "op": "cache", "location": "{}"}},
-      {{"name": "repeat", "op": "repeat", "args": {{"count": 2}}}})", dir));
+      {{"name": "repeat", "op": "repeat", "args": {{"count": 2}}}})",
+                                          dir));
   config.stages[0].args["bytes"] = uint64_t{64};
   Outputs out = Drain(config);
   ASSERT_TRUE(out.status.ok()) << out.status.message();

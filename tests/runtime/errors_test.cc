@@ -28,7 +28,8 @@ TEST_P(OnErrorTest, SkipCountsFailuresAndDeliversTheRest) {
   auto config = RangeThen(1000, fmt::format(R"(
       {{"name": "flaky", "op": "map", "fn": "fail", "args": {{"every": 10, "at": 3}},
         "parallelism": {}, "on_error": "skip"}},
-      {{"name": "batch", "op": "batch", "args": {{"size": 9}}}})", GetParam()));
+      {{"name": "batch", "op": "batch", "args": {{"size": 9}}}})",
+                                            GetParam()));
   Outputs out = Drain(config, ErrorsOptions());
   ASSERT_TRUE(out.status.ok()) << out.status.message();
   auto histogram = Histogram(out.elements);
@@ -45,7 +46,8 @@ TEST_P(OnErrorTest, SkipCountsFailuresAndDeliversTheRest) {
 TEST_P(OnErrorTest, StopReturnsFailedNamingStageAndElement) {
   auto config = RangeThen(1000, fmt::format(R"(
       {{"name": "flaky", "op": "map", "fn": "fail", "args": {{"every": 1000, "at": 417}},
-        "parallelism": {}}})", GetParam()));
+        "parallelism": {}}})",
+                                            GetParam()));
   Outputs out = Drain(config, ErrorsOptions());
   ASSERT_FALSE(out.status.ok());
   EXPECT_EQ(out.status.code(), StatusCode::kFailed);
@@ -62,7 +64,8 @@ TEST_P(OnErrorTest, StopWithFullBuffersAndSlowConsumerIsPrompt) {
       {{"name": "work", "op": "map", "fn": "cpu_work", "args": {{"us": 1}}, "parallelism": {0}}},
       {{"name": "flaky", "op": "map", "fn": "fail", "args": {{"every": 1000000, "at": 1500}}, "parallelism": {0}}},
       {{"name": "prefetch", "op": "prefetch", "buffer": 50}}],
-      "consumer": {{"step_time_ms": 0.5}}}})", GetParam()));
+      "consumer": {{"step_time_ms": 0.5}}}})",
+                                   GetParam()));
   RunOptions options;
   options.registry = &TestRegistry();
   options.max_seconds = 60;
@@ -110,7 +113,8 @@ TEST(OnErrorTest, MissingFileIsAnElementFailureNamingThePath) {
   for (int i = 0; i < 10; ++i) std::ofstream(fmt::format("{}/f{}.bin", dir, i)) << i;
   auto config = Config(fmt::format(R"({{"name": "t", "stages": [
       {{"name": "files", "op": "list_files", "args": {{"pattern": "{}/*.bin"}}}},
-      {{"name": "read", "op": "read_file", "parallelism": 2, "on_error": "skip"}}]}})", dir));
+      {{"name": "read", "op": "read_file", "parallelism": 2, "on_error": "skip"}}]}})",
+                                   dir));
   auto pipeline = Pipeline::Create(config);
   ASSERT_TRUE(pipeline.ok());
   std::filesystem::remove(dir + "/f3.bin");  // listed, then gone
@@ -136,7 +140,8 @@ TEST(ConfigErrorTest, UnknownFunctionListsTheKnownOnes) {
 }
 
 TEST(ConfigErrorTest, FilterFunctionUsedAsMapSaysSo) {
-  auto pipeline = Pipeline::Create(RangeThen(10, R"({"name": "m", "op": "map", "fn": "keep_every", "args": {"n": 2}})"));
+  auto pipeline =
+      Pipeline::Create(RangeThen(10, R"({"name": "m", "op": "map", "fn": "keep_every", "args": {"n": 2}})"));
   ASSERT_FALSE(pipeline.ok());
   EXPECT_THAT(pipeline.status().message(), HasSubstr("filter function"));
 }
@@ -147,11 +152,13 @@ TEST(ConfigErrorTest, BadFunctionArgsNameStageAndKey) {
   EXPECT_THAT(missing.status().message(), HasSubstr("stage \"burn\""));
   EXPECT_THAT(missing.status().message(), HasSubstr("args.us"));
 
-  auto wrong = Pipeline::Create(RangeThen(10, R"({"name": "wait", "op": "map", "fn": "io_wait", "args": {"ms": "slow"}})"));
+  auto wrong = Pipeline::Create(
+      RangeThen(10, R"({"name": "wait", "op": "map", "fn": "io_wait", "args": {"ms": "slow"}})"));
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.status().message(), HasSubstr("args.ms"));
 
-  auto jitter = Pipeline::Create(RangeThen(10, R"({"name": "burn", "op": "map", "fn": "cpu_work", "args": {"us": 1, "jitter": 3}})"));
+  auto jitter = Pipeline::Create(
+      RangeThen(10, R"({"name": "burn", "op": "map", "fn": "cpu_work", "args": {"us": 1, "jitter": 3}})"));
   ASSERT_FALSE(jitter.ok());
   EXPECT_THAT(jitter.status().message(), HasSubstr("args.jitter"));
 }
@@ -178,7 +185,8 @@ TEST(ConfigErrorTest, AbsurdParallelismIsRejected) {
 }
 
 TEST(ConfigErrorTest, StructurallyInvalidConfigIsRejectedBeforeRunning) {
-  models::PipelineConfig config = RangeThen(10, R"({"name": "m", "op": "map", "fn": "cpu_work", "args": {"us": 1}})");
+  models::PipelineConfig config =
+      RangeThen(10, R"({"name": "m", "op": "map", "fn": "cpu_work", "args": {"us": 1}})");
   config.stages[1].parallelism = 0;
   auto summary = RunPipeline(config);
   ASSERT_FALSE(summary.ok());

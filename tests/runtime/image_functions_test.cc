@@ -227,12 +227,13 @@ TEST(JpegDecodeTest, FusedCropWithScaledDecodeStaysClose) {
 TEST(JpegDecodeTest, FoldedNormalizeEqualsCropThenNormalize) {
   auto jpeg = EncodeJpeg(Render(160, 120, Smooth), 160, 120);
   auto fused = Make("jpeg_decode", {{"crop_size", 48}}, /*random=*/true);
-  for (const Json& args : {Json::object(), Json{{"mean", {0.5, 0.4, 0.3}}, {"std", {0.2, 0.3, 0.4}}},
-                           Json{{"layout", "chw"}}}) {
+  for (const Json& args :
+       {Json::object(), Json{{"mean", {0.5, 0.4, 0.3}}, {"std", {0.2, 0.3, 0.4}}}, Json{{"layout", "chw"}}}) {
     auto normalize = Make("normalize", args);
     auto folded = Make("jpeg_decode", {{"crop_size", 48}, {"normalize", args}}, /*random=*/true);
-    Json chain = {{"steps", {{{"fn", "jpeg_decode"}, {"args", {{"crop_size", 48}}}},
-                             {{"fn", "normalize"}, {"args", args}}}}};
+    Json chain = {
+        {"steps",
+         {{{"fn", "jpeg_decode"}, {"args", {{"crop_size", 48}}}}, {{"fn", "normalize"}, {"args", args}}}}};
     auto chained = Make("chain", chain, /*random=*/true);
     for (uint64_t seed : {1, 2, 3, 99}) {
       const Element two = Apply(*normalize, Apply(*fused, BytesElement(jpeg), seed));
@@ -246,13 +247,14 @@ TEST(JpegDecodeTest, FoldedNormalizeEqualsCropThenNormalize) {
   }
   // random_crop_flip and resize take the same arg.
   const auto rgb = Render(90, 70, Smooth);
-  const Element crop_then = Apply(*Make("normalize", Json::object()),
-                                  Apply(*Make("random_crop_flip", {{"size", 32}}, true), ImageElement(rgb, 90, 70)));
+  const Element crop_then =
+      Apply(*Make("normalize", Json::object()),
+            Apply(*Make("random_crop_flip", {{"size", 32}}, true), ImageElement(rgb, 90, 70)));
   const Element crop_folded =
       Apply(*Make("random_crop_flip", {{"size", 32}, {"normalize", true}}, true), ImageElement(rgb, 90, 70));
   EXPECT_EQ(*crop_folded.data, *crop_then.data);
-  const Element resize_then =
-      Apply(*Make("normalize", Json::object()), Apply(*Make("resize", {{"size", 40}}), ImageElement(rgb, 90, 70)));
+  const Element resize_then = Apply(*Make("normalize", Json::object()),
+                                    Apply(*Make("resize", {{"size", 40}}), ImageElement(rgb, 90, 70)));
   const Element resize_folded =
       Apply(*Make("resize", {{"size", 40}, {"normalize", true}}), ImageElement(rgb, 90, 70));
   EXPECT_EQ(*resize_folded.data, *resize_then.data);

@@ -27,8 +27,10 @@ std::string WriteJpegFile(const std::string& path, int width, int height, PixelF
   tjhandle encoder = tjInitCompress();
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(encoder, rgb.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, 95, flags), 0);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(jpeg), static_cast<std::streamsize>(size));
+  EXPECT_EQ(tjCompress2(encoder, rgb.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, 95, flags),
+            0);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(jpeg), static_cast<std::streamsize>(size));
   tjFree(jpeg);
   tjDestroy(encoder);
   return path;

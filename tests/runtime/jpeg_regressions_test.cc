@@ -54,11 +54,13 @@ std::string Outcome(const std::vector<uint8_t>& data) {
   if (!info.ok()) return "refused: " + info.status().message();
   std::vector<uint8_t> whole(static_cast<size_t>(info->width) * info->height * 3);
   Status status = DecodeJpeg(data.data(), data.size(), *info, {}, whole.data());
-  std::string outcome = status.ok() ? std::string(whole.begin(), whole.end()) : "refused: " + status.message();
+  std::string outcome =
+      status.ok() ? std::string(whole.begin(), whole.end()) : "refused: " + status.message();
   std::vector<uint8_t> scratch;
   StatusOr<ImageView> window =
       DecodeJpegRegion(data.data(), data.size(), {}, {info->width / 2, info->height / 2, 1, 1}, scratch);
-  outcome += window.ok() ? std::string(window->data, window->data + 3) : "refused: " + window.status().message();
+  outcome +=
+      window.ok() ? std::string(window->data, window->data + 3) : "refused: " + window.status().message();
   return outcome;
 }
 
@@ -80,8 +82,8 @@ TEST(JpegRegressions, FuzzerFindingsDecodeSafelyAndExactly) {
       StatusOr<ImageView> window = DecodeJpegRegion(data.data(), data.size(), {}, region, scratch);
       if (!window.ok() || !clean) continue;
       for (int y = region.y; y < region.y + region.height; ++y) {
-        const uint8_t* got =
-            window->data + static_cast<ptrdiff_t>(y - window->top) * window->stride + (region.x - window->left) * 3;
+        const uint8_t* got = window->data + static_cast<ptrdiff_t>(y - window->top) * window->stride +
+                             (region.x - window->left) * 3;
         const uint8_t* want = whole.data() + (static_cast<size_t>(y) * info->width + region.x) * 3;
         EXPECT_EQ(std::memcmp(got, want, static_cast<size_t>(region.width) * 3), 0)
             << "window (" << region.x << ", " << region.y << ") " << region.width << " x " << region.height

@@ -31,8 +31,8 @@ std::string MakeFolder() {
 }
 
 std::string FolderConfig(const std::string& root, const std::string& after) {
-  return R"({"name": "t", "stages": [{"name": "files", "op": "list_files", "args": {"image_folder": ")" + root +
-         R"(", "shuffle_seed": 5}}, {"name": "read", "op": "read_file"})" + after + "]}";
+  return R"({"name": "t", "stages": [{"name": "files", "op": "list_files", "args": {"image_folder": ")" +
+         root + R"(", "shuffle_seed": 5}}, {"name": "read", "op": "read_file"})" + after + "]}";
 }
 
 TEST(LoaderEngineTest, ImageFolderLabelsAreTorchvisionsAndSurviveCacheAndBatch) {
@@ -48,9 +48,10 @@ TEST(LoaderEngineTest, ImageFolderLabelsAreTorchvisionsAndSurviveCacheAndBatch) 
     for (const Element& batch : out.elements) {
       for (const Element& item : batch.items) labels[item.path.substr(root.size() + 1)] = item.label;
     }
-    EXPECT_THAT(labels, ::testing::ElementsAre(::testing::Pair("a/0.jpg", 0), ::testing::Pair("a/2.JPEG", 0),
-                                               ::testing::Pair("a/nested/1.jpg", 0), ::testing::Pair("b/0.jpg", 1),
-                                               ::testing::Pair("b/nested/1.jpg", 1), ::testing::Pair("c/0.jpg", 2)))
+    EXPECT_THAT(labels,
+                ::testing::ElementsAre(::testing::Pair("a/0.jpg", 0), ::testing::Pair("a/2.JPEG", 0),
+                                       ::testing::Pair("a/nested/1.jpg", 0), ::testing::Pair("b/0.jpg", 1),
+                                       ::testing::Pair("b/nested/1.jpg", 1), ::testing::Pair("c/0.jpg", 2)))
         << "run " << run;
   }
 }

@@ -45,7 +45,8 @@ struct Variant {
 };
 
 std::vector<Variant> Variants() {
-  const std::string map = R"({{"name": "work", "op": "map", "fn": "cpu_work", "args": {{"us": 2, "jitter": 1}}, "parallelism": {p}}})";
+  const std::string map =
+      R"({{"name": "work", "op": "map", "fn": "cpu_work", "args": {{"us": 2, "jitter": 1}}, "parallelism": {p}}})";
   return {
       {"map", map, [](const Outputs& o) { ExpectEach(o, 1, kCount); }},
       {"two_maps", map + R"(, {{"name": "count", "op": "map", "fn": "count", "parallelism": {p}}})",
@@ -71,10 +72,12 @@ std::vector<Variant> Variants() {
       {"repeat", map + R"(, {{"name": "repeat", "op": "repeat", "args": {{"count": 3}}}})",
        [](const Outputs& o) { ExpectEach(o, 3, kCount); }},
       {"cache_memory",
-       map + R"(, {{"name": "cache", "op": "cache"}}, {{"name": "repeat", "op": "repeat", "args": {{"count": 3}}}})",
+       map +
+           R"(, {{"name": "cache", "op": "cache"}}, {{"name": "repeat", "op": "repeat", "args": {{"count": 3}}}})",
        [](const Outputs& o) { ExpectEach(o, 3, kCount); }},
       {"cache_disk",
-       map + R"(, {{"name": "cache", "op": "cache", "location": "{dir}"}}, {{"name": "repeat", "op": "repeat", "args": {{"count": 3}}}})",
+       map +
+           R"(, {{"name": "cache", "op": "cache", "location": "{dir}"}}, {{"name": "repeat", "op": "repeat", "args": {{"count": 3}}}})",
        [](const Outputs& o) { ExpectEach(o, 3, kCount); }},
       {"take", map + R"(, {{"name": "take", "op": "take", "args": {{"count": 100}}}})",
        [](const Outputs& o) {
@@ -92,8 +95,7 @@ std::vector<Variant> Variants() {
            EXPECT_EQ(n, 1);
          }
        }},
-      {"everything",
-       map + R"(, {{"name": "shuffle", "op": "shuffle", "args": {{"buffer": 100, "seed": 1}}}},
+      {"everything", map + R"(, {{"name": "shuffle", "op": "shuffle", "args": {{"buffer": 100, "seed": 1}}}},
                 {{"name": "cache", "op": "cache"}},
                 {{"name": "repeat", "op": "repeat", "args": {{"count": 2}}}},
                 {{"name": "count", "op": "map", "fn": "count", "parallelism": {p}}},
@@ -109,19 +111,20 @@ TEST_P(ExactlyOnceTest, EveryElementArrivesOnce) {
   const Variant variant = Variants()[std::get<0>(GetParam())];
   int parallelism = std::get<1>(GetParam());
   std::string dir = TempDir("cache");
-  std::string stages = fmt::format(fmt::runtime(variant.stages), fmt::arg("p", parallelism),
-                                   fmt::arg("dir", dir));
+  std::string stages =
+      fmt::format(fmt::runtime(variant.stages), fmt::arg("p", parallelism), fmt::arg("dir", dir));
   BuildOptions options;
   options.registry = &TestRegistry();
   variant.check(Drain(RangeThen(kCount, stages), options));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, ExactlyOnceTest,
-    ::testing::Combine(::testing::Range<size_t>(0, Variants().size()), ::testing::Values(1, 2, 8, 32)),
-    [](const auto& info) {
-      return fmt::format("{}_p{}", Variants()[std::get<0>(info.param)].name, std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Variants, ExactlyOnceTest,
+                         ::testing::Combine(::testing::Range<size_t>(0, Variants().size()),
+                                            ::testing::Values(1, 2, 8, 32)),
+                         [](const auto& info) {
+                           return fmt::format("{}_p{}", Variants()[std::get<0>(info.param)].name,
+                                              std::get<1>(info.param));
+                         });
 
 std::vector<uint64_t> Ids(const std::vector<Element>& elements) {
   std::vector<uint64_t> ids;
@@ -273,7 +276,8 @@ TEST_F(FilesTest, ListsRelativeToBaseDirAndReadsEveryFile) {
 TEST_F(FilesTest, ShuffleSeedGivesAReproducibleOrderPerEpoch) {
   auto config = Config(fmt::format(R"({{"name": "t", "stages": [
       {{"name": "files", "op": "list_files", "args": {{"pattern": "{}/files/*.txt", "shuffle_seed": 5}}}},
-      {{"name": "repeat", "op": "repeat", "args": {{"count": 2}}}}]}})", dir_));
+      {{"name": "repeat", "op": "repeat", "args": {{"count": 2}}}}]}})",
+                                   dir_));
   Outputs first = Drain(config);
   Outputs second = Drain(config);
   ExpectEach(first, 2, 20);

@@ -199,8 +199,8 @@ TEST(ResampleKernelsTest, FoldedNormalizeEqualsResampleThenNormalize) {
       std::vector<float> got(values + 8, -1234.5f);
       std::vector<uint8_t> storage;
       SetResampleKernels(k);
-      ResampleCropNormalized(c.window ? s.Window(c.crop, storage) : s.View(), c.crop, c.out_height, c.out_width,
-                             c.flip, c.antialias, params, got.data());
+      ResampleCropNormalized(c.window ? s.Window(c.crop, storage) : s.View(), c.crop, c.out_height,
+                             c.out_width, c.flip, c.antialias, params, got.data());
       SetResampleKernels(ResampleKernels::kBest);
       for (size_t v = values; v < got.size(); ++v) ASSERT_EQ(got[v], -1234.5f) << "wrote past the end";
       got.resize(values);

@@ -59,7 +59,7 @@ models::PipelineConfig WorkThenPrefetch(bool ordered) {
   return RangeThen(kResizeCount, fmt::format(R"({{"name": "work", "op": "map", "fn": "cpu_work",
       "args": {{"us": 20, "jitter": 1, "deterministic": {}}}, "parallelism": 1}},
       {{"name": "prefetch", "op": "prefetch", "buffer": 2}})",
-                                       ordered ? "true" : "false"));
+                                             ordered ? "true" : "false"));
 }
 
 TEST(Resize, EveryElementExactlyOnceWhileWorkersComeAndGo) {
@@ -78,7 +78,8 @@ TEST(Resize, AnOrderedStageKeepsItsOrderAcrossEpochs) {
   auto leaves = Leaves(out);
   ASSERT_EQ(leaves.size(), 2 * kResizeCount);
   for (size_t i = 0; i < leaves.size(); ++i) {
-    ASSERT_EQ(leaves[i], std::make_pair(static_cast<uint32_t>(i / kResizeCount), i % kResizeCount)) << "output " << i;
+    ASSERT_EQ(leaves[i], std::make_pair(static_cast<uint32_t>(i / kResizeCount), i % kResizeCount))
+        << "output " << i;
   }
 }
 

@@ -1,11 +1,11 @@
 #include "test_util.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <filesystem>
 #include <stdexcept>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 namespace pipetune::runtime::test {
 
@@ -159,10 +159,11 @@ const FunctionRegistry& TestRegistry() {
       PIPETUNE_ASSIGN_OR_RETURN(FailRule rule, ReadRule(stage));
       return std::unique_ptr<MapFunction>(new Throw(rule));
     });
-    r.RegisterFilter("fail_filter", [](const models::StageConfig& stage) -> StatusOr<std::unique_ptr<FilterFunction>> {
-      PIPETUNE_ASSIGN_OR_RETURN(FailRule rule, ReadRule(stage));
-      return std::unique_ptr<FilterFunction>(new FailFilter(rule));
-    });
+    r.RegisterFilter("fail_filter",
+                     [](const models::StageConfig& stage) -> StatusOr<std::unique_ptr<FilterFunction>> {
+                       PIPETUNE_ASSIGN_OR_RETURN(FailRule rule, ReadRule(stage));
+                       return std::unique_ptr<FilterFunction>(new FailFilter(rule));
+                     });
     return r;
   }();
   return registry;

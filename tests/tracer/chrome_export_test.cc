@@ -4,16 +4,15 @@
 
 #include <gtest/gtest.h>
 
-#include "pipetune/base/json.h"
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "pipetune/base/json.h"
 #include "test_util.h"
 
 namespace pipetune::tracer {
 namespace {
-
 
 class ChromeExport : public ::testing::Test {
  protected:

@@ -5,19 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include "pipetune/base/json.h"
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "format.h"
+#include "pipetune/base/json.h"
 #include "pipetune/tracer/chrome_export.h"
 #include "test_util.h"
 
 namespace pipetune::tracer {
 namespace {
-
 
 constexpr uint64_t kTlMs = 1'000'000;
 
@@ -65,15 +64,25 @@ std::string WriteTimelineTrace(const std::string& name, const TimelineHandMadeTr
 // A consumer (main) and a producer (worker), 50 ms apart on one host; their
 // realtime starts disagree on purpose, so that using them would show.
 std::pair<TimelineHandMadeTrace, TimelineHandMadeTrace> TimelineMainAndWorker() {
-  TimelineHandMadeTrace main{100, "host-a", 1000 * kTlMs, 7'000 * kTlMs, "next", {{1050 * kTlMs, 1060 * kTlMs}},
-                     {{1100 * kTlMs, 0}, {1300 * kTlMs, 2}}};
-  TimelineHandMadeTrace worker{200, "host-a", 1050 * kTlMs, 1 * kTlMs, "collate", {{1100 * kTlMs, 1120 * kTlMs}},
-                       {{1200 * kTlMs, 3}, {1400 * kTlMs, 4}}};
+  TimelineHandMadeTrace main{100,
+                             "host-a",
+                             1000 * kTlMs,
+                             7'000 * kTlMs,
+                             "next",
+                             {{1050 * kTlMs, 1060 * kTlMs}},
+                             {{1100 * kTlMs, 0}, {1300 * kTlMs, 2}}};
+  TimelineHandMadeTrace worker{200,
+                               "host-a",
+                               1050 * kTlMs,
+                               1 * kTlMs,
+                               "collate",
+                               {{1100 * kTlMs, 1120 * kTlMs}},
+                               {{1200 * kTlMs, 3}, {1400 * kTlMs, 4}}};
   return {main, worker};
 }
 
-Json ExportTimelineOrFail(const std::vector<ChromeTimelineTrace>& traces, const std::vector<ChromeTimelineQueue>& queues,
-            ChromeTimelineStats* stats) {
+Json ExportTimelineOrFail(const std::vector<ChromeTimelineTrace>& traces,
+                          const std::vector<ChromeTimelineQueue>& queues, ChromeTimelineStats* stats) {
   std::ostringstream out;
   Status s = ExportChromeTimeline(traces, queues, out, {}, stats);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -101,7 +110,8 @@ std::map<int64_t, std::string> TimelineProcessNames(const Json& doc) {
 
 TEST(ChromeTimeline, OneHostSharesTheMonotonicClockAndTheQueueIsProducedMinusTaken) {
   auto [main, worker] = TimelineMainAndWorker();
-  std::vector<ChromeTimelineTrace> traces{{WriteTimelineTrace("tl_main", main), "main"}, {WriteTimelineTrace("tl_worker", worker), "worker"}};
+  std::vector<ChromeTimelineTrace> traces{{WriteTimelineTrace("tl_main", main), "main"},
+                                          {WriteTimelineTrace("tl_worker", worker), "worker"}};
   ChromeTimelineQueue queue{"batches in flight", "batches", {{1, "collate"}}, {0, "next"}};
   ChromeTimelineStats stats;
   Json doc = ExportTimelineOrFail(traces, {queue}, &stats);
@@ -110,7 +120,8 @@ TEST(ChromeTimeline, OneHostSharesTheMonotonicClockAndTheQueueIsProducedMinusTak
   EXPECT_TRUE(stats.warnings.empty());
   ASSERT_EQ(stats.events_per_trace.size(), 2u);
   EXPECT_GT(stats.events_per_trace[1], 0u);
-  EXPECT_EQ(TimelineProcessNames(doc), (std::map<int64_t, std::string>{{100, "main (pid 100)"}, {200, "worker (pid 200)"}}));
+  EXPECT_EQ(TimelineProcessNames(doc),
+            (std::map<int64_t, std::string>{{100, "main (pid 100)"}, {200, "worker (pid 200)"}}));
   // Microseconds since the earlier start (the main's, at 1000 ms).
   auto starts = TimelineSliceStarts(doc);
   EXPECT_EQ(starts[100], std::vector<double>{50'000.0});
@@ -124,7 +135,8 @@ TEST(ChromeTimeline, OneHostSharesTheMonotonicClockAndTheQueueIsProducedMinusTak
     }
   }
   // main took 0 then 2; the worker had collated 3 then 4.
-  std::vector<std::pair<double, int>> expected{{100'000.0, 0}, {200'000.0, 3}, {300'000.0, 1}, {400'000.0, 2}};
+  std::vector<std::pair<double, int>> expected{
+      {100'000.0, 0}, {200'000.0, 3}, {300'000.0, 1}, {400'000.0, 2}};
   EXPECT_EQ(depth, expected);
 }
 
@@ -134,7 +146,9 @@ TEST(ChromeTimeline, SeveralHostsMeetOnTheRealtimeClock) {
   worker.pid = 100;  // the same pid on another host: still two processes
   main.start_unix_ns = 1'700'000'000'000 * kTlMs;
   worker.start_unix_ns = main.start_unix_ns + 20 * kTlMs;  // worker's span: 50 ms after its start
-  Json doc = ExportTimelineOrFail({{WriteTimelineTrace("rt_main", main), "rank 0"}, {WriteTimelineTrace("rt_worker", worker), "rank 1"}}, {}, nullptr);
+  Json doc = ExportTimelineOrFail(
+      {{WriteTimelineTrace("rt_main", main), "rank 0"}, {WriteTimelineTrace("rt_worker", worker), "rank 1"}},
+      {}, nullptr);
   EXPECT_EQ(doc["otherData"]["clock"], "CLOCK_REALTIME");
   auto names = TimelineProcessNames(doc);
   ASSERT_EQ(names.size(), 2u);

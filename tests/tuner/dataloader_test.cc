@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/analyzer/report.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/base/json.h"
@@ -124,7 +124,8 @@ TEST(DataLoaderModel, WorkersScaleUntilTheConsumerThreadBinds) {
 TEST(DataLoaderModel, CoresBindBeforeWorkers) {
   models::Prediction x = PredictAt(LoaderRun(2), {4, 2, false, false}, 2);
   EXPECT_EQ(x.binding.kind, models::BoundKind::kCpu);
-  EXPECT_NEAR(x.steady_throughput, 2 / 0.198, 1e-6);  // workers' 197 ms and the transfer's 1 ms of CPU per batch
+  EXPECT_NEAR(x.steady_throughput, 2 / 0.198,
+              1e-6);  // workers' 197 ms and the transfer's 1 ms of CPU per batch
   EXPECT_NEAR(x.throughput, OverEpoch(2 / 0.198, 4, kConsumer), 1e-6);
 }
 
@@ -300,7 +301,8 @@ TEST(DataLoaderTuner, TheThreadLimitCapsTheWorkersAndSaysSo) {
   Knobs knobs = Tuned(LoaderRun(), budget, &plan);
   EXPECT_EQ(knobs.num_workers, 2);
   EXPECT_EQ(plan.threads, 3);
-  EXPECT_NE(plan.binding_reason.find("the thread limit: 2 workers"), std::string::npos) << plan.binding_reason;
+  EXPECT_NE(plan.binding_reason.find("the thread limit: 2 workers"), std::string::npos)
+      << plan.binding_reason;
   ASSERT_FALSE(plan.notes.empty());
   EXPECT_NE(plan.notes[0].find("the thread limit binds"), std::string::npos) << plan.notes[0];
 }
@@ -343,7 +345,8 @@ TEST(DataLoaderModel, ARunStoppedEarlyPaysItsStartUpOverTheBatchesItTook) {
   EXPECT_GE(over(steady_from), 0.95 * at25.steady_throughput);
   EXPECT_LT(over(steady_from - 2), 0.95 * at25.steady_throughput);
 
-  std::string text = analyzer::RenderReport(*analyzer::DiagnoseDataLoader(run, {}), analyzer::ReportFormat::kText);
+  std::string text =
+      analyzer::RenderReport(*analyzer::DiagnoseDataLoader(run, {}), analyzer::ReportFormat::kText);
   EXPECT_NE(text.find("predicted for epochs of 60 batches as this run took them (of the loader's 1000)"),
             std::string::npos)
       << text;
@@ -351,7 +354,8 @@ TEST(DataLoaderModel, ARunStoppedEarlyPaysItsStartUpOverTheBatchesItTook) {
   Plan plan;
   Tuned(run, LoaderBudget(32, 64 * 1024), &plan);
   bool said = false;
-  for (const std::string& note : plan.notes) said |= note.find("predicted for epochs of 60 outputs as traced") == 0;
+  for (const std::string& note : plan.notes)
+    said |= note.find("predicted for epochs of 60 outputs as traced") == 0;
   EXPECT_TRUE(said);
 }
 

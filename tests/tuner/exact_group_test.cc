@@ -13,7 +13,7 @@
 #include <tuple>
 #include <utility>
 
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/tuner/candidate.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/solver.h"
@@ -56,10 +56,12 @@ Instance RandomGroupInstance(std::mt19937& rng, std::mt19937& shard_rng) {
   uint64_t samples = run.batches * static_cast<uint64_t>(run.settings.batch_size);
   run.sample_stages.push_back(stage("load", analyzer::DataLoaderStageKind::kLoad, samples));
   for (int t = integer(0, 2); t > 0; --t)
-    run.sample_stages.push_back(stage(fmt::format("transform[{}]", t), analyzer::DataLoaderStageKind::kTransform, samples));
+    run.sample_stages.push_back(
+        stage(fmt::format("transform[{}]", t), analyzer::DataLoaderStageKind::kTransform, samples));
   run.collate = stage("collate", analyzer::DataLoaderStageKind::kCollate, run.batches);
   run.transfer.name = "transfer";
-  if (run.settings.num_workers > 0) run.transfer = stage("transfer", analyzer::DataLoaderStageKind::kTransfer, run.batches);
+  if (run.settings.num_workers > 0)
+    run.transfer = stage("transfer", analyzer::DataLoaderStageKind::kTransfer, run.batches);
   run.pin_memory.name = "pin_memory";
   if (coin(0.8)) {
     run.step = stage("step", analyzer::DataLoaderStageKind::kStep, run.batches);
@@ -86,11 +88,12 @@ Instance RandomGroupInstance(std::mt19937& rng, std::mt19937& shard_rng) {
   instance.resources.cores = integer(1, 16);
   instance.resources.memory_bytes = static_cast<uint64_t>(std::exp(uniform(std::log(3e8), std::log(2e10))));
   instance.description = fmt::format(
-      "workers {} prefetch {} persistent {} pin {} cuda {} stages {} batch {} B epochs {}x{} cores {} memory {} "
+      "workers {} prefetch {} persistent {} pin {} cuda {} stages {} batch {} B epochs {}x{} cores {} memory "
+      "{} "
       "shards {}",
       run.settings.num_workers, run.settings.prefetch_factor, run.settings.persistent_workers,
-      run.settings.pin_memory, run.cuda_available, run.sample_stages.size(), run.batch_bytes, epochs, per_epoch,
-      instance.resources.cores, instance.resources.memory_bytes, run.settings.shards.value_or(0));
+      run.settings.pin_memory, run.cuda_available, run.sample_stages.size(), run.batch_bytes, epochs,
+      per_epoch, instance.resources.cores, instance.resources.memory_bytes, run.settings.shards.value_or(0));
   return instance;
 }
 
@@ -154,8 +157,13 @@ std::vector<GroupSetting> BruteForceGroup(const Instance& instance) {
           int traced = group.buffer_per_worker;
           int buffer_cost = s.buffer >= traced ? s.buffer - traced : 2 * (traced - s.buffer);
           int cores = std::max(1, static_cast<int>(std::ceil(std::min(p.cores_used, c.cores) - 1e-9)));
-          s.key = {w, buffer_cost, persistent != group.persistent, pinned != preferred_pin,
-                   std::abs(k - group.fetch_threads), cores, s.memory};
+          s.key = {w,
+                   buffer_cost,
+                   persistent != group.persistent,
+                   pinned != preferred_pin,
+                   std::abs(k - group.fetch_threads),
+                   cores,
+                   s.memory};
           out.push_back(s);
         }
       }

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <string>
 
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/solver.h"

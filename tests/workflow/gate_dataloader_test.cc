@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/workflow/baseline.h"
 #include "pipetune/workflow/check.h"
 

@@ -9,8 +9,8 @@
 
 #include "adapter.h"
 #include "baseline_reader.h"
-#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/tracer/reader.h"

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "pipetune/analyzer/dataloader_job.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/size.h"
@@ -22,18 +23,17 @@ namespace {
 // An IterableDataset is one stream: with N workers each reads its own copy,
 // so the plan's workers deliver each sample N times unless the dataset
 // shards itself by get_worker_info().
-void AddStreamNotes(DataLoaderTuneResult& result) {
-  const analyzer::DataLoaderProfile& run = result.run;
-  const int workers = result.dataloader_kwargs.value("num_workers", 0);
+void AddStreamNotes(const analyzer::DataLoaderProfile& run, int workers, tuner::Plan& plan,
+                    std::vector<std::string>& warnings) {
   if (!run.settings.iterable || workers == run.settings.num_workers || workers <= 1) return;
   std::string note = fmt::format(
       "num_workers={} with an IterableDataset: the dataset must shard its stream by "
       "torch.utils.data.get_worker_info() (each worker reads its own part), or every worker delivers every "
       "sample",
       workers);
-  result.plan.notes.push_back(note);
+  plan.notes.push_back(note);
   if (run.settings.num_workers > 0 && run.sharded_by_worker_info) return;
-  result.warnings.push_back(
+  warnings.push_back(
       fmt::format("{}: {}; {}", run.trace_path, note,
                   run.settings.num_workers == 0
                       ? "the traced run had no workers, so whether it shards could not be seen"
@@ -118,6 +118,45 @@ std::optional<Json> PerRankSetting(const analyzer::JobTuning& tuning, const tune
   return DataLoaderKwargs(input.profile, *own->configuration);
 }
 
+// The plan for the job's planned rank and its keyword arguments. The traced
+// knobs go one way, each form made from the one before: the run's recorded
+// settings (tuning.run.settings), the model profile's worker group
+// (DataLoaderModelProfile), the solver's configuration of it (the plan),
+// and the kwargs JSON (DataLoaderKwargs). Nothing reads them back out of
+// the JSON, and no configuration is rebuilt from it.
+StatusOr<DataLoaderTuneResult> PlanRank(analyzer::JobTuning tuning, const DataLoaderTuneRequest& request) {
+  const models::Profile profile = analyzer::DataLoaderModelProfile(tuning.run);
+  tuner::TuneInput input;
+  input.profile = profile;
+  PIPETUNE_ASSIGN_OR_RETURN(
+      tuner::Resources resources,
+      tuner::ResolveResources(input, {tuning.run.host.UsableCores(), tuning.run.host.UsableMemoryBytes()},
+                              request.budgets));
+  const double node_cores = resources.cores;
+  if (tuning.ranks_per_node > 1) ShareNode(tuning, resources);
+  StatusOr<tuner::Plan> solved = tuner::Solve(input, resources, request.objective);
+  if (!solved.ok()) return solved.status();
+  tuner::Plan plan = *std::move(solved);
+  if (tuning.processes > 1) plan.notes.push_back(JobNote(tuning, resources));
+  const Json kwargs = DataLoaderKwargs(profile, *plan.configuration);
+  DataLoaderTuneResult result;
+  result.changes_settings = models::KnobValues(profile, *plan.configuration) !=
+                            models::KnobValues(profile, models::ObservedConfiguration(profile));
+  result.kwargs = kwargs;
+  if (std::optional<Json> own =
+          PerRankSetting(tuning, input, resources, node_cores, request.objective, plan)) {
+    result.kwargs["ranks"][std::to_string(*tuning.rank)] = std::move(*own);
+  }
+  // The DataLoader's one worker group (DataLoaderModelProfile makes one).
+  AddStreamNotes(tuning.run, plan.configuration->group_workers.at(0), plan, result.warnings);
+  result.dataloader_kwargs = kwargs;
+  result.code_change = DataLoaderCodeChange(kwargs);
+  result.plan = std::move(plan);
+  result.run = std::move(tuning.run);
+  result.output = DataLoaderKwargsPath(request.output, request.trace);
+  return result;
+}
+
 }  // namespace
 
 StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& request) {
@@ -126,33 +165,7 @@ StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& 
   // of the node. A single process's job is that process.
   PIPETUNE_ASSIGN_OR_RETURN(analyzer::DataLoaderJob job, analyzer::ReadDataLoaderJob({request.trace}));
   PIPETUNE_ASSIGN_OR_RETURN(analyzer::JobTuning tuning, analyzer::JobTuningRun(job));
-  analyzer::DataLoaderProfile run = std::move(tuning.run);
-  tuner::TuneInput input;
-  input.profile = analyzer::DataLoaderModelProfile(run);
-  PIPETUNE_ASSIGN_OR_RETURN(
-      tuner::Resources resources,
-      tuner::ResolveResources(input, {run.host.UsableCores(), run.host.UsableMemoryBytes()},
-                              request.budgets));
-  const double node_cores = resources.cores;
-  if (tuning.ranks_per_node > 1) ShareNode(tuning, resources);
-  PIPETUNE_ASSIGN_OR_RETURN(tuner::Plan plan, tuner::Solve(input, resources, request.objective));
-  if (tuning.processes > 1) plan.notes.push_back(JobNote(tuning, resources));
-  DataLoaderTuneResult result;
-  result.dataloader_kwargs = DataLoaderKwargs(input.profile, *plan.configuration);
-  result.changes_settings = models::KnobValues(input.profile, *plan.configuration) !=
-                            models::KnobValues(input.profile, models::ObservedConfiguration(input.profile));
-  Json kwargs = result.dataloader_kwargs;
-  if (std::optional<Json> own =
-          PerRankSetting(tuning, input, resources, node_cores, request.objective, plan)) {
-    kwargs["ranks"][std::to_string(*tuning.rank)] = std::move(*own);
-  }
-  result.plan = std::move(plan);
-  result.run = std::move(run);
-  result.output = DataLoaderKwargsPath(request.output, request.trace);
-  result.code_change = DataLoaderCodeChange(result.dataloader_kwargs);
-  result.kwargs = std::move(kwargs);
-  AddStreamNotes(result);
-  return result;
+  return PlanRank(std::move(tuning), request);
 }
 
 StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& request) {

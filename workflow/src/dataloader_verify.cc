@@ -71,14 +71,11 @@ StatusOr<DataLoaderVerifyResult> VerifyDataLoader(const DataLoaderVerifyOptions&
     r.measured_batches_per_second = tuned->plan.measured_throughput;
     r.workers = tuned->run.settings.num_workers;
     result.rounds.push_back(r);
-    LoopStep step_result{r.measured_batches_per_second, 1 + r.workers, tuned->plan.demand_throughput, false};
     if (plan_next) {
-      step_result.plan_changes_something = tuned->changes_settings;
       kwargs_path = tuned->output;
       applied = tuned->dataloader_kwargs;
-      predicted = tuned->plan.predicted_throughput;
     }
-    return step_result;
+    return ProgramRoundStep(tuned->plan, 1 + r.workers, plan_next, tuned->changes_settings, predicted);
   };
   PIPETUNE_ASSIGN_OR_RETURN(LoopOutcome outcome, RunTuningLoop(options.rounds, options.objective, step));
   result.best = outcome.best;

@@ -13,8 +13,8 @@
 #include <utility>
 
 #include "gate_judge.h"
-#include "pipetune/analyzer/dataloader.h"
 #include "pipetune/analyzer/dataloader_job.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/base/json.h"
 #include "pipetune/models/knob_values.h"
 #include "pipetune/models/rate_model.h"

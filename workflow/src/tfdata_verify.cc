@@ -81,13 +81,9 @@ StatusOr<TfDataVerifyResult> VerifyTfData(const DataLoaderVerifyOptions& options
     r.threads = ThreadsOf(r.trace);
     r.code_change = tuned->tfdata->code_change;
     result.rounds.push_back(r);
-    LoopStep ran{r.measured_throughput, r.threads, tuned->plan.demand_throughput, false};
-    if (plan_next) {
-      ran.plan_changes_something = !tuned->tfdata->code_change.empty();
-      plan_path = tuned->tfdata->output;
-      predicted = tuned->plan.predicted_throughput;
-    }
-    return ran;
+    if (plan_next) plan_path = tuned->tfdata->output;
+    return ProgramRoundStep(tuned->plan, r.threads, plan_next, !tuned->tfdata->code_change.empty(),
+                            predicted);
   };
   PIPETUNE_ASSIGN_OR_RETURN(LoopOutcome outcome, RunTuningLoop(options.rounds, options.objective, step));
   result.best = outcome.best;

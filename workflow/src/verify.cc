@@ -92,6 +92,16 @@ size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective obj
   return cheapest.value_or(best);
 }
 
+LoopStep ProgramRoundStep(const tuner::Plan& plan, int threads, bool plan_next, bool changes,
+                          double& predicted) {
+  LoopStep step{plan.measured_throughput, threads, plan.demand_throughput, false};
+  if (plan_next) {
+    step.plan_changes_something = changes;
+    predicted = plan.predicted_throughput;
+  }
+  return step;
+}
+
 StatusOr<LoopOutcome> RunTuningLoop(
     int rounds, tuner::Objective objective,
     const std::function<StatusOr<LoopStep>(int round, bool plan_next)>& step) {

@@ -1,9 +1,8 @@
 /* A C program recording its own pipeline through the installed tracer's C
  * API, built with pkg-config (pipetune-tracer.pc) against the shared
  * library: one stage, "c_stage", that handles 20000 elements. */
-#include <stdio.h>
-
 #include <pipetune/tracer/tracer_c.h>
+#include <stdio.h>
 
 int main(void) {
   pipetune_stage_id stage;

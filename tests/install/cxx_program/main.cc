@@ -1,10 +1,10 @@
 // A C++ program that builds a pipeline in code with the installed runtime:
 // 3000 elements through "cxx_source" -> "cxx_work". Run under `pipetune
 // profile` it is traced (PIPETUNE_TRACE), since it links the tracer.
-#include <cstdio>
-
 #include <pipetune/models/config.h>
 #include <pipetune/runtime/pipeline.h>
+
+#include <cstdio>
 
 int main() {
   auto config = pipetune::models::ParseConfig(R"({"name": "cxx_pipeline", "stages": [

@@ -18,66 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "pipetune/analyzer/dataloader_sections.h"
 #include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/analyzer/diagnosis.h"
 #include "pipetune/base/status.h"
 
 namespace pipetune::analyzer {
-
-// One process of a job of several (a rank of a DistributedDataParallel
-// job), as the per-rank table shows it: its own diagnosis's figures.
-struct RankRow {
-  std::optional<int> rank, local_rank;
-  std::string host;
-  int pid = 0;
-  std::string trace;
-  uint64_t batches = 0;
-  double throughput = 0;            // batches/s measured (every rank's is the job's: DDP syncs)
-  double predicted_throughput = 0;  // its model at the job's step time, at most the job's (the least)
-  double input_throughput = 0;      // what its input side alone delivers (no step, no start-up)
-  double stall_fraction = 0;        // its loop's wait in next()
-  double step_ms = 0;               // its loop's step, wall (waits at the all-reduce included)
-  double step_cpu_ms = -1;          // the loop thread's CPU per step; < 0 not recorded
-  std::string bound;                // its diagnosis's binding bound; empty when not diagnosed
-  std::optional<std::string> bottleneck;
-  int workers = 0;
-  double cores_used = -1;
-  uint64_t peak_rss_bytes = 0;  // the main process and its workers
-  // On the job's timeline (docs/distributed.md): when its session began and
-  // its last snapshot.
-  double start_seconds = 0;
-  double end_seconds = 0;
-  // How it ended: "clean", "failed" (a nonzero exit status or an uncaught
-  // exception) or "killed" (no clean end: a signal, the OOM killer, a crash).
-  std::string ended = "clean";
-  std::optional<int> exit_status;
-  std::string exception;
-  std::string error;  // why it has no diagnosis (it took no batch); empty when it has one
-};
-
-// A job of several processes, each with its own DataLoader (dataloader_job.h).
-struct JobSection {
-  std::vector<RankRow> ranks;  // by rank
-  std::optional<int> world_size;
-  int hosts = 1;
-  // The rank whose input side binds the job: the least input_throughput,
-  // when that is below the job's step rate; none when every rank's input
-  // keeps up. The report's headline figures are its diagnosis (else the
-  // diagnosis of the rank with the least input_throughput).
-  std::optional<int> straggler;
-  std::optional<size_t> straggler_row;  // its index in `ranks` (also when it has no rank number)
-  size_t headline_row = 0;              // the rank whose diagnosis the report shows
-  // The job's step: the fastest rank's, since every other rank's includes
-  // its wait for the straggler at the all-reduce.
-  double step_seconds = 0;
-  std::string clock;  // the timeline's: "CLOCK_MONOTONIC" (one host) or "CLOCK_REALTIME"
-  // Ranks below world_size that left no trace among those read (the first
-  // kMostListedRanks of them); `missing`: how many. The verdicts above are
-  // the recorded ranks' only.
-  std::vector<int> missing_ranks;
-  int missing = 0;
-  std::string summary;
-};
 
 struct DataLoaderJobProcess {
   // Who it was and how it ended (DescribeDataLoaderProcess); the whole

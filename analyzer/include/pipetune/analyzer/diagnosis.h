@@ -93,14 +93,35 @@ struct GpuSummary {
 // settings, epochs and notes: analyzer/src/dataloader_report.cc), made by
 // the kind's own code when it diagnoses the run: the writers place it where
 // every kind's goes and never ask which kind made it.
-struct KindReport {
-  std::vector<std::pair<std::string, std::string>> headline;  // label, text: after the GPU's lines
-  std::string json_key;                                       // the JSON report's key for `json`
-  Json json;                                                  // after "what_if"
+// A table of a report: its columns, which of them are right-aligned, its
+// rows, and per row whether it is the one the report marks (the
+// bottleneck, the straggler).
+struct ReportTable {
+  std::vector<std::string> header;
+  std::vector<bool> right_aligned;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> highlighted;
 };
 
-// A DataLoader run's and a job's sections: defined in dataloader.h and
-// dataloader_job.h, which include this header (not the reverse).
+// A run of several processes (a job's ranks): one row each, shown before
+// the stage table, whose stages are then one process's.
+struct ProcessesReport {
+  std::string name;    // the table's heading, lower case ("ranks")
+  std::string marked;  // what a highlighted row is ("straggler")
+  ReportTable table;
+  std::string line;            // under the table: which row is marked, or why none
+  std::string stages_heading;  // whose stages the stage table then shows
+};
+
+struct KindReport {
+  std::vector<std::pair<std::string, std::string>> headline;  // label, text: after the GPU's lines
+  std::vector<std::pair<std::string, Json>> json;             // the JSON report's keys, after "what_if"
+  std::optional<ProcessesReport> processes;                   // none for a run of one process
+};
+
+// A DataLoader run's and a job's sections: defined in
+// dataloader_sections.h (not included here: the generic diagnosis does not
+// know them).
 struct DataLoaderSection;
 struct JobSection;
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"

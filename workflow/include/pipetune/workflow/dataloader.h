@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipetune/analyzer/dataloader.h"
+#include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/rate_model.h"

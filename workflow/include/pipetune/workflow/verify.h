@@ -110,6 +110,13 @@ struct LoopOutcome {
 };
 StatusOr<LoopOutcome> RunTuningLoop(int rounds, tuner::Objective objective,
                                     const std::function<StatusOr<LoopStep>(int round, bool plan_next)>& step);
+// A program round's step (a DataLoader's or a tf.data script's), from the
+// plan its trace gave: the rate measured, the threads or workers that ran,
+// the consumer's rate as demand; with `plan_next`, whether the next round's
+// settings differ (`changes`), and the plan's prediction for that round
+// kept in `predicted`.
+LoopStep ProgramRoundStep(const tuner::Plan& plan, int threads, bool plan_next, bool changes,
+                          double& predicted);
 
 // Errors: the config does not build or a run fails (kInvalidInput /
 // kFailed), traces cannot be written (kIoError), no plan fits the budgets.
