@@ -230,7 +230,7 @@ def _worker_window(fetch):
         return None
     if get_worker_info() is None:
         return None
-    window = _Window(fetch.threads, _loop_queue())
+    window = _Window(fetch, _loop_queue())
     _window = (os.getpid(), window)
     return window
 
@@ -266,9 +266,9 @@ class _Window:
     off) cancels the reads not yet started and ends the threads before the
     loop sees it, so none is left when the worker exits."""
 
-    def __init__(self, threads, index_queue):
-        self.pool = _Pool(threads)
-        self.fetch = None  # the ConcurrentFetch last asked: reads ahead use its dataset
+    def __init__(self, fetch, index_queue):
+        self.pool = _Pool(fetch.threads)
+        self.fetch = fetch  # the ConcurrentFetch last asked: reads ahead use its dataset
         self.lock = threading.Lock()
         self.arrived = threading.Condition(self.lock)
         self.held = collections.deque()  # the loop's items, in the order they came
@@ -291,8 +291,7 @@ class _Window:
                 return
             if item is None:
                 self.pool.close()
-            elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (list, tuple)) \
-                    and self.fetch is not None:
+            elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (list, tuple)):
                 batch = self.pool.submit(self.fetch, item[1])
                 with self.lock:
                     self.ahead.append(batch)
@@ -315,12 +314,14 @@ class _Window:
         self.fetch = fetch
         batch = None
         with self.lock:
-            while self.ahead and batch is None:
-                first = self.ahead.popleft()
-                if first.indices is indices or list(first.indices) == list(indices):
-                    batch = first
-                else:  # a list the loop skipped (it was ending): its reads not yet started are dropped
-                    first.cancelled = True
+            # Not found: the list the loop held when the window was made (taken from the queue before the
+            # feeder was), read now.
+            match = next((k for k, b in enumerate(self.ahead)
+                          if b.indices is indices or list(b.indices) == list(indices)), None)
+            if match is not None:
+                for _ in range(match):  # lists the loop skipped (it was ending): their reads not yet started dropped
+                    self.ahead.popleft().cancelled = True
+                batch = self.ahead.popleft()
         if batch is None:
             batch = self.pool.submit(fetch, indices)
         return self.pool.collect(batch)
