@@ -107,21 +107,28 @@ def measure_bounds(script, url, files, batch, folder, latency, settings, before)
         path = os.path.join(folder, "bound-%d-%d.json" % (workers, threads))
         with open(path, "w") as f:
             json.dump({"num_workers": workers, "fetch_threads": threads, "prefetch_factor": 2}, f)
-        rates = {"after": [], "before": []}
+        runs = {"after": [], "before": []}
         for _ in range(2):
             for name, package in (("after", PACKAGE), ("before", before)):
                 if package:
-                    rates[name].append(measure(script, url, files, batch, 0, 1, 2, apply=path,
-                                               package=package)["images_per_second"])
-        out.append({"workers": workers, "fetch_threads": threads,
-                    "bound": max(1, workers) * min(threads, batch) / latency,
-                    "after": statistics.median(rates["after"]),
-                    "before": statistics.median(rates["before"]) if rates["before"] else None})
+                    runs[name].append(measure(script, url, files, batch, 0, 1, 2, apply=path, package=package))
+        entry = {"workers": workers, "fetch_threads": threads, "bound": max(1, workers) * min(threads, batch) / latency}
+        for name, got in runs.items():
+            median = statistics.median if got else (lambda _: None)
+            entry[name] = median([r["images_per_second"] for r in got])
+            # Reads in flight over the W x K threads, and one read's wall time in the run: where the
+            # threads are kept busy, what the rate lacks of the bound is reads slower than alone.
+            entry[name + "_busy"] = median([r["reads_in_flight"] / (max(1, workers) * threads) for r in got])
+            entry[name + "_read_s"] = median([r["read_seconds"] for r in got])
+        out.append(entry)
     return out
 
 
-def _said(rate, bound):
-    return "-" if rate is None else "%.0f images/s (%.2f)" % (rate, rate / bound)
+def _said(b, name):
+    if b[name] is None:
+        return "-"
+    return "%.0f images/s (%.2f), threads busy %.2f, a read %.1f ms" % (
+        b[name], b[name] / b["bound"], b[name + "_busy"], b[name + "_read_s"] * 1e3)
 
 
 def main():
@@ -221,7 +228,7 @@ def main():
             result["tuned_before_images_per_second"], result["tuned_before_over_latency_bound"]))
     for b in bounds:
         print("%d workers x %d threads: bound %.0f images/s; this package %s; --before's %s" % (
-            b["workers"], b["fetch_threads"], b["bound"], _said(b["after"], b["bound"]), _said(b["before"], b["bound"])))
+            b["workers"], b["fetch_threads"], b["bound"], _said(b, "after"), _said(b, "before")))
     if json_path:
         with open(json_path, "w") as f:
             json.dump(result, f, indent=1)
