@@ -273,6 +273,7 @@ class _Window:
         self.arrived = threading.Condition(self.lock)
         self.held = collections.deque()  # the loop's items, in the order they came
         self.ahead = collections.deque()  # batches started, not yet asked for
+        self.broken = None  # what the index queue raised in the feeder
         if index_queue is not None:
             self.source = type(index_queue).get.__get__(index_queue)
             index_queue.get = self.get
@@ -287,7 +288,11 @@ class _Window:
                 if not main.is_alive():
                     return
                 continue
-            except (EOFError, OSError):  # the main process is gone: the loop's watchdog ends the worker
+            except BaseException as error:  # the queue broke (the main process gone): the loop raises it, not waits
+                self.pool.close()
+                with self.lock:
+                    self.broken = error
+                    self.arrived.notify()
                 return
             if item is None:
                 self.pool.close()
@@ -304,8 +309,10 @@ class _Window:
     def get(self, block=True, timeout=None):
         """The index queue's get, as the worker loop calls it."""
         with self.lock:
-            if not self.arrived.wait_for(lambda: self.held, timeout if block else 0):
+            if not self.arrived.wait_for(lambda: self.held or self.broken, timeout if block else 0):
                 raise queue.Empty
+            if not self.held:
+                raise self.broken
             return self.held.popleft()
 
     def take(self, fetch, indices):
