@@ -7,8 +7,8 @@ at 0 and 2 workers), `raises` (a failed read reaches the loop naming its
 index, and no fetch thread is left), `interrupt` (no fetch thread is left
 after `break` or Ctrl-C), `ahead` (a worker reads the next batch while it
 collates this one; each sample GET once from a counting store, in order,
-over epochs of persistent workers; after `break` nothing read twice and
-the workers exit cleanly), `apply_store` (`profile --apply` with
+over epochs of persistent workers; after `break` nothing read twice, and
+after `break` and Ctrl-C the workers exit cleanly), `apply_store` (`profile --apply` with
 fetch_threads against a store 25 ms away: reads overlap, as the latency
 bound says), `tune_store` (`tune` on a run at 2 workers plans few workers
 and many threads, and the plan applied keeps up with the num_workers grid
@@ -204,6 +204,21 @@ AHEAD = IN_PROCESS + textwrap.dedent("""
         sys.exit("after break: %d samples read for %d consumed" % (len(served), len(consumed)))
     if multiprocessing.active_children() or fetch_threads():
         sys.exit("after break: left %s %s" % (multiprocessing.active_children(), fetch_threads()))
+
+    # Ctrl-C in the training loop while the workers read ahead: it reaches the loop, and the workers,
+    # told to end, end their threads and exit cleanly.
+    it = iter(loader(9))
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    try:
+        for b in it:
+            pass
+        sys.exit("Ctrl-C did not reach the loop")
+    except KeyboardInterrupt:
+        pass
+    workers = list(it._workers)
+    it._shutdown_workers()  # what deleting the iterator does (a traceback may still hold it)
+    if [w.exitcode for w in workers] != [0, 0] or fetch_threads():
+        sys.exit("after Ctrl-C: exit codes %s, threads %s" % ([w.exitcode for w in workers], fetch_threads()))
     print("ok")
 """)
 
