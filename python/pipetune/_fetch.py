@@ -296,8 +296,8 @@ class _Window:
                 return
             if item is None:
                 self.pool.close()
-            elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (list, tuple)):
-                batch = self.pool.submit(self.fetch, item[1])
+            elif _index_list(item) is not None:
+                batch = self.pool.submit(self.fetch, _index_list(item))
                 with self.lock:
                     self.ahead.append(batch)
             with self.lock:
@@ -332,6 +332,19 @@ class _Window:
         if batch is None:
             batch = self.pool.submit(fetch, indices)
         return self.pool.collect(batch)
+
+
+def _index_list(item):
+    """The index list a worker loop's item asks for: torch's items are
+    (task, indices), StatefulDataLoader's (task, (indices, snapshot)). None
+    for its other items (the final signal, a new epoch, a start-up ack)."""
+    if not (isinstance(item, tuple) and len(item) == 2):
+        return None
+    index = item[1]
+    if isinstance(index, tuple) and len(index) == 2 and isinstance(index[1], bool) \
+            and isinstance(index[0], (list, tuple)):
+        index = index[0]
+    return index if isinstance(index, (list, tuple)) else None
 
 
 def _name_index(error, index):
