@@ -4,6 +4,7 @@ repository root, as root (it makes a network namespace):
 
     /usr/bin/python3 bench/pytorch/fetch_threads.py [BUILD_DIR] [--grid 0,1,2,4,8,16,24,32]
         [--files N] [--batch B] [--cores C] [--json FILE]
+        [--before PACKAGE] [--bound W:K,W:K,...]
 
 The store (tests/python/_slow_store.py) serves N files of 4 KiB from a
 network namespace of its own, over a veth pair, each GET waiting 25 ms
@@ -25,6 +26,12 @@ point's, predicted over measured (over the whole epoch, the workers'
 start-up included, as the model predicts an epoch as long as the traced
 one), and the
 plan's rate over its latency bound (reads in flight / one read's latency).
+--before PACKAGE: the plan is also run with another pipetune package
+(another checkout's python/ folder, e.g. main's, for its fetch threads),
+alternated with this one's. --bound W:K,...: each setting (W workers x K
+fetch threads, prefetch 2) run with this package, and --before's where
+given, alternated, and its rate (from the first batch) over its latency
+bound (W x min(K, B) reads in flight / one GET's latency).
 --json writes the same figures for tests/python/test_fetch.py (tune_store).
 """
 import json
@@ -66,11 +73,11 @@ def read_latency(url, reads=40):
     return statistics.median(seconds[1:])
 
 
-def measure(script, url, files, batch, workers, threads, prefetch, apply=None):
+def measure(script, url, files, batch, workers, threads, prefetch, apply=None, package=PACKAGE):
     """One untraced run of the script; its figures. `apply`: a kwargs file
     applied with no code change (the bootstrap on PYTHONPATH reads it), over
-    the script's own settings."""
-    env = dict(os.environ, PYTHONPATH=PACKAGE)
+    the script's own settings; `package`: the pipetune package that applies it."""
+    env = dict(os.environ, PYTHONPATH=package)
     if apply:
         env["PIPETUNE_DATALOADER_APPLY"] = apply
     out = _slow_store.parse_train_output(
@@ -92,11 +99,43 @@ def plan(pipetune, script, url, files, batch, folder, cores):
     return kwargs_path, kwargs, json.loads(text)["predicted_throughput"] * batch
 
 
+def measure_bounds(script, url, files, batch, folder, latency, settings, before):
+    """Each W:K setting's rate against its latency bound, this package's
+    runs alternated with --before's: the median of two runs of each."""
+    out = []
+    for workers, threads in settings:
+        path = os.path.join(folder, "bound-%d-%d.json" % (workers, threads))
+        with open(path, "w") as f:
+            json.dump({"num_workers": workers, "fetch_threads": threads, "prefetch_factor": 2}, f)
+        runs = {"after": [], "before": []}
+        for _ in range(2):
+            for name, package in (("after", PACKAGE), ("before", before)):
+                if package:
+                    runs[name].append(measure(script, url, files, batch, 0, 1, 2, apply=path, package=package))
+        entry = {"workers": workers, "fetch_threads": threads, "bound": max(1, workers) * min(threads, batch) / latency}
+        for name, got in runs.items():
+            median = statistics.median if got else (lambda _: None)
+            entry[name] = median([r["images_per_second"] for r in got])
+            # Reads in flight over the W x K threads, and one read's wall time in the run: where the
+            # threads are kept busy, what the rate lacks of the bound is reads slower than alone.
+            entry[name + "_busy"] = median([r["reads_in_flight"] / (max(1, workers) * threads) for r in got])
+            entry[name + "_read_s"] = median([r["read_seconds"] for r in got])
+        out.append(entry)
+    return out
+
+
+def _said(b, name):
+    if b[name] is None:
+        return "-"
+    return "%.0f images/s (%.2f), threads busy %.2f, a read %.1f ms" % (
+        b[name], b[name] / b["bound"], b[name + "_busy"], b[name + "_read_s"] * 1e3)
+
+
 def main():
     args = sys.argv[1:]
     build = "build"
     grid = [0, 1, 2, 4, 8, 16, 24, 32]
-    files, batch, json_path, cores = 1920, 32, None, None
+    files, batch, json_path, cores, before, bound = 1920, 32, None, None, None, []
     while args:
         a = args.pop(0)
         if a == "--grid":
@@ -107,6 +146,10 @@ def main():
             batch = int(args.pop(0))
         elif a == "--cores":
             cores = float(args.pop(0))
+        elif a == "--before":
+            before = os.path.abspath(args.pop(0))
+        elif a == "--bound":
+            bound = [tuple(int(x) for x in wk.split(":")) for wk in args.pop(0).split(",")]
         elif a == "--json":
             json_path = args.pop(0)
         else:
@@ -130,11 +173,15 @@ def main():
             kwargs_path, kwargs, predicted = plan(pipetune, script, store.url, files, batch, folder, cores)
             tuned_setting = (kwargs.get("num_workers", 0), kwargs.get("fetch_threads", 1),
                              kwargs.get("prefetch_factor") or 2)
-            tuned, points = [], []
+            tuned, points, tuned_before = [], [], []
             for w in grid:  # the plan, then a point: alternated, one run each
                 tuned.append(measure(script, store.url, files, batch, 0, 1, 2, apply=kwargs_path))
                 tuned[-1].update(workers=tuned_setting[0], fetch_threads=tuned_setting[1], prefetch=tuned_setting[2])
+                if before:
+                    tuned_before.append(measure(script, store.url, files, batch, 0, 1, 2, apply=kwargs_path,
+                                                package=before))
                 points.append(measure(script, store.url, files, batch, w, 1, 2))
+            bounds = measure_bounds(script, store.url, files, batch, folder, latency, bound, before)
     # Judged over whole epochs, the iterator's start-up included: a point
     # with many workers has every batch in flight before the first arrives
     # (32 workers x prefetch 2 over 30 batches), so its rate from the first
@@ -155,7 +202,11 @@ def main():
         "predicted_over_measured": predicted / tuned_epoch_rate,
         "latency_bound_images_per_second": in_flight / latency,
         "tuned_over_latency_bound": tuned_rate / (in_flight / latency),
+        "bounds": bounds,
     }
+    if tuned_before:
+        result["tuned_before_images_per_second"] = statistics.median(t["images_per_second"] for t in tuned_before)
+        result["tuned_before_over_latency_bound"] = result["tuned_before_images_per_second"] / (in_flight / latency)
     print("store: %s, one GET alone %.1f ms; tune --cores %s" % (store.kind, latency * 1e3, cores or "(the host's)"))
     print("plan: %s (predicted %.0f images/s)" % (json.dumps(kwargs, sort_keys=True), predicted))
     print("%-30s %9s %8s %9s %10s %16s" % ("setting", "processes", "threads", "memory", "epoch images/s",
@@ -172,6 +223,12 @@ def main():
         in_flight, latency * 1e3, result["latency_bound_images_per_second"], result["tuned_over_latency_bound"]))
     print("predicted over measured (the epoch, start-up included, %.0f images/s): %.2f" % (
         tuned_epoch_rate, result["predicted_over_measured"]))
+    if tuned_before:
+        print("the plan with --before's package: %.0f images/s from the first batch, %.2f of the latency bound" % (
+            result["tuned_before_images_per_second"], result["tuned_before_over_latency_bound"]))
+    for b in bounds:
+        print("%d workers x %d threads: bound %.0f images/s; this package %s; --before's %s" % (
+            b["workers"], b["fetch_threads"], b["bound"], _said(b, "after"), _said(b, "before")))
     if json_path:
         with open(json_path, "w") as f:
             json.dump(result, f, indent=1)

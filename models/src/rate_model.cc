@@ -89,11 +89,19 @@ int GroupFetchThreads(const Profile& profile, const Configuration& config, size_
 }
 
 // Wall seconds one of the group's workers (or the consumer's thread) spends
-// per output on the counted stages among `members`. The per-sample stages
-// run on its fetch threads: an output's S samples take ceil(S / K) rounds of
-// one sample's latency, as the threads take the samples in turn, but no less
-// than the GIL-held CPU of all S, which one process runs one thread at a
-// time. With K = 1 that is the sum of their V_i L_i, as without threads.
+// per output on the counted stages among `members`, where the per-sample
+// stages run on K fetch threads. Every sample read releases the GIL while it
+// waits; its GIL-held CPU, and collate's, run one thread at a time.
+//  - On the consumer's thread (no workers), or a worker that holds one index
+//    list at a time (prefetch 1): the threads read one output's S samples,
+//    in ceil(S / K) rounds of one sample's latency, then collate runs with
+//    no read in flight.
+//  - A worker with prefetch >= 2 holds its next index list while it works on
+//    this one, and its threads read that list as soon as they are free
+//    (python/pipetune/_fetch.py): reads stay in flight through collate, so
+//    an output costs its S reads spread over K threads, S L / K, unless the
+//    GIL-held part of the samples and collate binds.
+// With K = 1 both are the sum of the stages' V_i L_i, as without threads.
 double GroupSecondsPerOutput(const Profile& profile, const Configuration& config, size_t g,
                              const std::vector<size_t>& members) {
   const WorkerGroup& group = profile.groups[g];
@@ -105,9 +113,11 @@ double GroupSecondsPerOutput(const Profile& profile, const Configuration& config
   const int threads = GroupFetchThreads(profile, config, g);
   if (threads == 1 || group.fetch_samples <= 1) return fetched + rest;
   const double samples = group.fetch_samples;
+  const double gil = samples * group.fetch_gil_seconds_per_sample;
+  const int buffer = config.group_buffer.empty() ? group.buffer_per_worker : config.group_buffer[g];
+  if (GroupWorkers(profile, config, g) > 0 && buffer >= 2) return std::max(fetched / threads, gil + rest);
   const double rounds = std::ceil(samples / threads);
-  const double overlapped = rounds * fetched / samples;
-  return std::max(overlapped, samples * group.fetch_gil_seconds_per_sample) + rest;
+  return std::max(rounds * fetched / samples, gil) + rest;
 }
 
 // The CPU per output that worker groups with workers spend outside their stages.

@@ -9,15 +9,24 @@ on the network and uses well under one of CPU; that wait releases the GIL,
 so K threads keep K reads in flight in one process where the DataLoader's
 only other lever is K processes, each with its own copy of the program.
 
-The threads live for one batch: they are started by __getitems__ and
-joined before it returns or raises, so nothing outlives a `break`, a
-Ctrl-C or a failed read. Starting K threads costs well under a millisecond
-per batch, against K reads of tens of milliseconds each.
+In a DataLoader worker the threads are a pool the worker keeps (made at its
+first batch, after fork or spawn) and they read ahead: every index list the
+main process queues for the worker has its reads started as it arrives, so
+the next batch is being read while this one is collated and pickled, and
+reads stay in flight between batches. Only the index lists the worker was
+given are read, each once; the worker loop still takes them in order and
+calls __getitems__ for each, which hands over the samples already read. At
+num_workers=0 no index list is known before it is asked for: the threads
+then live for one batch. (docs/pytorch.md, "Reads ahead".)
 
 Used two ways, one mechanism: `pipetune.concurrent_fetch(dataset, threads)`
 in code, and `fetch_threads` in a kwargs file applied by `profile --apply`
 or `autotune`, which wraps the dataset each DataLoader iterator fetches
 from (the DataLoader's own `dataset` stays the program's object)."""
+import collections
+import os
+import queue
+import sys
 import threading
 
 FETCH_THREADS_KEY = "fetch_threads"  # the kwargs file's key
@@ -56,10 +65,19 @@ class ConcurrentFetch:
         return getattr(self.dataset, name)
 
     def __getitems__(self, indices):
-        indices = list(indices)
+        if not isinstance(indices, (list, tuple)):
+            indices = list(indices)
         if self.threads == 1 or len(indices) <= 1:
             return [self.dataset[i] for i in indices]
-        return _fetch_all(self.dataset, indices, min(self.threads, len(indices)), self.thread_done)
+        window = _worker_window(self)
+        if window is not None:
+            return window.take(self, indices)
+        # The main process (num_workers=0): threads for this batch alone, ended before it returns or raises.
+        pool = _Pool(min(self.threads, len(indices)))
+        try:
+            return pool.collect(pool.submit(self, indices))
+        finally:
+            pool.close()
 
 
 def _is_iterable(dataset):
@@ -70,75 +88,263 @@ def _is_iterable(dataset):
     return isinstance(dataset, IterableDataset)
 
 
-def _fetch_all(dataset, indices, threads, thread_done):
-    """dataset[i] for each index, from `threads` threads, in the indices'
-    order. The first failure stops the threads taking further indices and
-    is raised here, once every thread has ended, with the index it failed
-    on; a KeyboardInterrupt while waiting does the same."""
-    results = [None] * len(indices)
-    failure = []  # (position, exception): the first one
-    lock = threading.Lock()
-    next_position = [0]
-    ended = threading.Semaphore(0)  # released by each thread as its last act
+class _Batch:
+    """One batch's reads: its samples by position, the first failure, and
+    how many reads are still to end."""
 
-    def take():
-        with lock:
-            if failure or next_position[0] >= len(indices):
-                return None
-            position = next_position[0]
-            next_position[0] += 1
-            return position
+    def __init__(self, fetch, indices):
+        self.fetch = fetch  # the ConcurrentFetch whose dataset reads it
+        self.indices = indices
+        self.results = [None] * len(indices)
+        self.failure = None  # (position, exception) of the earliest failed read
+        self.left = len(indices)
+        self.cancelled = False
+        self.done = threading.Event()
 
-    def run():
+
+class _Pool:
+    """`threads` fetch threads taking (batch, position) reads in the order
+    they were submitted: a batch's reads before the next batch's, so the
+    batch asked for first is ready first, and a thread that has no read left
+    in it moves on to the next batch rather than wait for the slowest."""
+
+    def __init__(self, threads):
+        self.lock = threading.Lock()
+        self.work = threading.Condition(self.lock)
+        self.tasks = collections.deque()
+        self.closed = False
+        self.ended = threading.Semaphore(0)  # released by each thread as its last act
+        self.threads = [threading.Thread(target=self._run, name="pipetune-fetch-%d" % k, daemon=True)
+                        for k in range(threads)]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, fetch, indices):
+        batch = _Batch(fetch, indices)
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("pipetune: fetch threads already ended")
+            self.tasks.extend((batch, position) for position in range(len(indices)))
+            self.work.notify(len(indices))
+        if not indices:
+            batch.done.set()
+        return batch
+
+    def _take(self):
+        """The next read to make, or None once the pool is closed. Reads of a
+        batch that failed or was cancelled are counted off, not made: the
+        first failure stops its batch's further reads, as a plain loop would."""
+        with self.lock:
+            while True:
+                while not self.tasks and not self.closed:
+                    self.work.wait()
+                if self.closed:
+                    return None
+                batch, position = self.tasks.popleft()
+                if batch.failure is None and not batch.cancelled:
+                    return batch, position
+                self._count_off(batch)
+
+    def _count_off(self, batch):
+        batch.left -= 1
+        if batch.left == 0:
+            batch.done.set()
+
+    def _run(self):
+        ends = {}  # the thread_done of each ConcurrentFetch this thread read for
         try:
             while True:
-                position = take()
-                if position is None:
+                task = self._take()
+                if task is None:
                     return
+                batch, position = task
+                if batch.fetch.thread_done is not None:
+                    ends[id(batch.fetch)] = batch.fetch.thread_done
+                value = error = None
                 try:
-                    results[position] = dataset[indices[position]]
-                except BaseException as error:  # raised in the caller's thread, below
-                    with lock:
-                        failure.append((position, error))
-                    return
+                    value = batch.fetch.dataset[batch.indices[position]]
+                except BaseException as caught:  # raised in the batch's caller, by collect()
+                    error = caught
+                with self.lock:
+                    if error is None:
+                        batch.results[position] = value
+                    elif batch.failure is None or position < batch.failure[0]:
+                        batch.failure = (position, error)
+                    self._count_off(batch)
+                del value, error
         finally:
             try:
-                if thread_done is not None:
-                    thread_done()
+                # The recorder's per-thread handles are given back by the thread that took them.
+                for done in ends.values():
+                    done()
             finally:
-                ended.release()
+                self.ended.release()
 
-    workers = [threading.Thread(target=run, name="pipetune-fetch-%d" % k, daemon=True) for k in range(threads)]
-    for worker in workers:
-        worker.start()
-    # Waited for on a semaphore, not with join(): a join that Ctrl-C
-    # interrupts leaves its thread listed by threading.enumerate() after it
-    # has ended (CPython's join state is not restored), which would look like
-    # a thread left behind. Once every thread has said it ended, the joins
-    # return at once.
-    waiting = len(workers)
+    def collect(self, batch):
+        """The batch's samples in its indices' order, once every read of it
+        has ended; its earliest failure raised, naming the index."""
+        batch.done.wait()
+        if batch.failure is not None:
+            position, error = batch.failure
+            batch.failure = None  # no reference cycle through the traceback
+            _name_index(error, batch.indices[position])
+            raise error
+        if batch.cancelled:
+            raise RuntimeError("pipetune: the fetch threads ended before dataset%r was read" % (batch.indices,))
+        return batch.results
+
+    def close(self):
+        """No further reads start; those in flight end (a read cannot be
+        interrupted from another thread) before it returns. Waited for on a
+        semaphore, not with join(): a join that Ctrl-C interrupts leaves its
+        thread listed by threading.enumerate() after it has ended (CPython's
+        join state is not restored), which would look like a thread left
+        behind. Once every thread has said it ended, the joins return at once."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            for batch, _ in self.tasks:
+                batch.cancelled = True
+                batch.done.set()
+            self.tasks.clear()
+            self.work.notify_all()
+        for _ in self.threads:
+            self.ended.acquire()
+        for thread in self.threads:
+            thread.join()
+
+
+_window = None  # (pid, _Window): this worker process's fetch threads
+
+
+def _worker_window(fetch):
+    """The calling DataLoader worker's _Window (made on its first batch);
+    None in the main process."""
+    global _window
+    if _window is not None and _window[0] == os.getpid():
+        return _window[1]
     try:
-        while waiting:
-            ended.acquire()
-            waiting -= 1
-    except BaseException:
-        # Ctrl-C while waiting: no further reads start; those in flight end
-        # (a read cannot be interrupted from another thread) before it goes on.
-        with lock:
-            next_position[0] = len(indices)
-        while waiting:
-            ended.acquire()
-            waiting -= 1
-        raise
-    finally:
-        if not waiting:
-            for worker in workers:
-                worker.join()
-    if failure:
-        position, error = min(failure, key=lambda f: f[0])
-        _name_index(error, indices[position])
-        raise error
-    return results
+        from torch.utils.data import get_worker_info
+    except ImportError:
+        return None
+    if get_worker_info() is None:
+        return None
+    window = _Window(fetch, _loop_queue())
+    _window = (os.getpid(), window)
+    return window
+
+
+def _loop_queue():
+    """The index queue of the worker loop that called us (torch's
+    _worker_loop, or StatefulDataLoader's copy, keep it as `index_queue`):
+    found on the stack, as torch hands it to nothing else. None if not
+    found: the worker then keeps its threads but reads no batch ahead."""
+    frame = sys._getframe(1)
+    for _ in range(16):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "_worker_loop":
+            found = frame.f_locals.get("index_queue")
+            if found is not None and callable(getattr(type(found), "get", None)):
+                return found
+        frame = frame.f_back
+    return None
+
+
+class _Window:
+    """A worker's fetch threads and the batches they read ahead.
+
+    The worker loop takes its work from its index queue one item at a time.
+    A feeder thread takes the items from that queue instead, as the main
+    process puts them (at most prefetch_factor batches outstanding per
+    worker), starts the reads of each index list, and hands the items to the
+    loop, in order, through the queue's `get`, which is replaced on that
+    one object. The loop then calls __getitems__ for each list, which waits
+    for the samples already being read. Only lists the main process sent
+    are read, each once; the final signal (None: the loader ended or broke
+    off) cancels the reads not yet started and ends the threads before the
+    loop sees it, so none is left when the worker exits."""
+
+    def __init__(self, fetch, index_queue):
+        self.pool = _Pool(fetch.threads)
+        self.fetch = fetch  # the ConcurrentFetch last asked: reads ahead use its dataset
+        self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
+        self.held = collections.deque()  # the loop's items, in the order they came
+        self.ahead = collections.deque()  # batches started, not yet asked for
+        self.broken = None  # what the index queue raised in the feeder
+        if index_queue is not None:
+            self.source = type(index_queue).get.__get__(index_queue)
+            index_queue.get = self.get
+            threading.Thread(target=self._feed, name="pipetune-fetch-feeder", daemon=True).start()
+
+    def _feed(self):
+        main = threading.main_thread()
+        while True:
+            try:
+                item = self.source(timeout=1.0)
+            except queue.Empty:
+                if not main.is_alive():
+                    return
+                continue
+            except BaseException as error:  # the queue broke (the main process gone): the loop raises it, not waits
+                self.pool.close()
+                with self.lock:
+                    self.broken = error
+                    self.arrived.notify()
+                return
+            if item is None:
+                self.pool.close()
+            elif _index_list(item) is not None:
+                batch = self.pool.submit(self.fetch, _index_list(item))
+                with self.lock:
+                    self.ahead.append(batch)
+            with self.lock:
+                self.held.append(item)
+                self.arrived.notify()
+            if item is None:
+                return
+
+    def get(self, block=True, timeout=None):
+        """The index queue's get, as the worker loop calls it."""
+        with self.lock:
+            if not self.arrived.wait_for(lambda: self.held or self.broken, timeout if block else 0):
+                raise queue.Empty
+            if not self.held:
+                raise self.broken
+            return self.held.popleft()
+
+    def take(self, fetch, indices):
+        """The samples of `indices`: the batch read ahead for them (the loop
+        asks in the order the lists came), else read now."""
+        self.fetch = fetch
+        batch = None
+        with self.lock:
+            # Not found: the list the loop held when the window was made (taken from the queue before the
+            # feeder was), read now.
+            match = next((k for k, b in enumerate(self.ahead)
+                          if b.indices is indices or list(b.indices) == list(indices)), None)
+            if match is not None:
+                for _ in range(match):  # lists the loop skipped (it was ending): their reads not yet started dropped
+                    self.ahead.popleft().cancelled = True
+                batch = self.ahead.popleft()
+        if batch is None:
+            batch = self.pool.submit(fetch, indices)
+        return self.pool.collect(batch)
+
+
+def _index_list(item):
+    """The index list a worker loop's item asks for: torch's items are
+    (task, indices), StatefulDataLoader's (task, (indices, snapshot)). None
+    for its other items (the final signal, a new epoch, a start-up ack)."""
+    if not (isinstance(item, tuple) and len(item) == 2):
+        return None
+    index = item[1]
+    if isinstance(index, tuple) and len(index) == 2 and isinstance(index[1], bool) \
+            and isinstance(index[0], (list, tuple)):
+        index = index[0]
+    return index if isinstance(index, (list, tuple)) else None
 
 
 def _name_index(error, index):

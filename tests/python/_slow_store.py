@@ -183,7 +183,7 @@ def open_loopback(root, delay_ms=25):
 # S3 client (urllib3's pool) keeps them, so that each GET waits one network
 # delay and no connect; a thread takes one from the pool for each read.
 DATASET_SOURCE = '''
-import http.client, threading, urllib.parse
+import http.client, threading, time, urllib.parse
 
 class StoreDataset(torch.utils.data.Dataset):
     def __init__(self, url, names, cpu_s=0.0):
@@ -201,6 +201,7 @@ class StoreDataset(torch.utils.data.Dataset):
         return http.client.HTTPConnection(u.hostname, u.port, timeout=30)
 
     def __getitem__(self, i):
+        began = time.monotonic()
         c = self._take()
         try:
             c.request("GET", "/" + self.names[i])
@@ -215,7 +216,9 @@ class StoreDataset(torch.utils.data.Dataset):
             raise IOError("GET %s%s: HTTP %d" % (self.url, self.names[i], r.status))
         if self.cpu_s:
             spin(self.cpu_s)
-        return torch.frombuffer(bytearray(body), dtype=torch.uint8)[:64].float().sum().reshape(1), i
+        # The read's wall time (GET and CPU) rides with the sample: the loop sums the reads' time in flight.
+        return torch.frombuffer(bytearray(body), dtype=torch.uint8)[:64].float().sum().reshape(1), i, \
+            time.monotonic() - began
 
     def __getstate__(self):
         return {{"url": self.url, "names": self.names, "cpu_s": self.cpu_s}}
@@ -285,14 +288,18 @@ threading.Thread(target=watch, daemon=True).start()
 began = None
 images = 0
 started = time.monotonic()
-for x, i in loader:
+read_seconds = 0.0
+for x, i, wall in loader:
     if began is None:
         began = time.monotonic()
     else:
         images += len(i)
+        read_seconds += float(wall.sum())
 ended = time.monotonic()
 done.set()
 print("processes %d threads %d rss_bytes %d" % tuple(peak))
+# Reads in flight on average from the first batch on, and one read's mean wall time in the run.
+print("reads_in_flight %.2f read_seconds %.5f" % (read_seconds / (ended - began), read_seconds / max(1, images)))
 print("epoch_images/s %.1f" % ((images + batch) / (ended - started)))
 print("images/s %.1f" % (images / (ended - began)))
 """
@@ -315,6 +322,8 @@ def parse_train_output(text):
             out["images_per_second"] = float(words[1])
         elif words[:1] == ["epoch_images/s"]:
             out["epoch_images_per_second"] = float(words[1])
+        elif words[:1] == ["reads_in_flight"]:
+            out.update(reads_in_flight=float(words[1]), read_seconds=float(words[3]))
         elif words[:1] == ["processes"]:
             out.update(processes=int(words[1]), threads=int(words[3]), rss_bytes=int(words[5]))
     return out if "images_per_second" in out else None

@@ -5,7 +5,10 @@ process. Usage: test_fetch.py CASE PIPETUNE. Exit 77 without torch.
 Cases: `order` (every sample once, batches as the DataLoader builds them,
 at 0 and 2 workers), `raises` (a failed read reaches the loop naming its
 index, and no fetch thread is left), `interrupt` (no fetch thread is left
-after `break` or Ctrl-C), `apply_store` (`profile --apply` with
+after `break` or Ctrl-C), `ahead` (a worker reads the next batch while it
+collates this one; each sample GET once from a counting store, in order,
+over epochs of persistent workers; after `break` nothing read twice, and
+after `break` and Ctrl-C the workers exit cleanly), `apply_store` (`profile --apply` with
 fetch_threads against a store 25 ms away: reads overlap, as the latency
 bound says), `tune_store` (`tune` on a run at 2 workers plans few workers
 and many threads, and the plan applied keeps up with the num_workers grid
@@ -117,6 +120,108 @@ INTERRUPT = IN_PROCESS + textwrap.dedent("""
     print("ok")
 """)
 
+# Reads ahead in the workers, against an HTTP store in this process that
+# counts every GET it serves.
+AHEAD = IN_PROCESS + textwrap.dedent("""
+    import collections, http.client, http.server, multiprocessing
+    signal.alarm(100)
+    served = collections.Counter()
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        def do_GET(self):
+            with lock:
+                served[int(self.path[1:])] += 1
+            time.sleep(0.02)
+            self.send_response(200)
+            self.send_header("Content-Length", "1")
+            self.end_headers()
+            self.wfile.write(b"x")
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+
+    class Store(Dataset):
+        def __len__(self):
+            return 70
+        def __getitem__(self, i):
+            began = time.monotonic()
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("GET", "/%d" % i)
+            c.getresponse().read()
+            c.close()
+            return i, began
+
+    def collate(samples):
+        time.sleep(0.04)  # longer than a read: with no read in flight meanwhile, the next batch waits
+        return [s[0] for s in samples], min(s[1] for s in samples), time.monotonic()
+
+    def loader(seed, threads=6, **kw):
+        dataset = pipetune.concurrent_fetch(Store(), threads) if threads > 1 else Store()
+        return DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2,
+                          generator=torch.Generator().manual_seed(seed), collate_fn=collate, **kw)
+
+    # The DataLoader's own batches, epoch by epoch, without fetch threads.
+    plain = loader(5, threads=1, persistent_workers=True)
+    expected = [[b[0] for b in plain] for epoch in range(2)]
+    del plain
+    persistent = loader(5, persistent_workers=True)
+    for epoch in range(2):
+        served.clear()
+        out = list(persistent)
+        got = [b[0] for b in out]
+        if got != expected[epoch]:
+            sys.exit("epoch %d: batches differ from the DataLoader's:\\n%s\\n%s" % (epoch, got, expected[epoch]))
+        if sorted(i for b in got for i in b) != list(range(70)):
+            sys.exit("epoch %d: not every sample once: %s" % (epoch, got))
+        if sorted(served) != list(range(70)) or set(served.values()) != {{1}}:
+            sys.exit("epoch %d: the store served %s" % (epoch, dict(served)))
+        # Batch k+2 is the same worker's next: read while batch k was collated.
+        pairs = [(out[k + 2][1] < out[k][2]) for k in range(len(out) - 2)]
+        if sum(pairs) < 0.75 * len(pairs):
+            sys.exit("epoch %d: the next batch's reads began before this one's collate ended in %d of %d"
+                     % (epoch, sum(pairs), len(pairs)))
+    workers = list(persistent._iterator._workers)
+    persistent._iterator._shutdown_workers()
+    if [w.exitcode for w in workers] != [0, 0]:
+        sys.exit("persistent workers did not exit cleanly: exit codes %s" % [w.exitcode for w in workers])
+
+    served.clear()
+    consumed = []
+    for k, b in enumerate(loader(7)):
+        consumed += b[0]
+        if k == 2:
+            break
+    if any(n > 1 for n in served.values()) or not set(consumed) <= set(served):
+        sys.exit("after break: the store served %s" % dict(served))
+    # Read at most what the sampler had handed the workers: 2 workers x prefetch_factor 2 lists.
+    if len(served) > len(consumed) + 2 * 2 * 8:
+        sys.exit("after break: %d samples read for %d consumed" % (len(served), len(consumed)))
+    if multiprocessing.active_children() or fetch_threads():
+        sys.exit("after break: left %s %s" % (multiprocessing.active_children(), fetch_threads()))
+
+    # Ctrl-C in the training loop while the workers read ahead: it reaches the loop, and the workers,
+    # told to end, end their threads and exit cleanly.
+    it = iter(loader(9))
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    try:
+        for b in it:
+            pass
+        sys.exit("Ctrl-C did not reach the loop")
+    except KeyboardInterrupt:
+        pass
+    workers = list(it._workers)
+    it._shutdown_workers()  # what deleting the iterator does (a traceback may still hold it)
+    if [w.exitcode for w in workers] != [0, 0] or fetch_threads():
+        sys.exit("after Ctrl-C: exit codes %s, threads %s" % ([w.exitcode for w in workers], fetch_threads()))
+    print("ok")
+""")
+
 
 def in_process(source):
     r = run([sys.executable, "-c", source.format(package=os.path.abspath(PACKAGE))], timeout=120)
@@ -134,6 +239,10 @@ def case_raises(pipetune):
 
 def case_interrupt(pipetune):
     in_process(INTERRUPT)
+
+
+def case_ahead(pipetune):
+    in_process(AHEAD)
 
 
 sys.path.insert(0, HERE)
