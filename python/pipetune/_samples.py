@@ -132,11 +132,13 @@ class TimedTransform(_Stand):
         cpu = _cpu()
         out = self._pt_original(*args, **kwargs)
         cpu_ns = _cpu() - cpu
-        end = _now()
+        self.record(ctx, begin, _now(), cpu_ns)
+        return out
+
+    def record(self, ctx, begin, end, cpu_ns):
         ctx.transform_ns += end - begin
         ctx.transform_cpu_ns += cpu_ns
         ctx.record(self.name, begin, end, ctx.index, cpu_ns)
-        return out
 
 
 class TimedCompose(_Stand):
@@ -148,8 +150,28 @@ class TimedCompose(_Stand):
         self.ctx = ctx
 
     def __call__(self, x):
-        for t in self.transforms:
-            x = t(x)
+        ctx = self.ctx
+        if not ctx.active:
+            for t in self.transforms:
+                x = t(x)
+            return x
+        # Each clock is read once between two transforms, not twice (the
+        # thread's CPU clock is a system call: about a microsecond, more
+        # beside a worker's large tensors), and the steps are recorded
+        # after the last one, so that no step's time holds the recording.
+        steps = []
+        begin = _now()
+        cpu = _cpu()
+        try:
+            for t in self.transforms:
+                x = t._pt_original(x)
+                cpu_end = _cpu()
+                end = _now()
+                steps.append((t, begin, end, cpu_end - cpu))
+                begin, cpu = end, cpu_end
+        finally:  # the steps done before one that raised are recorded too
+            for t, begin, end, cpu_ns in steps:
+                t.record(ctx, begin, end, cpu_ns)
         return x
 
 
