@@ -127,30 +127,16 @@ class TimedTransform(_Stand):
         self._pt_original = transform
         self.name = name
         self.ctx = ctx
-        self._pt_share = 1.0  # its CPU over its wall time when last read
-        self._pt_calls = 0
 
     def __call__(self, *args, **kwargs):
         ctx = self.ctx
         if not ctx.active:
             return self._pt_original(*args, **kwargs)
-        # Called on its own (a list's transform, one in an HF format
-        # function's Compose): the CPU clock read for one call in
-        # CPU_READ_EVERY, as TimedCompose does.
-        calls = self._pt_calls
-        self._pt_calls = calls + 1
         begin = _now()
-        if calls % CPU_READ_EVERY == 0:
-            cpu = _cpu()
-            out = self._pt_original(*args, **kwargs)
-            cpu_ns = _cpu() - cpu
-            end = _now()
-            self._pt_share = min(1.0, cpu_ns / max(1, end - begin))
-        else:
-            out = self._pt_original(*args, **kwargs)
-            end = _now()
-            cpu_ns = int((end - begin) * self._pt_share)
-        self.record(ctx, begin, end, cpu_ns)
+        cpu = _cpu()
+        out = self._pt_original(*args, **kwargs)
+        cpu_ns = _cpu() - cpu
+        self.record(ctx, begin, _now(), cpu_ns)
         return out
 
     def record(self, ctx, begin, end, cpu_ns):
