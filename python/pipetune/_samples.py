@@ -27,10 +27,6 @@ _now = time.monotonic_ns
 _cpu = time.thread_time_ns
 _thread_id = threading.get_ident
 
-# A Compose's steps read the thread's CPU clock for one sample in this many
-# (TimedCompose); docs/pytorch.md, "What is recorded".
-CPU_READ_EVERY = 8
-
 # True while a dataset's stream is being read (its iterator made, or its
 # next()): what get_worker_info() calls are noted as sharding (dataloader.py).
 reading_stream = [False]
@@ -152,10 +148,6 @@ class TimedCompose(_Stand):
         self._pt_original = compose
         self.transforms = timed
         self.ctx = ctx
-        # Each step's CPU over its wall time when the CPU clock was last
-        # read (CPU_READ_EVERY), and the samples this Compose has timed.
-        self._pt_shares = [1.0] * len(timed)
-        self._pt_calls = 0
 
     def __call__(self, x):
         ctx = self.ctx
@@ -163,36 +155,20 @@ class TimedCompose(_Stand):
             for t in self.transforms:
                 x = t(x)
             return x
-        # The thread's CPU clock is a system call (about a microsecond, more
-        # beside a worker's large tensors: with a read around each of four
-        # transforms tracing cost a map-style script 4-5% of its images/s,
-        # without them 3%, docs/benchmarks-pytorch.md). It is read between
-        # the steps of one sample in CPU_READ_EVERY; the other samples'
-        # steps are charged their wall time at the step's share last read.
-        # Each clock is read once between two steps, not twice, and the
-        # steps are recorded after the last one, so that no step's time
-        # holds the recording.
-        calls = self._pt_calls
-        self._pt_calls = calls + 1
-        read_cpu = calls % CPU_READ_EVERY == 0
-        shares = self._pt_shares
+        # Each clock is read once between two transforms, not twice (the
+        # thread's CPU clock is a system call: about a microsecond, more
+        # beside a worker's large tensors), and the steps are recorded
+        # after the last one, so that no step's time holds the recording.
         steps = []
         begin = _now()
-        cpu = _cpu() if read_cpu else 0
+        cpu = _cpu()
         try:
-            for k, t in enumerate(self.transforms):
+            for t in self.transforms:
                 x = t._pt_original(x)
-                if read_cpu:
-                    cpu_end = _cpu()
-                    end = _now()
-                    cpu_ns = cpu_end - cpu
-                    shares[k] = min(1.0, cpu_ns / max(1, end - begin))
-                    cpu = cpu_end
-                else:
-                    end = _now()
-                    cpu_ns = int((end - begin) * shares[k])
-                steps.append((t, begin, end, cpu_ns))
-                begin = end
+                cpu_end = _cpu()
+                end = _now()
+                steps.append((t, begin, end, cpu_end - cpu))
+                begin, cpu = end, cpu_end
         finally:  # the steps done before one that raised are recorded too
             for t, begin, end, cpu_ns in steps:
                 t.record(ctx, begin, end, cpu_ns)
