@@ -296,6 +296,10 @@ def case_workers0_epochs(pipetune, tmp):
     expect([e[0] for e in epochs(rep)] == [SAMPLES // BATCH] * 5, "five epochs' batches", rep)
     expect(stage_seconds(rep, "transform[1]:Shift") >= 0.003, "the 3 ms transform", rep)
     expect(stage_seconds(rep, "load") < 0.0015, "load does not include the transforms", rep)
+    # The 3 ms is a sleep: the transform's CPU stays far under its time.
+    shift = stages(rep)["transform[1]:Shift"]
+    expect(shift["cpu_ms_per_element"] < 0.3 * shift["latency_ms_per_element"],
+           "the sleeping transform's CPU is not its wall time", rep)
 
 
 def case_workers(pipetune, tmp, workers, method):
