@@ -73,6 +73,21 @@ size_t FirstChunk(const std::string& bytes) {
   return 20 + header;
 }
 
+// A cut inside the payload of the chunk that holds the trace's middle byte.
+// Half the file's length can land on a chunk boundary (the trace is recorded
+// anew each run), and a cut there is a whole trace, not a truncated one.
+size_t MidPayload(const std::string& bytes) {
+  size_t at = FirstChunk(bytes);
+  while (at + 12 <= bytes.size()) {
+    uint32_t len = 0;
+    std::memcpy(&len, bytes.data() + at + 4, 4);
+    size_t end = at + 12 + len;
+    if (end > bytes.size() / 2 && len >= 2) return at + 12 + len / 2;
+    at = end;
+  }
+  return bytes.size() - 1;
+}
+
 TEST_F(Reader, WholeTraceReadsCleanly) {
   StatusOr<Trace> trace = LoadTraceFromMemory(bytes(), "base");
   ASSERT_TRUE(trace.ok()) << trace.status().message();
@@ -124,7 +139,7 @@ TEST_F(Reader, UnreadableHeaderIsAnError) {
 TEST_F(Reader, TruncatedTraceReadsUpToItsLastWholeChunk) {
   StatusOr<Trace> whole = LoadTraceFromMemory(bytes());
   ASSERT_TRUE(whole.ok());
-  for (size_t cut : {bytes().size() - 1, bytes().size() - 9, bytes().size() / 2, FirstChunk(bytes()) + 5}) {
+  for (size_t cut : {bytes().size() - 1, bytes().size() - 9, MidPayload(bytes()), FirstChunk(bytes()) + 5}) {
     SCOPED_TRACE("cut at " + std::to_string(cut));
     std::string path = WriteTrace("truncated", bytes().substr(0, cut));
     StatusOr<Trace> trace = LoadTrace(path);
