@@ -81,6 +81,7 @@ class SampleContext(threading.local):
         self.transform_ns = 0
         self.transform_cpu_ns = 0
         self._handles = {}
+        self._pending = None
         self._owner = None  # the recorder and prefix _handles are of
         self._thread = None
         # The CPU clock: this sample's (`clock`: _cpu, or _no_clock on a
@@ -96,6 +97,7 @@ class SampleContext(threading.local):
         owner = self._owner
         if owner is None or owner[0] is not rec or owner[1] != prefix or thread != self._thread:
             self._handles = {}
+            self._pending = rec.buffer()  # this thread's, handed over in batches (Recorder.push)
             self._owner = (rec, prefix)
             self._thread = thread
         self.rec = rec
@@ -131,11 +133,7 @@ class SampleContext(threading.local):
         handle = self._handles.get(name)
         if handle is None:
             handle = self._handles[name] = rec.worker(self.prefix + name, op)
-        tracer = rec.tracer
-        tracer.element(handle, begin, end, element_id, max(0, cpu_ns), 0)
-        if count > 1:
-            tracer.consumed(handle, count - 1)
-            tracer.produced(handle, count - 1, 0)
+        rec.push(self._pending, handle, begin, end, element_id, cpu_ns, count)
 
     def record_load(self, begin, end, cpu_ns, count=1):
         self.record("load", begin, max(begin, end - self.transform_ns), self.index,
@@ -409,6 +407,7 @@ def timed_collate(collate_fn, rec, prefix):
         out = collate_fn(batch)
         cpu_ns = _cpu() - cpu
         rec.element(prefix + "collate", begin, _now(), counter[0], batch_bytes(out), op="batch", cpu_ns=cpu_ns)
+        rec.flush()  # the batch's samples, recorded on this thread, in the tracer's counts by the batch's end
         counter[0] += 1
         return out
 

@@ -74,6 +74,7 @@ class Tracer:
             "pipetune_consumed": (None, [_ptr, _u64]),
             "pipetune_work": (None, [_ptr, _u64, _u64, _u64]),
             "pipetune_element": (None, [_ptr, _u64, _u64, _u64, _u64, _u64]),
+            "pipetune_elements": (None, [_ptr, _u64]),
             "pipetune_wait_input": (None, [_ptr, _u64]),
             "pipetune_consumer_step": (None, [_u64, _u64, _u64]),
         }
@@ -85,7 +86,7 @@ class Tracer:
         # those release it.
         hot = ctypes.PyDLL(lib._name)
         per_element = {"pipetune_produced", "pipetune_consumed", "pipetune_work", "pipetune_element",
-                       "pipetune_wait_input", "pipetune_consumer_step"}
+                       "pipetune_elements", "pipetune_wait_input", "pipetune_consumer_step"}
         for name, (restype, argtypes) in signatures.items():
             function = getattr(hot if name in per_element else lib, name)
             function.restype = restype

@@ -2,6 +2,7 @@
 // thread-local message, since C callers have no Status.
 #include "pipetune/tracer/tracer_c.h"
 
+#include <cstdint>
 #include <string>
 
 #include "pipetune/tracer/tracer.h"
@@ -94,6 +95,18 @@ void pipetune_element(pipetune_worker* worker, uint64_t begin_ns, uint64_t end_n
   w->Work(begin_ns, end_ns, element_id);
   w->WorkCpu(cpu_ns);
   w->Produced(1, bytes);
+}
+void pipetune_elements(const uint64_t* records, uint64_t count) {
+  if (records == nullptr) return;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t* r = records + i * PIPETUNE_ELEMENT_FIELDS;
+    Worker* w = reinterpret_cast<Worker*>(static_cast<uintptr_t>(r[0]));
+    if (w == nullptr) continue;
+    w->Consumed(r[5]);
+    w->Work(r[1], r[2], r[3]);
+    w->WorkCpu(r[4]);
+    w->Produced(r[5], r[6]);
+  }
 }
 void pipetune_wait_input(pipetune_worker* worker, uint64_t ns) { AsWorker(worker)->WaitInput(ns); }
 void pipetune_wait_output(pipetune_worker* worker, uint64_t ns) { AsWorker(worker)->WaitOutput(ns); }

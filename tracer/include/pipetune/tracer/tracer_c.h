@@ -61,6 +61,16 @@ void pipetune_work(pipetune_worker* worker, uint64_t begin_ns, uint64_t end_ns, 
  * `bytes`. */
 void pipetune_element(pipetune_worker* worker, uint64_t begin_ns, uint64_t end_ns, uint64_t element_id,
                       uint64_t cpu_ns, uint64_t bytes);
+/* Several elements in one call, each as pipetune_element with a count:
+ * `records` holds `count` records of PIPETUNE_ELEMENT_FIELDS values each,
+ * {worker, begin_ns, end_ns, element_id, cpu_ns, elements, bytes}: consumed
+ * and produced `elements`, one span. For callers that buffer a sample's
+ * records and hand them over together (python/pipetune/_recorder.py): in a
+ * busy DataLoader worker one ctypes call costs several microseconds, its
+ * code cold beside a sample's image work. Each record's worker must be one
+ * the calling thread attached. */
+#define PIPETUNE_ELEMENT_FIELDS 7
+void pipetune_elements(const uint64_t* records, uint64_t count);
 void pipetune_wait_input(pipetune_worker* worker, uint64_t ns);
 void pipetune_wait_output(pipetune_worker* worker, uint64_t ns);
 
