@@ -17,24 +17,11 @@
 #include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/plan.h"
 #include "pipetune/tuner/tune_input.h"
+#include "pipetune/workflow/dataloader_kwargs.h"
 #include "pipetune/workflow/profile_program.h"
 #include "pipetune/workflow/python_bootstrap.h"
 
 namespace pipetune::workflow {
-
-// Reads and checks a JSON file of DataLoader keyword arguments; and the
-// same named to the recorder.
-StatusOr<Json> ReadDataLoaderKwargs(const std::string& path);
-StatusOr<ProgramSettings> DataLoaderSettingsFile(const std::string& path);
-
-// What is specific to a DataLoader once the one model has planned: the
-// keyword arguments the bootstrap applies, {"num_workers": N,
-// "prefetch_factor": P or null, "persistent_workers": B, "pin_memory": B},
-// written straight from a configuration of the DataLoader's model profile
-// (analyzer::DataLoaderModelProfile names its knobs by these keys:
-// models::KnobValues), and the one-line code change they stand for.
-Json DataLoaderKwargs(const models::Profile& profile, const models::Configuration& config);
-std::string DataLoaderCodeChange(const Json& kwargs);
 
 struct DataLoaderTuneRequest {
   std::string trace;
@@ -63,9 +50,6 @@ StatusOr<DataLoaderTuneResult> TuneDataLoaderTrace(const DataLoaderTuneRequest& 
 // The same without writing the keyword arguments (`output` says where they
 // would go): `tune --engine` compares the engine with the tuned DataLoader.
 StatusOr<DataLoaderTuneResult> PlanDataLoaderTrace(const DataLoaderTuneRequest& request);
-
-// Where the kwargs go by default: TRACE's stem + ".dataloader.json".
-std::string DataLoaderKwargsPath(const std::string& requested, const std::string& trace);
 
 // `pipetune tune --verify -- COMMAND`: runs COMMAND profiled, tunes, runs it
 // again with the tuned kwargs applied, refits from that run and tunes again;
