@@ -1,6 +1,8 @@
-// One plan for a DataLoader's job (dataloader.h): the job split per rank,
+// One plan for a DataLoader's job (dataloader_plan.h): the job split per rank,
 // each rank's share of its node, a setting of a rank's own when it pays,
 // and the notes an IterableDataset needs.
+#include "pipetune/workflow/dataloader_plan.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,7 +16,7 @@
 #include "pipetune/models/knob_values.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/solver.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_kwargs.h"
 
 namespace pipetune::workflow {
 

@@ -2,6 +2,7 @@
 // DataLoader (dataloader_verify.cc): run, tune, re-run applied, refit.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
