@@ -9,6 +9,8 @@
 #include <functional>
 #include <optional>
 
+#include "pipetune/analyzer/dataloader_model.h"
+#include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
 #include "pipetune/workflow/dataloader_kwargs.h"
