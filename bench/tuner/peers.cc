@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include "pipetune/tuner/plan_builder.h"
+
 namespace pipetune::bench {
 namespace {
 

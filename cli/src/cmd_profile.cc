@@ -8,8 +8,8 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/profile_program.h"
+#include "pipetune/workflow/python_bootstrap.h"
 
 namespace pipetune::cli {
 namespace {

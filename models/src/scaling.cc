@@ -38,7 +38,9 @@ double RelativeRms(const std::vector<ScalingPoint>& points, double a, double b, 
 
 // Least squares of y on the chosen columns, weighting each point by 1/y so
 // that the fit minimises relative error (a slow and a fast level count alike).
-Candidate Solve(const std::vector<ScalingPoint>& points, Terms terms) {
+// Not `Solve`: that is the tuner's entry point (solver.h), and a reader
+// following a call by its name (`git grep -w Solve`) should find one.
+Candidate FitTerms(const std::vector<ScalingPoint>& points, Terms terms) {
   int columns = 1 + (terms.contention ? 1 : 0) + (terms.coherence ? 1 : 0);
   Eigen::MatrixXd design(static_cast<Eigen::Index>(points.size()), columns);
   Eigen::VectorXd target(static_cast<Eigen::Index>(points.size()));
@@ -124,7 +126,7 @@ UslFit FitUsl(const std::vector<ScalingPoint>& points) {
   Candidate best;
   ScalingKind best_kind = ScalingKind::kLinear;
   for (const auto& [kind, terms] : models) {
-    Candidate candidate = Solve(usable, terms);
+    Candidate candidate = FitTerms(usable, terms);
     if (!candidate.ok) continue;
     // A richer model must earn its parameters: a tenth less relative error,
     // and at least 0.2% of it, or noise around linear scaling would be read

@@ -16,7 +16,7 @@ struct Section {
 
 // Declared only: a holder of Extension<Opaque> is copied and destroyed
 // before Opaque is defined (as every user of a Diagnosis does with a
-// DataLoader's section without dataloader.h). This file would not compile
+// DataLoader's section without dataloader_sections.h). This file would not compile
 // if that needed Opaque's definition.
 struct Opaque;
 struct Holder {

@@ -17,7 +17,7 @@
 #include "pipetune/base/files.h"
 #include "pipetune/workflow/baseline.h"
 #include "pipetune/workflow/check.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/python_bootstrap.h"
 #include "pipetune/workflow/recording.h"
 #include "pipetune/workflow/run.h"
 #include "pipetune/workflow/tfdata.h"

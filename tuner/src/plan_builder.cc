@@ -1,10 +1,10 @@
-// A finished candidate -> the plan a user reads (candidate.h, PlanFromCandidate).
+// A finished candidate -> the plan a user reads (plan_builder.h).
+#include "pipetune/tuner/plan_builder.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-
-#include "pipetune/tuner/candidate.h"
 
 namespace pipetune::tuner {
 namespace {

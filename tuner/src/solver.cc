@@ -15,6 +15,7 @@
 #include "explain.h"
 #include "pipetune/base/check.h"
 #include "pipetune/base/size.h"
+#include "pipetune/tuner/plan_builder.h"
 #include "search.h"
 
 namespace pipetune::tuner {

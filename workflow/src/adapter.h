@@ -32,10 +32,11 @@
 #include "pipetune/base/status.h"
 #include "pipetune/workflow/baseline.h"
 #include "pipetune/workflow/check.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_verify.h"
 #include "pipetune/workflow/engine_from_dataloader.h"
 #include "pipetune/workflow/export.h"
 #include "pipetune/workflow/profile_program.h"
+#include "pipetune/workflow/python_bootstrap.h"
 #include "pipetune/workflow/tune.h"
 #include "pipetune/workflow/verify.h"
 

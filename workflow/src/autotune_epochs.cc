@@ -9,7 +9,7 @@
 #include "pipetune/analyzer/collector.h"
 #include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/base/files.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_kwargs.h"
 #include "pipetune/workflow/tune.h"
 
 namespace pipetune::workflow {

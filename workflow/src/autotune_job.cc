@@ -19,7 +19,8 @@
 #include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/base/json.h"
 #include "pipetune/workflow/autotune_epochs.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_kwargs.h"
+#include "pipetune/workflow/python_bootstrap.h"
 #include "pipetune/workflow/tune.h"
 
 namespace pipetune::workflow {

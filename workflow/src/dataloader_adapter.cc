@@ -1,7 +1,7 @@
 // A PyTorch DataLoader as a kind of run (adapter.h): the Python
 // bootstrap's main trace and its workers' read into the one model's profile
 // (analyzer::DataLoaderModelProfile), a plan mapped back to the DataLoader's
-// keyword arguments (dataloader.h), and its settings judged by the gate and
+// keyword arguments (dataloader_kwargs.h), and its settings judged by the gate and
 // kept in its baseline's "dataloader" section.
 #include <fmt/format.h>
 
@@ -14,7 +14,10 @@
 #include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/tracer/reader.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_format.h"
+#include "pipetune/workflow/dataloader_kwargs.h"
+#include "pipetune/workflow/dataloader_plan.h"
+#include "pipetune/workflow/dataloader_verify.h"
 
 namespace pipetune::workflow {
 namespace {

@@ -1,8 +1,9 @@
-// A DataLoader's verify rounds as text and JSON (dataloader.h).
+// A DataLoader's verify rounds as text and JSON (dataloader_format.h).
+#include "pipetune/workflow/dataloader_format.h"
+
 #include <fmt/format.h>
 
 #include "pipetune/base/json.h"
-#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/verify.h"
 
 namespace pipetune::workflow {

@@ -1,5 +1,7 @@
-// A DataLoader's keyword arguments file (dataloader.h): checked when read,
+// A DataLoader's keyword arguments file (dataloader_kwargs.h): checked when read,
 // written from a plan's configuration, where it goes, and the code change it stands for.
+#include "pipetune/workflow/dataloader_kwargs.h"
+
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -7,7 +9,6 @@
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
 #include "pipetune/models/knob_values.h"
-#include "pipetune/workflow/dataloader.h"
 
 namespace pipetune::workflow {
 namespace fs = std::filesystem;

@@ -1,6 +1,8 @@
-// One plan for a DataLoader's job (dataloader.h): the job split per rank,
+// One plan for a DataLoader's job (dataloader_plan.h): the job split per rank,
 // each rank's share of its node, a setting of a rank's own when it pays,
 // and the notes an IterableDataset needs.
+#include "pipetune/workflow/dataloader_plan.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,7 +16,7 @@
 #include "pipetune/models/knob_values.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/tuner/solver.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_kwargs.h"
 
 namespace pipetune::workflow {
 
@@ -118,16 +120,27 @@ std::optional<Json> PerRankSetting(const analyzer::JobTuning& tuning, const tune
   return DataLoaderKwargs(input.profile, *own->configuration);
 }
 
+// What the solver knows of a DataLoader's run: its model profile alone (no
+// config to rewrite, no measured output spread, no stages that fold). The
+// one profile the plan is made on: the kwargs and the per-rank setting
+// read it from here, not from a copy beside it.
+tuner::TuneInput DataLoaderTuneInput(const analyzer::DataLoaderProfile& run) {
+  tuner::TuneInput input;
+  input.profile = analyzer::DataLoaderModelProfile(run);
+  return input;
+}
+
 // The plan for the job's planned rank and its keyword arguments. The traced
 // knobs go one way, each form made from the one before: the run's recorded
-// settings (tuning.run.settings), the model profile's worker group
-// (DataLoaderModelProfile), the solver's configuration of it (the plan),
-// and the kwargs JSON (DataLoaderKwargs). Nothing reads them back out of
-// the JSON, and no configuration is rebuilt from it.
+// settings (tuning.run.settings), the model profile's worker group (the
+// solver's input), the solver's configuration of it (the plan), and the
+// kwargs JSON (DataLoaderKwargs). Nothing reads them back out of the JSON,
+// and no configuration of this rank is rebuilt from it (PeersCores sets the
+// plan's knobs by name on the other ranks' profiles, for the cores they
+// need: a budget, not a form of this rank's settings).
 StatusOr<DataLoaderTuneResult> PlanRank(analyzer::JobTuning tuning, const DataLoaderTuneRequest& request) {
-  const models::Profile profile = analyzer::DataLoaderModelProfile(tuning.run);
-  tuner::TuneInput input;
-  input.profile = profile;
+  const tuner::TuneInput input = DataLoaderTuneInput(tuning.run);
+  const models::Profile& profile = input.profile;
   PIPETUNE_ASSIGN_OR_RETURN(
       tuner::Resources resources,
       tuner::ResolveResources(input, {tuning.run.host.UsableCores(), tuning.run.host.UsableMemoryBytes()},

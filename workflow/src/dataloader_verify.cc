@@ -1,16 +1,22 @@
-// `pipetune tune TRACE --verify -- COMMAND` for a DataLoader (dataloader.h):
+// `pipetune tune TRACE --verify -- COMMAND` for a DataLoader (dataloader_verify.h):
 // each round run under the bootstrap, measured and planned, in the one
 // tuning loop (verify.h).
+#include "pipetune/workflow/dataloader_verify.h"
+
 #include <fmt/format.h>
 
 #include <filesystem>
 #include <functional>
 #include <optional>
 
+#include "pipetune/analyzer/dataloader_model.h"
+#include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/base/files.h"
 #include "pipetune/base/json.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_kwargs.h"
+#include "pipetune/workflow/dataloader_plan.h"
 #include "pipetune/workflow/profile_program.h"
+#include "pipetune/workflow/python_bootstrap.h"
 #include "pipetune/workflow/verify.h"
 
 namespace pipetune::workflow {

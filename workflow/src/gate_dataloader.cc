@@ -18,8 +18,8 @@
 #include "pipetune/base/json.h"
 #include "pipetune/models/knob_values.h"
 #include "pipetune/models/rate_model.h"
-#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/profile_program.h"
+#include "pipetune/workflow/python_bootstrap.h"
 #include "run_directory.h"
 
 namespace pipetune::workflow {

@@ -1,12 +1,13 @@
-// The Python bootstrap `pipetune profile` runs a program under (dataloader.h):
+// The Python bootstrap `pipetune profile` runs a program under (python_bootstrap.h):
 // where its folder is, and the environment that puts it first on PYTHONPATH
 // with the settings to apply (a file its kind checked: ProgramSettings).
+#include "pipetune/workflow/python_bootstrap.h"
+
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "pipetune/workflow/dataloader.h"
 #include "pipetune/workflow/profile_program.h"
 
 namespace pipetune::workflow {

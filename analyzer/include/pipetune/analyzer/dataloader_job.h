@@ -1,7 +1,7 @@
 // A job of several processes that each consumed a DataLoader: the ranks of
 // a DistributedDataParallel job on one node or several (docs/distributed.md).
 // Each process is read into its own DataLoaderProfile and diagnosed by the
-// one DataLoader diagnosis (dataloader.h); the job adds only what is between
+// one DataLoader diagnosis (dataloader_model.h); the job adds only what is between
 // them: one timeline, the job's step time and the straggler.
 //
 // DDP synchronises every step: the job runs at its slowest rank's rate, and

@@ -1,7 +1,7 @@
 // A PyTorch DataLoader, as the Python bootstrap records it (docs/pytorch.md):
 // the traces of one run (the main process's, TRACE, and one per worker
 // process, TRACE.<pid>) read into one DataLoaderProfile: what was measured,
-// per stage and per process. How it is modelled is dataloader.h's.
+// per stage and per process. How it is modelled is dataloader_model.h's.
 //
 #pragma once
 

@@ -162,7 +162,7 @@ struct Diagnosis {
   std::vector<TimelinePoint> timeline;
 
   std::optional<KindReport> kind_report;    // none for the engine's config
-  Extension<DataLoaderSection> dataloader;  // a DataLoader run's settings (dataloader.h)
+  Extension<DataLoaderSection> dataloader;  // a DataLoader run's settings (dataloader_sections.h)
   Extension<JobSection> job;                // a job of several processes: every rank (dataloader_job.h)
 
   models::Profile profile;        // the model instance behind the numbers

@@ -1,7 +1,7 @@
 // Extension<T>: an optional value of a type the holder's header only
 // declares, so that a generic struct can carry a part another header owns
 // without including it (analyzer::Diagnosis carries a DataLoader's sections,
-// defined in dataloader.h, which includes diagnosis.h; not the reverse).
+// defined in dataloader_sections.h, which diagnosis.h does not include).
 //
 // Contract: it reads as std::optional<T> (empty by default, has_value,
 // operator bool, *, ->, reset, assignment from a T) and copies and moves as

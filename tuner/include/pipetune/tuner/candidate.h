@@ -109,10 +109,4 @@ std::array<int, 5> Departure(const Candidate& candidate);
 // "no cache", "memory cache after \"decode\"", "disk cache after \"decode\"".
 std::string DescribeChoice(const TuneInput& input, const CacheChoice& choice);
 
-// Fills a plan from a finished candidate: knobs with old and new values,
-// predictions, memory, threads. Reasons are left to the caller (the solver's
-// are specific); knobs get a generic one when the caller leaves it empty.
-Plan PlanFromCandidate(const TuneInput& input, const Resources& resources, Objective objective,
-                       const Candidate& candidate);
-
 }  // namespace pipetune::tuner

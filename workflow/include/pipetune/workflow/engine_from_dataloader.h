@@ -31,7 +31,7 @@
 #include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/runtime/pipeline.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_plan.h"
 #include "pipetune/workflow/tune.h"
 
 namespace pipetune::workflow {

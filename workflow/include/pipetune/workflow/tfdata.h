@@ -25,7 +25,7 @@
 #include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
 #include "pipetune/models/config.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/python_bootstrap.h"
 
 namespace pipetune::workflow {
 

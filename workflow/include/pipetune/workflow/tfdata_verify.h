@@ -12,7 +12,7 @@
 
 #include "pipetune/base/json.h"
 #include "pipetune/base/status.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_verify.h"
 #include "pipetune/workflow/tune.h"
 
 namespace pipetune::workflow {

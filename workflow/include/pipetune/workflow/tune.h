@@ -18,7 +18,7 @@
 #include "pipetune/tuner/plan.h"
 #include "pipetune/tuner/solver.h"
 #include "pipetune/tuner/tune_input.h"
-#include "pipetune/workflow/dataloader.h"
+#include "pipetune/workflow/dataloader_plan.h"
 #include "pipetune/workflow/source_rewrite.h"
 #include "pipetune/workflow/tfdata.h"
 

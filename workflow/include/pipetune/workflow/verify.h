@@ -87,7 +87,7 @@ size_t PickBestRound(const std::vector<RoundScore>& rounds, tuner::Objective obj
                      std::optional<double> demand);
 
 // The closed loop itself, for every pipeline (a config here, a DataLoader in
-// dataloader.h): what differs is only how a round runs and how its plan is
+// dataloader_verify.h): what differs is only how a round runs and how its plan is
 // applied, which `step` does. step(round, plan_next) runs round `round`'s
 // settings (round 0: as given; later: the previous round's plan), measures
 // them and, when plan_next, plans the next round. The loop stops after
@@ -138,7 +138,7 @@ Json VerifiedTuneToJson(const VerifiedTune& verified);
 
 // `pipetune tune --verify`, for every kind of run: INPUT a config (the
 // engine's loop above), or TRACE -- PROGRAM (a program run under its
-// recorder: a DataLoader's loop, dataloader.h). The kind's adapter runs its
+// recorder: a DataLoader's loop, dataloader_verify.h). The kind's adapter runs its
 // loop, writes the best round's knobs and says what it wrote, as JSON
 // (`--format json`) and as text.
 struct VerifyRequest {
