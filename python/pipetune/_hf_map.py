@@ -30,7 +30,6 @@ import time
 from pipetune import _dataset
 
 _now = time.monotonic_ns
-_cpu = time.thread_time_ns
 
 # id(the format's transform function) -> _Format, for the datasets a
 # fetcher of this process reads.
@@ -175,16 +174,17 @@ def _patch():
         ctx = known.ctx
         rows = max(1, pa_table.num_rows)
         batch = self.python_arrow_extractor().extract_batch(pa_table)  # the Arrow read: `load`
-        begin, cpu = _now(), _cpu()
+        clock = ctx.clock
+        begin, cpu = _now(), clock()
         batch = decoder.decode_batch(batch)
-        cpu_ns, end = _cpu() - cpu, _now()
+        cpu_ns, end = clock() - cpu, _now()
         ctx.transform_ns += end - begin
         ctx.transform_cpu_ns += cpu_ns
         ctx.record(known.decode_name, begin, end, ctx.index, cpu_ns, rows)
         inner_ns, inner_cpu = ctx.transform_ns, ctx.transform_cpu_ns
-        begin, cpu = _now(), _cpu()
+        begin, cpu = _now(), clock()
         out = self.transform(batch)
-        cpu_ns, end = _cpu() - cpu, _now()
+        cpu_ns, end = clock() - cpu, _now()
         # Its own time: the transforms it applied are recorded by theirs.
         own_ns = max(0, end - begin - (ctx.transform_ns - inner_ns))
         own_cpu = max(0, cpu_ns - (ctx.transform_cpu_ns - inner_cpu))

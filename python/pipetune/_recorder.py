@@ -48,9 +48,9 @@ class Recorder:
     are per stage and per thread."""
 
     def __init__(self, path, name, info, spans_per_second=None):
-        from pipetune._tracer import Tracer
+        from pipetune import _tracer
 
-        self.tracer = Tracer()
+        self.tracer = _tracer.shared()
         self.path = path
         self.pid = os.getpid()
         self.name = name

@@ -5,10 +5,22 @@ transforms), each transform of the dataset's `transform` (a Compose, a list,
 or a wrapper object holding one), and `collate`.
 docs/pytorch.md says what is recorded.
 
-Each recorded call is timed on the monotonic clock (the tracer's) and on the
-thread's CPU clock (time.thread_time_ns), so that each stage is charged its
-own CPU rather than the whole thread's: load, the transforms and collate all
-run on one thread.
+Each recorded call is timed on the monotonic clock (the tracer's) and, on
+the samples that read it, on the thread's CPU clock (time.thread_time_ns),
+so that each stage is charged its own CPU rather than the whole thread's:
+load, the transforms and collate all run on one thread.
+
+The CPU clock is a system call, and in a DataLoader worker a dear one (about
+8 us with its aftermath, beside a worker's large tensors: read around each
+stage of a map-style sample it cost 3-5% of images/s,
+docs/benchmarks-pytorch.md). So a dataset's samples read it on the first
+CPU_CLOCK_WARMUP samples and then on one in CPU_CLOCK_EVERY; each stage of
+the other samples is charged its own wall time at the stage's CPU share so
+far (its summed CPU over its summed wall time on the samples that read the
+clock): a stage that sleeps or waits for storage stays cheap, a stage that
+computes is charged about its time. PIPETUNE_CPU_CLOCK_EVERY=1 reads it on
+every sample; `pipetune baseline` and `check` do, since they compare each
+stage's CPU between runs.
 
 Wrapping rules. The fetcher torch makes per epoch (at num_workers=0), per
 worker, or per epoch of a persistent worker of an iterable dataset is
@@ -18,6 +30,7 @@ dataset, so that `load` never includes a transform's time.
 """
 import functools
 import operator
+import os
 import threading
 import time
 
@@ -25,7 +38,20 @@ from pipetune import _dataset, _fetch, _hf_map, _streams
 
 _now = time.monotonic_ns
 _cpu = time.thread_time_ns
+_no_clock = int  # int() is 0: the clock of a sample that does not read the CPU clock
 _thread_id = threading.get_ident
+
+CPU_CLOCK_WARMUP = 8
+
+
+def _cpu_clock_every():
+    try:
+        return max(1, int(os.environ.get("PIPETUNE_CPU_CLOCK_EVERY", "8")))
+    except ValueError:
+        return 8
+
+
+CPU_CLOCK_EVERY = _cpu_clock_every()
 
 # True while a dataset's stream is being read (its iterator made, or its
 # next()): what get_worker_info() calls are noted as sharding (dataloader.py).
@@ -57,6 +83,13 @@ class SampleContext(threading.local):
         self._handles = {}
         self._owner = None  # the recorder and prefix _handles are of
         self._thread = None
+        # The CPU clock: this sample's (`clock`: _cpu, or _no_clock on a
+        # sample that does not read it), and each stage's [CPU, wall] summed
+        # over the samples that read it (the module's docstring).
+        self.samples = 0
+        self.reading = True
+        self.clock = _cpu
+        self._cpu_share = {}
 
     def begin(self, rec, prefix, index):
         thread = _thread_id()
@@ -70,6 +103,11 @@ class SampleContext(threading.local):
         self.index = index
         self.transform_ns = 0
         self.transform_cpu_ns = 0
+        n = self.samples
+        self.samples = n + 1
+        reading = n < CPU_CLOCK_WARMUP or n % CPU_CLOCK_EVERY == 0
+        self.reading = reading
+        self.clock = _cpu if reading else _no_clock
         self.active = True
 
     def record(self, name, begin, end, element_id, cpu_ns, count=1, op="map"):
@@ -77,6 +115,16 @@ class SampleContext(threading.local):
         rec = self.rec
         if not rec.running:
             return
+        share = self._cpu_share.get(name)
+        if self.reading:
+            if share is None:
+                share = self._cpu_share[name] = [0, 0]
+            share[0] += max(0, cpu_ns)
+            share[1] += end - begin
+        elif share is None or share[1] <= 0:
+            cpu_ns = end - begin  # not read yet for this stage: its wall time
+        else:
+            cpu_ns = min(end - begin, (end - begin) * share[0] // share[1])
         if _thread_id() != self._thread:  # a transform run on a thread of the dataset's own
             rec.elements(self.prefix + name, begin, end, element_id, count, op=op, cpu_ns=cpu_ns)
             return
@@ -128,10 +176,11 @@ class TimedTransform(_Stand):
         ctx = self.ctx
         if not ctx.active:
             return self._pt_original(*args, **kwargs)
+        clock = ctx.clock
         begin = _now()
-        cpu = _cpu()
+        cpu = clock()
         out = self._pt_original(*args, **kwargs)
-        cpu_ns = _cpu() - cpu
+        cpu_ns = clock() - cpu
         self.record(ctx, begin, _now(), cpu_ns)
         return out
 
@@ -159,13 +208,14 @@ class TimedCompose(_Stand):
         # thread's CPU clock is a system call: about a microsecond, more
         # beside a worker's large tensors), and the steps are recorded
         # after the last one, so that no step's time holds the recording.
+        clock = ctx.clock
         steps = []
         begin = _now()
-        cpu = _cpu()
+        cpu = clock()
         try:
             for t in self.transforms:
                 x = t._pt_original(x)
-                cpu_end = _cpu()
+                cpu_end = clock()
                 end = _now()
                 steps.append((t, begin, end, cpu_end - cpu))
                 begin, cpu = end, cpu_end
@@ -261,12 +311,13 @@ class TimedDataset:
         ctx = self._pt_ctx
         ctx.begin(self._pt_rec, self._pt_prefix, index if isinstance(index, int) else 0)
         begin = _now()
-        cpu = _cpu()
+        clock = ctx.clock
+        cpu = clock()
         try:
             item = self._pt_dataset[index]
         finally:
             ctx.active = False
-        cpu_ns = _cpu() - cpu
+        cpu_ns = clock() - cpu
         ctx.record_load(begin, _now(), cpu_ns)
         return item
 
@@ -289,12 +340,13 @@ class TimedBatchDataset(TimedDataset):
         first = indices[0] if len(indices) and isinstance(indices[0], int) else 0
         ctx.begin(self._pt_rec, self._pt_prefix, first)
         begin = _now()
-        cpu = _cpu()
+        clock = ctx.clock
+        cpu = clock()
         try:
             items = self._pt_dataset.__getitems__(indices)
         finally:
             ctx.active = False
-        cpu_ns = _cpu() - cpu
+        cpu_ns = clock() - cpu
         ctx.record_load(begin, _now(), cpu_ns, max(1, len(indices)))
         return items
 
@@ -314,14 +366,15 @@ class TimedIterator(_streams.IteratorProxy):
         ctx = self._pt_ctx
         ctx.begin(self._pt_rec, self._pt_prefix, self._pt_count)
         reading_stream[0] = True
+        clock = ctx.clock
         begin = _now()
-        cpu = _cpu()
+        cpu = clock()
         try:
             item = next(self._pt_iterator)
         finally:
             ctx.active = False
             reading_stream[0] = False
-        cpu_ns = _cpu() - cpu
+        cpu_ns = clock() - cpu
         ctx.record_load(begin, _now(), cpu_ns)
         self._pt_count += 1
         return item

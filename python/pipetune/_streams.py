@@ -29,7 +29,6 @@ import time
 import weakref
 
 _now = time.monotonic_ns
-_cpu = time.thread_time_ns
 
 # dataset -> _Stream, for the datasets a fetcher of this process reads.
 _streams = weakref.WeakKeyDictionary()
@@ -86,12 +85,13 @@ class TimedStage(IteratorProxy):
         # time added: plain integers, as this runs several times per sample.
         outer_ns, outer_cpu_ns = stream.upstream_ns, stream.upstream_cpu_ns
         stream.upstream_ns = stream.upstream_cpu_ns = 0
+        clock = ctx.clock
         begin = _now()
-        cpu = _cpu()
+        cpu = clock()
         try:
             item = next(self._pt_iterator)
         finally:
-            cpu_ns = _cpu() - cpu
+            cpu_ns = clock() - cpu
             end = _now()
             upstream_ns, upstream_cpu_ns = stream.upstream_ns, stream.upstream_cpu_ns
             stream.upstream_ns = outer_ns + (end - begin)

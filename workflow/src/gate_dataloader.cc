@@ -41,6 +41,9 @@ StatusOr<std::vector<std::string>> internal::RunProgram(const BaselineRequest& r
     ProfileOptions options;
     options.trace_path = dir.File(fmt::format("run-{}.trace", run));
     options.command = request.command;
+    // Each stage's CPU is compared between runs at a few percent: every
+    // sample reads the thread's CPU clock (python/pipetune/_samples.py).
+    options.environment.emplace_back("PIPETUNE_CPU_CLOCK_EVERY", "1");
     PIPETUNE_ASSIGN_OR_RETURN(ProfiledProgram ran, ProfileUnderBootstrap(options, std::nullopt));
     if (ran.exit_code != 0) {
       // What the trace saw before the end, when it can be read.
