@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Lints the library code (*/src and */include of the parts) and, for format,
-# the tests' code too (tests/):
+# Lints the code: the format of every tracked C/C++ file (the libraries,
+# rewrite/, tests/, bench/, fuzz/, examples/), clang-tidy on the libraries'
+# (*/src and */include of the parts):
 #   scripts/lint.sh                 clang-format-14 check (--dry-run -Werror), no changes
 #   scripts/lint.sh --fix-format    rewrites the files clang-format-14 would change
 #   scripts/lint.sh --tidy          also clang-tidy-14 with the checks .clang-tidy names (slow:
@@ -24,23 +25,26 @@ while (( $# )); do
     --changed)
       changed=1
       if [[ $# -gt 1 && "$2" != --* ]]; then ref="$2"; shift; fi ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "lint.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
 
-# The libraries' code: every part's src/ and include/ (not benchmarks,
-# examples or fuzz targets). The format check also reads tests/: a test is
-# read and changed beside the code it tests, in the same layout.
+# clang-tidy reads the libraries' code: every part's src/ and include/. The
+# format check reads every tracked file (no list to forget a folder in: a
+# benchmark, an example or a fuzz target is read and changed beside the code
+# it calls, in the same layout; CI's scripts/test.sh runs this check).
 parts=(base models tracer cupti runtime analyzer tuner workflow loader cli)
-list_files() {  # PATTERN [DIR...]: tracked files of the parts and DIRs, or only the changed ones
+list_files() {  # PATTERN [DIR...]: tracked files of DIRs (none: of the parts), or only the changed ones
   local pattern="$1"; shift
   local dirs=("$@")
-  for p in "${parts[@]}"; do
-    [[ -d "$p/src" ]] && dirs+=("$p/src")
-    [[ -d "$p/include" ]] && dirs+=("$p/include")
-  done
+  if (( ! ${#dirs[@]} )); then
+    for p in "${parts[@]}"; do
+      [[ -d "$p/src" ]] && dirs+=("$p/src")
+      [[ -d "$p/include" ]] && dirs+=("$p/include")
+    done
+  fi
   if (( changed )); then
     git diff --name-only --diff-filter=ACMR "$ref" -- "${dirs[@]}"
     git ls-files --others --exclude-standard -- "${dirs[@]}"
@@ -50,7 +54,7 @@ list_files() {  # PATTERN [DIR...]: tracked files of the parts and DIRs, or only
 }
 
 status=0
-mapfile -t format_files < <(list_files '\.(h|cc|c)$' tests)
+mapfile -t format_files < <(list_files '\.(h|cc|c)$' .)
 if (( fix )); then
   if (( ${#format_files[@]} )); then clang-format-14 -i "${format_files[@]}"; fi
   echo "lint: clang-format-14 rewrote ${#format_files[@]} files where needed"

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 namespace pipetune::bench {
 
 Status SetKnob(models::PipelineConfig& config, const std::string& assignment) {

@@ -11,15 +11,13 @@
 //
 // Each prints its ratio (or rate) as the last counter. Run on an otherwise
 // idle machine; docs/benchmarks-runtime.md has the figures and the command.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <sched.h>
 
 #include <cmath>
 #include <cstdio>
 #include <vector>
-
-#include <fmt/format.h>
-
-#include <benchmark/benchmark.h>
 
 #include "pipetune/base/clock.h"
 #include "pipetune/models/config.h"
@@ -168,8 +166,8 @@ BENCHMARK(BM_NoOpBatchPrefetch)->UseManualTime()->Unit(benchmark::kMillisecond)-
 // one cpu_work calibration and one page cache); `ratio` = traced / untraced
 // examples per second. With `control` the "traced" side starts no session:
 // an A/A run whose ratio is the harness's own noise floor.
-void TracedOverUntraced(benchmark::State& state, const models::PipelineConfig& config, const RunOptions& options,
-                        bool control = false) {
+void TracedOverUntraced(benchmark::State& state, const models::PipelineConfig& config,
+                        const RunOptions& options, bool control = false) {
   std::string path = "/tmp/pipetune_runtime_bench.trace";
   double traced_s = 0, untraced_s = 0, traced_n = 0, untraced_n = 0, traced_cpu = 0, untraced_cpu = 0;
   bool traced_first = false;
@@ -239,15 +237,19 @@ void BM_TracedOverUntracedImage(benchmark::State& state) {
   TracedOverUntraced(state, *config, options, /*control=*/state.range(0) == 1);
 }
 // Arg 0: traced over untraced; arg 1: the A/A control (untraced over untraced).
-BENCHMARK(BM_TracedOverUntracedImage)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(6);
+BENCHMARK(BM_TracedOverUntracedImage)
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(6);
 
 // The image pipeline made endless (a repeat after the file list; batches of
 // 8 so that a window holds ~180 outputs) and run once for 64 s, with tracing
 // switched on and off every 2 s inside that one run: no restart, no new page
 // cache, no new calibration between the two sides, only the tracer. Windows
-// alternate traced / untraced after 4 s of warm-up; `ratio` = traced / untraced images per second over all windows,
-// `pair_sd` the spread of the per-pair ratios (its standard error is
-// pair_sd / sqrt(pairs)).
+// alternate traced / untraced after 4 s of warm-up; `ratio` = traced / untraced images per second over all
+// windows, `pair_sd` the spread of the per-pair ratios (its standard error is pair_sd / sqrt(pairs)).
 void BM_TracedWindowsImage(benchmark::State& state) {
   const std::string dir = std::string(PIPETUNE_SOURCE_DIR) + "/examples/image";
   auto config = Parse(R"({"name": "image_windows", "stages": [

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "pipetune/base/files.h"
 #include "peers.h"
+#include "pipetune/base/files.h"
 #include "pipetune/models/config.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/tuner/solver.h"

@@ -101,7 +101,8 @@ class Trainer {
       staging_bytes_ = bytes;
     }
     std::memcpy(staging_, data, bytes);
-    return Check(cudaMemcpyAsync(input_, staging_, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+    return Check(cudaMemcpyAsync(input_, staging_, bytes, cudaMemcpyHostToDevice, stream_),
+                 "cudaMemcpyAsync");
   }
   // Runs `products` GEMMs and waits; adds their time (CUDA events) to kernel_ms.
   bool Products(int products) {
@@ -204,7 +205,8 @@ int main(int argc, char** argv) {
     host.clear();
     host.reserve(BatchBytes(batch));
     Gather(batch, &host);
-    if (!trainer.CopyIn(host.data(), std::max<size_t>(host.size(), 1)) || !trainer.Products(products)) return 3;
+    if (!trainer.CopyIn(host.data(), std::max<size_t>(host.size(), 1)) || !trainer.Products(products))
+      return 3;
     uint64_t step_end = NowNs();
     pipetune::tracer::ConsumerStep(step_begin - wait_begin, step_end - step_begin, step_end);
     ++steps;

@@ -274,6 +274,10 @@ class _Window:
         self.held = collections.deque()  # the loop's items, in the order they came
         self.ahead = collections.deque()  # batches started, not yet asked for
         self.broken = None  # what the index queue raised in the feeder
+        # Batches the loop found already being read, and those it had to
+        # start itself (worker_reads(): the tests tell from these that reading
+        # ahead still starts under this torch's worker loop).
+        self.taken_ahead = self.read_on_demand = 0
         if index_queue is not None:
             self.source = type(index_queue).get.__get__(index_queue)
             index_queue.get = self.get
@@ -330,8 +334,22 @@ class _Window:
                     self.ahead.popleft().cancelled = True
                 batch = self.ahead.popleft()
         if batch is None:
+            self.read_on_demand += 1
             batch = self.pool.submit(fetch, indices)
+        else:
+            self.taken_ahead += 1
         return self.pool.collect(batch)
+
+
+def worker_reads():
+    """In a DataLoader worker with fetch threads: (batches whose reads had
+    started before the worker loop asked for them, batches read when asked).
+    Only the first batch, which the loop held before the threads existed, is
+    read when asked; a worker loop whose index queue was not found
+    (_loop_queue) reads every batch so. (0, 0) in any other process."""
+    if _window is None or _window[0] != os.getpid():
+        return 0, 0
+    return _window[1].taken_ahead, _window[1].read_on_demand
 
 
 def _index_list(item):

@@ -1,6 +1,5 @@
 // Plan -> edits -> tooling::Replacements -> new file contents, a diff, or the
 // files rewritten all-or-nothing.
-#include "pipetune/base/json.h"
 #include "pipetune/rewrite/apply.h"
 
 #include <clang/Tooling/Core/Replacement.h>
@@ -16,11 +15,11 @@
 #include <sstream>
 
 #include "pipetune/base/files.h"
+#include "pipetune/base/json.h"
 #include "pipetune/tuner/rewrite.h"
 
 namespace pipetune::rewrite {
 namespace {
-
 
 std::string EscapeString(const std::string& s) {
   std::string out = "\"";
@@ -55,8 +54,11 @@ std::string Describe(const KnobSite& site) {
 }  // namespace
 
 StatusOr<EditPlan> PlanEdits(const FindResult& found, const Json& plan) {
-  if (!plan.is_object() || !plan.contains("knobs") || !plan["knobs"].is_array() || !plan.contains("pipeline")) {
-    return InvalidInput("the plan is not a tuning plan (`pipetune tune --format json` prints one): no \"knobs\" or \"pipeline\"");
+  if (!plan.is_object() || !plan.contains("knobs") || !plan["knobs"].is_array() ||
+      !plan.contains("pipeline")) {
+    return InvalidInput(
+        "the plan is not a tuning plan (`pipetune tune --format json` prints one): no \"knobs\" or "
+        "\"pipeline\"");
   }
   const std::string pipeline_name = plan["pipeline"].is_string() ? plan["pipeline"].get<std::string>() : "";
   const FoundPipeline* pipeline = nullptr;
@@ -72,7 +74,8 @@ StatusOr<EditPlan> PlanEdits(const FindResult& found, const Json& plan) {
   }
   if (pipeline == nullptr) {
     return InvalidInput(fmt::format("the plan's pipeline \"{}\" is not built in the source (it builds: {})",
-                                    pipeline_name, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+                                    pipeline_name,
+                                    names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
   }
   EditPlan out;
   // offset key -> (value, what) to catch two knobs sharing one literal.
@@ -99,8 +102,8 @@ StatusOr<EditPlan> PlanEdits(const FindResult& found, const Json& plan) {
       if (s.name == stage) found_stage = &s;
     }
     if (found_stage == nullptr) {
-      return InvalidInput(fmt::format("stage \"{}\" of the plan is not a stage of pipeline \"{}\" in the source",
-                                      stage, pipeline_name));
+      return InvalidInput(fmt::format(
+          "stage \"{}\" of the plan is not a stage of pipeline \"{}\" in the source", stage, pipeline_name));
     }
     std::vector<const KnobSite*> sites;
     for (const KnobSite& s : pipeline->knobs) {
@@ -110,15 +113,17 @@ StatusOr<EditPlan> PlanEdits(const FindResult& found, const Json& plan) {
     if (sites.size() > 1) {
       std::vector<std::string> where;
       for (const KnobSite* s : sites) where.push_back(s->call.ToString());
-      return InvalidInput(fmt::format("stage \"{}\": knob {} is set {} times (at {}): conflict, which one to rewrite?",
-                                      stage, knob, sites.size(), fmt::join(where, ", ")));
+      return InvalidInput(
+          fmt::format("stage \"{}\": knob {} is set {} times (at {}): conflict, which one to rewrite?", stage,
+                      knob, sites.size(), fmt::join(where, ", ")));
     }
     if (sites.empty()) {
       if (!found_stage->can_insert) {
-        return InvalidInput(fmt::format(
-            "stage \"{}\": knob {} has no call in the source and the stage is made inside a macro at {}: cannot "
-            "add one",
-            stage, knob, found_stage->where.ToString()));
+        return InvalidInput(
+            fmt::format("stage \"{}\": knob {} has no call in the source and the stage is made inside a "
+                        "macro at {}: cannot "
+                        "add one",
+                        stage, knob, found_stage->where.ToString()));
       }
       std::string method = knob == "parallelism" ? "Parallelism" : knob == "buffer" ? "Buffer" : "Location";
       KnobSite probe;
@@ -127,24 +132,25 @@ StatusOr<EditPlan> PlanEdits(const FindResult& found, const Json& plan) {
       PIPETUNE_ASSIGN_OR_RETURN(std::string literal, Spell(probe, value));
       out.edits.push_back({found_stage->insert_file, found_stage->insert_offset, 0,
                            fmt::format(".{}({})", method, literal),
-                           fmt::format("stage \"{}\": {} (unset) -> {}, a call added at {}", stage, knob, value,
-                                       found_stage->where.ToString())});
+                           fmt::format("stage \"{}\": {} (unset) -> {}, a call added at {}", stage, knob,
+                                       value, found_stage->where.ToString())});
       continue;
     }
     const KnobSite& site = *sites.front();
     if (!site.rewritable) {
-      return InvalidInput(fmt::format("stage \"{}\": knob {} (at {}) cannot be rewritten: its value is {}", stage,
-                                      knob, site.call.ToString(), site.why));
+      return InvalidInput(fmt::format("stage \"{}\": knob {} (at {}) cannot be rewritten: its value is {}",
+                                      stage, knob, site.call.ToString(), site.why));
     }
     PIPETUNE_ASSIGN_OR_RETURN(std::string literal, Spell(site, value));
-    std::string what = fmt::format("stage \"{}\": {} {} -> {} ({})", stage, knob, site.value.value_or("?"), value,
-                                   Describe(site));
+    std::string what = fmt::format("stage \"{}\": {} {} -> {} ({})", stage, knob, site.value.value_or("?"),
+                                   value, Describe(site));
     auto key = std::make_pair(site.edit_file, site.offset);
     auto [it, inserted] = claimed.emplace(key, std::make_pair(literal, what));
     if (!inserted) {
       if (it->second.first != literal) {
-        return InvalidInput(fmt::format("conflict: {} and {} share one literal ({}) but the plan wants {} and {}",
-                                        it->second.second, what, Describe(site), it->second.first, literal));
+        return InvalidInput(
+            fmt::format("conflict: {} and {} share one literal ({}) but the plan wants {} and {}",
+                        it->second.second, what, Describe(site), it->second.first, literal));
       }
       continue;
     }
@@ -164,9 +170,9 @@ StatusOr<EditPlan> PlanEdits(const FindResult& found, const Json& plan) {
       if (k["stage"] == s.stage && k["knob"] == s.knob) planned = true;
     }
     if (!planned) {
-      return InvalidInput(fmt::format(
-          "conflict: {} also sets stage \"{}\" {} (call at {}), which the plan does not change", Describe(s),
-          s.stage, s.knob, s.call.ToString()));
+      return InvalidInput(
+          fmt::format("conflict: {} also sets stage \"{}\" {} (call at {}), which the plan does not change",
+                      Describe(s), s.stage, s.knob, s.call.ToString()));
     }
   }
   return out;
@@ -176,7 +182,8 @@ StatusOr<std::map<std::string, std::pair<std::string, std::string>>> ApplyEditsT
     const std::vector<Edit>& edits, const std::map<std::string, std::string>& contents) {
   std::map<std::string, clang::tooling::Replacements> by_file;
   for (const Edit& e : edits) {
-    llvm::Error err = by_file[e.file].add(clang::tooling::Replacement(e.file, e.offset, e.length, e.replacement));
+    llvm::Error err =
+        by_file[e.file].add(clang::tooling::Replacement(e.file, e.offset, e.length, e.replacement));
     if (err) {
       return InvalidInput(fmt::format("conflict: {}: {}", e.what, llvm::toString(std::move(err))));
     }
@@ -192,7 +199,8 @@ StatusOr<std::map<std::string, std::pair<std::string, std::string>>> ApplyEditsT
   return out;
 }
 
-StatusOr<std::map<std::string, std::pair<std::string, std::string>>> ApplyEdits(const std::vector<Edit>& edits) {
+StatusOr<std::map<std::string, std::pair<std::string, std::string>>> ApplyEdits(
+    const std::vector<Edit>& edits) {
   std::map<std::string, std::string> contents;
   for (const Edit& e : edits) {
     if (contents.count(e.file) != 0) continue;

@@ -53,7 +53,8 @@ int RunCommand(const std::vector<std::string>& args) {
       setup.flags.assign(args.begin() + static_cast<long>(i) + 1, args.end());
       break;
     }
-    if ((a == "-p" || a == "--plan" || a == "--format") && i + 1 >= args.size()) return Usage(a + " needs a value");
+    if ((a == "-p" || a == "--plan" || a == "--format") && i + 1 >= args.size())
+      return Usage(a + " needs a value");
     if (a == "-p") {
       setup.build_dir = args[++i];
     } else if (a == "--plan" && command == "apply") {

@@ -6,7 +6,8 @@ Cases: `order` (every sample once, batches as the DataLoader builds them,
 at 0 and 2 workers), `raises` (a failed read reaches the loop naming its
 index, and no fetch thread is left), `interrupt` (no fetch thread is left
 after `break` or Ctrl-C), `ahead` (a worker reads the next batch while it
-collates this one; each sample GET once from a counting store, in order,
+collates this one, and finds every batch after its first already being read,
+as counted in the worker; each sample GET once from a counting store, in order,
 over epochs of persistent workers; after `break` nothing read twice, and
 after `break` and Ctrl-C the workers exit cleanly), `apply_store` (`profile --apply` with
 fetch_threads against a store 25 ms away: reads overlap, as the latency
@@ -36,6 +37,7 @@ IN_PROCESS = textwrap.dedent("""
     import torch
     from torch.utils.data import DataLoader, Dataset
     import pipetune
+    from pipetune._fetch import worker_reads
 
     class Uneven(Dataset):
         # Reads that end out of order: a later index often returns first.
@@ -159,7 +161,8 @@ AHEAD = IN_PROCESS + textwrap.dedent("""
 
     def collate(samples):
         time.sleep(0.04)  # longer than a read: with no read in flight meanwhile, the next batch waits
-        return [s[0] for s in samples], min(s[1] for s in samples), time.monotonic()
+        # The worker's count of batches read ahead and read when asked, this one's included.
+        return [s[0] for s in samples], min(s[1] for s in samples), time.monotonic(), (os.getpid(), worker_reads())
 
     def loader(seed, threads=6, **kw):
         dataset = pipetune.concurrent_fetch(Store(), threads) if threads > 1 else Store()
@@ -171,6 +174,7 @@ AHEAD = IN_PROCESS + textwrap.dedent("""
     expected = [[b[0] for b in plain] for epoch in range(2)]
     del plain
     persistent = loader(5, persistent_workers=True)
+    taken = 0
     for epoch in range(2):
         served.clear()
         out = list(persistent)
@@ -181,6 +185,16 @@ AHEAD = IN_PROCESS + textwrap.dedent("""
             sys.exit("epoch %d: not every sample once: %s" % (epoch, got))
         if sorted(served) != list(range(70)) or set(served.values()) != {{1}}:
             sys.exit("epoch %d: the store served %s" % (epoch, dict(served)))
+        # Reading ahead started: each worker read only its first batch when the loop asked for it (the
+        # one the loop held before the worker's threads existed), every later one before. Counted, not
+        # timed: the count holds on a loaded host, and it drops to none read ahead if the worker loop's
+        # index queue is no longer found (a torch whose loop changed), while every batch still arrives.
+        taken += len(out)
+        reads = dict(b[3] for b in out)  # each worker's counts at its last batch (kept over the epochs)
+        if len(reads) != 2 or [now for _, now in reads.values()] != [1, 1] \
+                or sum(ahead for ahead, _ in reads.values()) != taken - 2:
+            sys.exit("epoch %d: (read ahead, read when asked) by worker %s of %d batches: not every batch after "
+                     "a worker's first read ahead" % (epoch, reads, taken))
         # Batch k+2 is the same worker's next: read while batch k was collated.
         pairs = [(out[k + 2][1] < out[k][2]) for k in range(len(out) - 2)]
         if sum(pairs) < 0.75 * len(pairs):

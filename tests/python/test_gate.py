@@ -78,12 +78,21 @@ def case_command(pipetune, tmp):
     base = os.path.join(tmp, "base.json")
     expect(run([pipetune, "baseline", "--runs", "2", "-o", base, "--", sys.executable, script]), 0,
            "baseline of DataLoader(Squares) (2 runs)")
-    # The unchanged script: a pass, or on a host busier than at the baseline
-    # a throughput shift with every stage steady (a CI run measured -10.2%
-    # with Scale +4.1%, Blur +1.6%); never a stage blamed.
+    # The unchanged script: never a stage blamed. A pass; or, on a host
+    # busier than at the baseline, what the gate says of the host: a
+    # throughput shift with every stage steady (a CI run measured -10.2%
+    # with Scale +4.1%, Blur +1.6%), or its "busier" verdict, exit 0 (beside
+    # two CPU hogs and other work: throughput -28.3%, Scale +2.5%, Blur +1.1%,
+    # the stages' waits for a core +41.3%). Not its "every stage moved by one
+    # factor" verdict: each sample reads the thread's CPU clock in the gate,
+    # so a busy host leaves the stages' CPU steady, and a stage's cost that
+    # moved with the load would be the recorder's error.
     r = run([pipetune, "check", "--baseline", base, "--runs", "2", "--", sys.executable, script])
-    if r.returncode == 1 and "REGRESSION: throughput" in r.stdout and "REGRESSION: stage" not in r.stdout:
-        print("the unchanged check moved with the host (not a stage):", r.stdout.splitlines()[1])
+    headline = r.stdout.splitlines()[1] if r.stdout.count("\n") >= 1 else ""
+    if r.returncode == 1 and headline.startswith("REGRESSION: throughput") and "stage" not in headline:
+        print("the unchanged check moved with the host (not a stage):", headline)
+    elif r.returncode == 0 and headline.startswith("MACHINE: throughput") and "CPU per element steady" in headline:
+        print("the unchanged check saw a busier host (not a stage):", headline)
     else:
         expect(r, 0, "PASS")
     # The same script with Blur 4x slower.

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "pipetune/base/json.h"
-
 #include "pipetune/base/status.h"
 #include "pipetune/rewrite/finder.h"
 
@@ -39,7 +38,8 @@ StatusOr<EditPlan> PlanEdits(const FindResult& found, const Json& plan);
 
 // The new contents of every edited file: file -> (old, new). Errors: a file
 // cannot be read, an edit no longer matches the file, edits overlap.
-StatusOr<std::map<std::string, std::pair<std::string, std::string>>> ApplyEdits(const std::vector<Edit>& edits);
+StatusOr<std::map<std::string, std::pair<std::string, std::string>>> ApplyEdits(
+    const std::vector<Edit>& edits);
 // The same on contents given in memory (file -> contents), for the tests.
 StatusOr<std::map<std::string, std::pair<std::string, std::string>>> ApplyEditsTo(
     const std::vector<Edit>& edits, const std::map<std::string, std::string>& contents);

@@ -32,9 +32,9 @@ struct SourceLocation {
 struct KnobSite {
   std::string pipeline;  // "" when the pipeline's name cannot be told
   std::string stage;
-  std::string knob;      // "parallelism", "buffer", "location", "random"
+  std::string knob;                  // "parallelism", "buffer", "location", "random"
   std::optional<std::string> value;  // as a config spells it: "2", "memory", "true"; nullopt: unknown
-  SourceLocation call;   // the knob call (the method name)
+  SourceLocation call;               // the knob call (the method name)
   bool rewritable = false;
   // Rewritable: the literal to replace, its byte range in `edit_file` and its
   // text; `via` names the constant it is the initializer of, if any.
@@ -50,8 +50,8 @@ struct KnobSite {
 
 struct FoundStage {
   std::string name;
-  std::string op;  // as the config spells it: "map", "list_files", ...
-  std::string fn;  // map / filter: the function's name when known
+  std::string op;        // as the config spells it: "map", "list_files", ...
+  std::string fn;        // map / filter: the function's name when known
   SourceLocation where;  // the call making the stage
   // Where a missing knob call can be added: just after the call making the
   // stage (edit_file, offset); unset when that call is inside a macro.
