@@ -139,11 +139,11 @@ class Recorder:
     def elements(self, name, begin, end, first_id, count, nbytes=0, op="map", cpu_ns=0):
         """`count` elements of stage `name` done in one call (a batch fetched
         at once, a decode of its rows): one span, the counts of `count`."""
-        self.element(name, begin, end, first_id, nbytes, op, cpu_ns)
-        if count > 1 and self.running:
-            w = self.local.workers[name]
-            self.tracer.consumed(w, count - 1)
-            self.tracer.produced(w, count - 1, 0)
+        if not self.running:
+            return
+        pending = self.buffer()
+        self.push(pending, self.worker(name, op), begin, end, first_id, cpu_ns, count, nbytes)
+        self.flush(pending)
 
     def update_info(self):
         if self.running:
