@@ -3,13 +3,49 @@ with its output. The scripts run from this folder, so `from _common import
 ...` finds it."""
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+
+# CTest kills a test at its TIMEOUT with nothing said about where it hung.
+# Each command run here is given what is left of that time less a margin
+# (PIPETUNE_TEST_TIMEOUT, set by tests/python/CMakeLists.txt with the
+# test's TIMEOUT), and runs in a session of its own with Python's fault
+# handler on; a command still running then gets SIGABRT across its whole
+# process group, so every Python process in it (the training script, its
+# workers) prints each thread's stack, and the test fails with that output.
+_DEADLINE = time.monotonic() + float(os.environ.get("PIPETUNE_TEST_TIMEOUT", "300")) - 20
 
 
-def run(cmd, **kw):
-    """Runs `cmd`, capturing stdout and stderr as text."""
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+def run(cmd, timeout=None, **kw):
+    """Runs `cmd`, capturing stdout and stderr as text; fails the test with
+    every Python thread's stack if it outlives `timeout` or the test's own
+    time."""
+    left = max(5.0, _DEADLINE - time.monotonic())
+    timeout = left if timeout is None else min(timeout, left)
+    env = dict(kw.pop("env", None) or os.environ, PYTHONFAULTHANDLER="1")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True, **kw)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for sig, wait in ((signal.SIGABRT, 5), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                out, err = p.communicate(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
+            out, err = "", ""
+        fail("%s still ran after %.0f s (killed; the stacks of its Python threads are in stderr)" %
+             (" ".join(str(c) for c in cmd), timeout), subprocess.CompletedProcess(cmd, p.returncode, out, err))
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def fail(message, *results):
