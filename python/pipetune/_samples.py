@@ -364,15 +364,14 @@ class TimedIterator(_streams.IteratorProxy):
         ctx = self._pt_ctx
         ctx.begin(self._pt_rec, self._pt_prefix, self._pt_count)
         reading_stream[0] = True
-        clock = ctx.clock
         begin = _now()
-        cpu = clock()
+        cpu = ctx.clock()
         try:
             item = next(self._pt_iterator)
         finally:
             ctx.active = False
             reading_stream[0] = False
-        cpu_ns = clock() - cpu
+        cpu_ns = ctx.clock() - cpu
         ctx.record_load(begin, _now(), cpu_ns)
         self._pt_count += 1
         return item
