@@ -175,6 +175,75 @@ def case_tune_no_memory(pipetune, tmp):
         fail("the disk cache wrote nothing in %s" % cache_dir, applied)
 
 
+ZIP = os.path.join(EXAMPLES, "train_tf_zip.py")
+CONCAT = os.path.join(EXAMPLES, "train_tf_concat.py")
+
+
+def check_join(pipetune, tmp, script, rows, slow, share_rows):
+    """A script with a zip or concatenate, written as first versions are:
+    a row per op of both inputs by its line; the bottleneck the slow map,
+    which is in the SECOND input (a sampler that followed the first alone
+    would not see it); the prediction near the measured rate; `share_rows`
+    (each input's map) priced for its share of the outputs: their visit
+    ratios add up to the join's. Then the plan, which sets the second
+    input's map by its call site, applied: every epoch delivers every file
+    exactly once."""
+    name = os.path.basename(script)
+    trace = os.path.join(tmp, "join.ptrace")
+    profile(pipetune, trace, script, images(), "4")
+    rep, r = report(pipetune, trace)
+    names = [s["name"] for s in rep["stages"]]
+    for row in rows:
+        if not any(n.startswith(name + ":") and n.endswith(row) for n in names):
+            fail("no row for %s of %s: rows %s" % (row, name, names), r)
+    if sum(n.endswith(" from_tensor_slices") for n in names) != 2:
+        fail("not a row for each input's source: rows %s" % names, r)
+    bottleneck = rep["bottleneck"]["stage"] if isinstance(rep["bottleneck"], dict) else rep["bottleneck"]
+    if slow not in str(bottleneck) or name + ":" not in str(bottleneck):
+        fail("the bottleneck is %r, not %s (the second input's map) named by its line" % (bottleneck, slow), r)
+    ratio = rep["predicted_throughput"] / rep["throughput"]
+    band = 1.1 if os.environ.get("PIPETUNE_TFDATA_STRICT") == "1" else TOLERANCE
+    if not 1 / band <= ratio <= band:
+        fail("predicted %.1f against measured %.1f outputs/s (%.2fx), not within %.2fx"
+             % (rep["predicted_throughput"], rep["throughput"], ratio, band), r)
+    visits = {s["name"].split(" ", 1)[1]: s["visit_ratio"] for s in rep["stages"] if " " in s["name"]}
+    joined = sum(visits[row] for row in share_rows)
+    join_row = [v for k, v in visits.items() if k in ("zip", "concatenate")][0]
+    print("predicted %.1f, measured %.1f outputs/s: %.2fx; visit ratios %s" % (
+        rep["predicted_throughput"], rep["throughput"], ratio, visits))
+    plan_path, plan, r = tune(pipetune, trace, "--memory", "1GiB")
+    slow_line = [s["name"] for s in rep["stages"] if s["name"].endswith(slow)][0].split(" ")[0].split(":")[1]
+    if not any(k.endswith(":%s map" % slow_line) and "num_parallel_calls" in v for k, v in plan["sites"].items()):
+        fail("the plan does not set the second input's map (line %s): %s" % (slow_line, plan["sites"]), r)
+    seen_path = os.path.join(tmp, "seen.json")
+    applied = profile(pipetune, os.path.join(tmp, "applied.ptrace"), script, images(), "3", seen_path,
+                      apply=plan_path)
+    check_every_epoch(seen_path, applied)
+    return joined, join_row
+
+
+def case_zip(pipetune, tmp):
+    """Images zipped with labels from a second pipeline: each input's map
+    runs once per output (visit ratio the join's)."""
+    joined, join_row = check_join(pipetune, tmp, ZIP, ("from_tensor_slices", "map(thumbnail)", "map(edge_label)",
+                                                       "zip", "batch(32)"), "map(edge_label)",
+                                  ("map(thumbnail)",))
+    if abs(joined / join_row - 1) > 0.1:
+        fail("the zip's first input is not priced once per output: visit ratio %.2f against the zip's %.2f"
+             % (joined, join_row))
+
+
+def case_concatenate(pipetune, tmp):
+    """Two sources concatenated: each input's ops priced for its share of
+    the outputs, the shares adding up to the whole."""
+    joined, join_row = check_join(pipetune, tmp, CONCAT, ("from_tensor_slices", "map(load_photo)", "map(load_scan)",
+                                                          "concatenate", "batch(32)"), "map(load_scan)",
+                                  ("map(load_photo)", "map(load_scan)"))
+    if abs(joined / join_row - 1) > 0.1:
+        fail("the concatenate's inputs' visit ratios add up to %.2f, not the concatenate's %.2f"
+             % (joined, join_row))
+
+
 def case_bad_apply(pipetune, tmp):
     bad = os.path.join(tmp, "bad.json")
     with open(bad, "w") as f:
