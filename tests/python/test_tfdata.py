@@ -139,6 +139,8 @@ def case_tune_apply(pipetune, tmp):
         fail("the code change does not say ds.map(process_path, num_parallel_calls=N).cache()", r)
     if "train_tf.py:" not in r.stdout or "code change" not in r.stdout:
         fail("tune does not print the code change line by line", r)
+    if "a cache on disk" in r.stdout:
+        fail("the memory cache fits, yet the plan points at a disk cache", r)
     seen_path = os.path.join(tmp, "seen.json")
     applied = profile(pipetune, os.path.join(tmp, "applied.ptrace"), LOOP, images(), "3", seen_path, apply=plan_path)
     check_every_epoch(seen_path, applied)
@@ -156,18 +158,44 @@ def check_every_epoch(seen_path, result):
 
 
 def case_tune_no_memory(pipetune, tmp):
-    """The decoded images (108 MiB) do not fit 64 MiB: no memory cache; with
-    --cache-dir, a cache on disk there (cache(filename)), which applied still
+    """The decoded images (108 MiB) do not fit 64 MiB: no memory cache, and
+    without --cache-dir the plan's hint of a disk cache; with --cache-dir, a
+    cache on disk there (cache(filename)), which applied still
     delivers every file once per epoch."""
     trace = os.path.join(tmp, "loop.ptrace")
     profile(pipetune, trace, LOOP, images(), "2")
+    # Without --cache-dir: no cache; the plan says what one on disk would
+    # reach where that beats it by kDiskCacheHintGain (1.2), which on an idle
+    # host it does (x1.34: the decoding map is most of the work) and on a
+    # loaded one need not (the training step, stretched by the load, bounds
+    # both at x1.14). Both plans price the same trace, so the hint must be
+    # there exactly when the --cache-dir plan beats the other by 1.2x, with
+    # its figure (tests/tuner/solver_test.cc holds it on fixed figures).
+    hint_path, _, hint_run = tune(pipetune, trace, "--memory", "64MiB")
+    with open(hint_path) as f:
+        document = json.load(f)
+    hint, without = document.get("disk_cache_hint", "absent"), document["predicted_throughput"]
+    if hint == "absent":
+        fail("the plan's JSON has no disk_cache_hint field", hint_run)
     cache_dir = os.path.join(tmp, "cache")
     plan_path, plan, r = tune(pipetune, trace, "--memory", "64MiB", "--cache-dir", cache_dir)
+    with open(plan_path) as f:
+        with_dir = json.load(f)["predicted_throughput"]
     caches = [s["cache_after"] for s in plan["sites"].values() if "cache_after" in s]
     if "memory" in caches:
         fail("the plan caches in memory what does not fit 64 MiB: %s" % plan["sites"], r)
     if not caches or not all(c.startswith(cache_dir + os.sep) for c in caches):
         fail("the plan places no cache on disk in --cache-dir: %s" % plan["sites"], r)
+    print("memory short: %.1f/s without --cache-dir, %.1f/s with it; hint %s" % (without, with_dir, hint))
+    if with_dir >= 1.2 * without * 1.01:
+        if (not hint or "map(process_path)" not in hint["after"]
+                or abs(hint["predicted_throughput"] / with_dir - 1) > 0.01):
+            fail("a disk cache reaches %.1f/s against %.1f/s, but the plan's hint does not say so: %s"
+                 % (with_dir, without, hint), hint_run)
+        if "a cache on disk after" not in hint_run.stdout or "--cache-dir" not in hint_run.stdout:
+            fail("the plan's text does not say what a disk cache would reach", hint_run)
+    elif with_dir < 1.2 * without * 0.99 and hint:
+        fail("the plan hints at a disk cache that gains less than 1.2x: %s" % hint, hint_run)
     seen_path = os.path.join(tmp, "seen.json")
     applied = profile(pipetune, os.path.join(tmp, "applied.ptrace"), LOOP, images(), "3", seen_path, apply=plan_path)
     check_every_epoch(seen_path, applied)
