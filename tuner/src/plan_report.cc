@@ -66,7 +66,8 @@ std::string KnobTable(const Plan& plan) {
 
 std::string DescribeDiskCacheHint(const DiskCacheHint& hint) {
   return fmt::format(
-      "a cache on disk after \"{}\" would run at {} after its first epoch (x{:.2f} over this plan; the epoch it "
+      "a cache on disk after \"{}\" would run at {} after its first epoch (x{:.2f} over this plan; the epoch "
+      "it "
       "holds, {}, does not fit the memory budget of {} beside the buffers): give --cache-dir DIR",
       hint.after, Rate(hint.throughput), hint.gain, FormatBytes(hint.cache_bytes),
       FormatBytes(static_cast<double>(hint.memory_budget_bytes)));
@@ -115,7 +116,8 @@ std::string FormatPlanText(const Plan& plan) {
                         rewrite.predicted_gain, rewrite.reason);
   }
   text += fmt::format("binds:      {}\n", plan.binding_reason);
-  if (plan.disk_cache_hint) text += fmt::format("disk cache: {}\n", DescribeDiskCacheHint(*plan.disk_cache_hint));
+  if (plan.disk_cache_hint)
+    text += fmt::format("disk cache: {}\n", DescribeDiskCacheHint(*plan.disk_cache_hint));
   text += fmt::format("uses:       {:.2f} cores ({} needed), {} threads, memory {}\n", plan.cores_used,
                       plan.cores_needed, plan.threads, MemoryLine(plan));
   // Not `"\n" + KnobTable(plan)`: GCC 12 at -O3 raises a false -Wrestrict on

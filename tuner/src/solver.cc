@@ -369,15 +369,18 @@ std::vector<Solved> SolveCacheChoices(const TuneInput& input, const Resources& r
 // disk cache, which only adds the replay's reads, cannot beat it.
 std::optional<DiskCacheHint> DiskCacheHintFor(const TuneInput& input, const Resources& resources,
                                               Objective objective, const SolverOptions& options,
-                                              const std::map<std::string, int>& fill, double plan_throughput) {
-  if (resources.disk_cache_dir || !resources.caches_allowed || !input.profile.groups.empty()) return std::nullopt;
+                                              const std::map<std::string, int>& fill,
+                                              double plan_throughput) {
+  if (resources.disk_cache_dir || !resources.caches_allowed || !input.profile.groups.empty())
+    return std::nullopt;
   Resources disk = resources;
   disk.disk_cache_dir = "DIR";
   disk.disk_free_bytes.reset();
   std::optional<DiskCacheHint> hint;
   for (const CacheChoice& choice : CacheChoices(input, disk, nullptr)) {
     if (choice.kind != CacheKind::kDisk) continue;
-    if (!options.only_cache_after.empty() && input.profile.FindStage(options.only_cache_after) != choice.after)
+    if (!options.only_cache_after.empty() &&
+        input.profile.FindStage(options.only_cache_after) != choice.after)
       continue;
     Solved solved = SolveChoice(input, disk, objective, options, choice, fill);
     if (!solved.candidate || !std::isfinite(solved.option.throughput)) continue;
@@ -442,7 +445,8 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
   }
   for (const CacheOption& r : rejected) plan.cache_options.push_back(r);
   if (plan.predicted_throughput > 0 && std::isfinite(plan.predicted_throughput))
-    plan.disk_cache_hint = DiskCacheHintFor(input, resources, objective, options, fill, plan.predicted_throughput);
+    plan.disk_cache_hint =
+        DiskCacheHintFor(input, resources, objective, options, fill, plan.predicted_throughput);
   plan.notes.insert(plan.notes.end(), notes.begin(), notes.end());
 
   facts.throughput = plan.predicted_throughput;

@@ -171,10 +171,10 @@ struct GraphRewrite {
 // user whose memory is short learns what a directory would buy.
 inline constexpr double kDiskCacheHintGain = 1.2;
 struct DiskCacheHint {
-  std::string after;              // the stage the cache would follow
-  double throughput = 0;          // its plan's, after the first epoch (steady state)
-  double gain = 1;                // over the plan without it
-  double cache_bytes = 0;         // the epoch it would hold
+  std::string after;                 // the stage the cache would follow
+  double throughput = 0;             // its plan's, after the first epoch (steady state)
+  double gain = 1;                   // over the plan without it
+  double cache_bytes = 0;            // the epoch it would hold
   uint64_t memory_budget_bytes = 0;  // the budget a memory cache there did not fit
 };
 
