@@ -146,9 +146,11 @@ def main():
     # the whole step's time charged to the replay (the tuner's constant is
     # kDiskReplaySecondsPerByte, tuner/include/pipetune/tuner/candidate.h).
     element_bytes = 96 * 96 * 3 * 4 + 100
+    disk_later, memory_later = statistics.median(later[disk]), statistics.median(later["pipetune"])
     print("the disk cache's replay measured: at most %.2g s per byte (every element's time in the epochs after "
-          "the first, over its %d bytes)" % (1 / (statistics.median(later[disk]) * 32 * element_bytes),
-                                             element_bytes))
+          "the first, over its %d bytes); %.2g s per byte more than the memory cache's replay"
+          % (1 / (disk_later * 32 * element_bytes), element_bytes,
+             (1 / disk_later - 1 / memory_later) / (32 * element_bytes)))
     print("\npipetune / AUTOTUNE %.3f; pipetune / grid best %.3f; pipetune (memory short) / AUTOTUNE %.3f; "
           "pipetune (memory short, on disk) / AUTOTUNE %.3f; traced / untraced %.3f"
           % (median["pipetune"] / autotune, median["pipetune"] / grid_best,
