@@ -8,7 +8,9 @@ added at the end; a cache is two nodes. The model that get_model_proto
 returns describes the rewritten graph. This file walks both chains from the
 source up and gives each of the user's ops (each call site) the model nodes
 that do its work, so that every row of the report is a line of the script,
-and writes down what was fused, made parallel, removed or added.
+and writes down what was fused, made parallel, removed or added. A zip or a
+concatenate has several inputs: both chains are walked into every input, and
+each input's ops are matched to its nodes on their own.
 
 The pipeline's description for the trace's header is built here too: the
 engine's pipeline config (the one model's contract), one stage per op."""
