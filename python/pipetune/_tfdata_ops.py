@@ -89,7 +89,7 @@ def _ops_of_chain(dataset, path, seen):
             ops.append({"key": "source:" + name, "file": "", "line": 0, "method": join or "source",
                         "op": join or "source", "fn": "", "args": {}, "code": "", "untagged": name,
                         "path": path})
-        if join and len(inputs) > 1:
+        if join and inputs:  # one input (zip((a,))) is a join of one: the same path as its node's inputs
             ops[-1]["branches"] = len(inputs)
             ops.reverse()
             branches = []
@@ -124,7 +124,7 @@ def _nodes_of_chain(proto, node_id, path, relay, steps):
         node = proto.nodes[node_id]
         if node.name != "Root":
             nodes.append((node, path))
-        if node.name in JOIN_NODES and len(node.inputs) > 1:
+        if node.name in JOIN_NODES and node.inputs:  # a concatenate's second input shows once it begins
             nodes.reverse()
             branches = []
             for i, input_id in enumerate(node.inputs):
