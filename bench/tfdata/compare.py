@@ -10,6 +10,10 @@ same files and cores, in one run, rounds alternating every variant:
   pipetune, memory short
                the same with --memory too small for the decoded images: no
                memory cache may be placed
+  pipetune, memory short, on disk
+               the same --memory with --cache-dir: a cache on disk
+               (cache(filename)) in a directory made for each run and removed
+               after it, so each round's first epoch fills it
   as written, traced
                the script as written under `pipetune profile`: over "as
                written", tracing's cost (the issue's 3%)
@@ -23,6 +27,7 @@ Prints the Markdown table, then the ratios last."""
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -88,13 +93,19 @@ def main():
         print("as written: predicted %.1f, measured %.1f batches/s in the report's window" % prediction(
             args.pipetune, trace))
         plans = {}
-        for label, memory in (("pipetune", "4GiB"), ("pipetune, memory short", "%dMiB" % (decoded_mib / 2))):
+        short = "%dMiB" % (decoded_mib / 2)
+        cache_dir = os.path.join(tmp, "disk_cache")  # made by the applied plan, removed after each run
+        for label, memory, flags in (("pipetune", "4GiB", []), ("pipetune, memory short", short, []),
+                                     ("pipetune, memory short, on disk", short, ["--cache-dir", cache_dir])):
             plans[label] = os.path.join(tmp, "plan_%d.json" % len(plans))
-            out = run([args.pipetune, "tune", trace, "--memory", memory, "-o", plans[label]]).stdout
+            out = run([args.pipetune, "tune", trace, "--memory", memory, "-o", plans[label]] + flags).stdout
             with open(plans[label]) as f:
                 predicted = json.load(f)["predicted_throughput"]
-            print("## %s (--memory %s): predicted %.1f batches/s (a cache's steady state: after its first "
-                  "epoch)\n%s" % (label, memory, predicted, out[out.find("code change"):]))
+            print("## %s (--memory %s%s): predicted %.1f batches/s (a cache's steady state: after its first "
+                  "epoch)\n%s" % (label, memory, " ".join([""] + flags), predicted, out[out.find("code change"):]))
+            hint = [l for l in out.splitlines() if "a cache on disk" in l]
+            if hint:
+                print("  the plan's hint: %s" % hint[0].strip())
         variants = [("as written", [py, SCRIPT, data, str(args.epochs)]),
                     ("AUTOTUNE", [py, variant(tmp, "autotune", "tf.data.AUTOTUNE"), data, str(args.epochs)])]
         for k in args.grid.split(","):
@@ -110,6 +121,7 @@ def main():
         for r in range(args.rounds):
             for label, cmd in variants:
                 got = figures(run(cmd))
+                shutil.rmtree(cache_dir, ignore_errors=True)  # the next run's first epoch fills it again
                 rates[label].append(got["batches_per_second"])
                 epochs = got.get("epoch_batches_per_second", [])[1:]
                 later[label].append(statistics.mean(epochs) if epochs else float("nan"))
@@ -125,10 +137,25 @@ def main():
                                               median[label] / grid_best))
     print("\nepochs after the first (a cache's steady state), median: pipetune %.1f, AUTOTUNE %.1f batches/s"
           % (statistics.median(later["pipetune"]), statistics.median(later["AUTOTUNE"])))
+    disk = "pipetune, memory short, on disk"
+    print("epochs after the first, median: memory short %.1f, memory short on disk %.1f batches/s (the disk "
+          "cache's replay, against the plan's prediction above)"
+          % (statistics.median(later["pipetune, memory short"]), statistics.median(later[disk])))
+    # Every element the disk cache replays is a decoded image (float32,
+    # 96x96x3) and its path: at most this many seconds per byte read back,
+    # the whole step's time charged to the replay (the tuner's constant is
+    # kDiskReplaySecondsPerByte, tuner/include/pipetune/tuner/candidate.h).
+    element_bytes = 96 * 96 * 3 * 4 + 100
+    disk_later, memory_later = statistics.median(later[disk]), statistics.median(later["pipetune"])
+    print("the disk cache's replay measured: at most %.2g s per byte (every element's time in the epochs after "
+          "the first, over its %d bytes); %.2g s per byte more than the memory cache's replay"
+          % (1 / (disk_later * 32 * element_bytes), element_bytes,
+             (1 / disk_later - 1 / memory_later) / (32 * element_bytes)))
     print("\npipetune / AUTOTUNE %.3f; pipetune / grid best %.3f; pipetune (memory short) / AUTOTUNE %.3f; "
-          "traced / untraced %.3f"
+          "pipetune (memory short, on disk) / AUTOTUNE %.3f; traced / untraced %.3f"
           % (median["pipetune"] / autotune, median["pipetune"] / grid_best,
-             median["pipetune, memory short"] / autotune, median["as written, traced"] / median["as written"]))
+             median["pipetune, memory short"] / autotune, median[disk] / autotune,
+             median["as written, traced"] / median["as written"]))
 
 
 if __name__ == "__main__":

@@ -132,6 +132,8 @@ StageProfile MakeStage(const StageMeasurement& measured, const StageConfig* conf
   stage.parallel = stage.op && OpIsParallel(*stage.op);
   stage.parallelism = stage.parallel ? std::max(1, measured.parallelism) : 1;
   stage.random = config_stage != nullptr && config_stage->random;
+  stage.join_input = config_stage != nullptr && config_stage->raw.is_object() &&
+                     config_stage->raw.value("join_input", false);
   stage.elements = measured.elements;
   stage.consumed = measured.consumed;
   stage.bytes = measured.bytes;

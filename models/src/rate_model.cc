@@ -429,6 +429,14 @@ Prediction Predict(const Profile& profile, const Configuration& config) {
 
 std::optional<std::string> CacheNotAllowed(const Profile& profile, size_t index) {
   if (index >= profile.stages.size()) return "there is no such stage";
+  if (profile.stages[index].join_input) {
+    // A cache is priced as replaying every stage before it; here some of
+    // those are another input's, which would still run.
+    return fmt::format(
+        "stage \"{}\" is in a second or later input of a zip or concatenate: the stages before it are not "
+        "all its input",
+        profile.stages[index].name);
+  }
   for (size_t i = 0; i <= index; ++i) {
     const StageProfile& stage = profile.stages[i];
     if (stage.random) {

@@ -31,8 +31,9 @@ TARGET = "tensorflow.python.data.ops.dataset_ops"
 # Method -> the op's kind. Sources are static methods; the others return a
 # dataset built on the receiver (their input).
 SOURCES = ("list_files", "from_tensor_slices", "range", "from_tensors", "from_generator")
+STATIC = SOURCES + ("zip",)  # zip's inputs are its arguments: tagged like a source, followed like a join
 TRANSFORMS = ("map", "batch", "padded_batch", "prefetch", "cache", "shuffle", "repeat", "filter",
-              "interleave", "flat_map", "take", "skip", "unbatch")
+              "interleave", "flat_map", "take", "skip", "unbatch", "concatenate")
 
 plan_sites = {}  # site key -> the plan's settings for it
 plan_document = None
@@ -223,7 +224,7 @@ def _patch(module):
     if getattr(cls, "_pipetune_patched", False):
         return
     cls._pipetune_patched = True
-    for method in SOURCES:
+    for method in STATIC:
         raw = cls.__dict__.get(method)
         if isinstance(raw, staticmethod):
             setattr(cls, method, staticmethod(_wrap(method, raw.__func__)))

@@ -8,7 +8,9 @@ added at the end; a cache is two nodes. The model that get_model_proto
 returns describes the rewritten graph. This file walks both chains from the
 source up and gives each of the user's ops (each call site) the model nodes
 that do its work, so that every row of the report is a line of the script,
-and writes down what was fused, made parallel, removed or added.
+and writes down what was fused, made parallel, removed or added. A zip or a
+concatenate has several inputs: both chains are walked into every input, and
+each input's ops are matched to its nodes on their own.
 
 The pipeline's description for the trace's header is built here too: the
 engine's pipeline config (the one model's contract), one stage per op."""
@@ -32,6 +34,7 @@ NODE_KINDS = {
     "Unbatch": ("unbatch",),
     "MemoryCache": ("cache",), "FileCache": ("cache",),
     "MemoryCacheImpl": ("cache-impl",), "FileCacheImpl": ("cache-impl",),
+    "Zip": ("zip",), "Concatenate": ("concatenate",),
 }
 SOURCES = ("list_files", "from_tensor_slices", "range", "from_tensors", "from_generator", "source")
 LOOKAHEAD = 4  # user ops a node may skip over (ops TF removed) before it counts as TF's own
@@ -43,43 +46,96 @@ def node_kinds(name):
     return NODE_KINDS.get(name)
 
 
+JOINS = ("zip", "concatenate")  # ops with several inputs, each a chain of its own
+JOIN_NODES = {"Zip": "zip", "Concatenate": "concatenate"}
+_JOIN_TYPES = {"ZipDataset": "zip", "ConcatenateDataset": "concatenate"}
+
+
+def _inputs(dataset, join):
+    """The datasets `dataset` reads: every input of a join (zip, concatenate),
+    else the one it transforms (an interleave's per-element datasets are
+    its function's, not inputs)."""
+    if join:
+        try:
+            return list(dataset._inputs())
+        except Exception:  # a version that keeps them elsewhere: the first only
+            pass
+    single = getattr(dataset, "_input_dataset", None)
+    return [single] if single is not None else []
+
+
 def user_ops(dataset):
-    """The tagged ops of the chain that ends at `dataset`, source first. An
-    untagged source (a reader class, a zip) is kept as an op of its own so
-    that its node has a row; other untagged datasets (options, TF's own
-    wrappers) are skipped."""
-    ops = []
-    seen = 0
-    while dataset is not None and seen < 1000:
-        seen += 1
+    """The tagged ops of the pipeline that ends at `dataset`, in one chain:
+    the inputs of a zip or a concatenate each in turn (source first), then
+    the join and the ops after it. Each op is its site with `path` (which
+    input of which join it lies in, the same as model_chain's) and, for a
+    join, `branches`. An untagged source (a reader class) or join is kept
+    as an op of its own so that its node has a row; other untagged datasets
+    (options, TF's own wrappers) are skipped."""
+    return _ops_of_chain(dataset, (), [0])
+
+
+def _ops_of_chain(dataset, path, seen):
+    ops = []  # the end first
+    while dataset is not None and seen[0] < 1000:
+        seen[0] += 1
         site = getattr(dataset, "_pipetune_site", None)
-        inputs = getattr(dataset, "_input_dataset", None)
+        join = _JOIN_TYPES.get(type(dataset).__name__.lstrip("_"))
+        inputs = _inputs(dataset, join is not None)
         if site is not None:
-            ops.append(site)
-        elif inputs is None:
+            ops.append(dict(site, path=path))
+        elif not inputs or join:
             name = type(dataset).__name__.lstrip("_")
-            ops.append({"key": "source:" + name, "file": "", "line": 0, "method": "source",
-                        "op": "source", "fn": "", "args": {}, "code": "", "untagged": name})
-        dataset = inputs
+            ops.append({"key": "source:" + name, "file": "", "line": 0, "method": join or "source",
+                        "op": join or "source", "fn": "", "args": {}, "code": "", "untagged": name,
+                        "path": path})
+        if join and inputs:  # one input (zip((a,))) is a join of one: the same path as its node's inputs
+            ops[-1]["branches"] = len(inputs)
+            ops.reverse()
+            branches = []
+            for i, branch in enumerate(inputs):
+                chain = _ops_of_chain(branch, path + (i,), seen)
+                if i > 0 and chain:
+                    chain[0]["relay"] = True  # its input is, to the model, the last op of branch i - 1
+                branches.extend(chain)
+            return branches + ops
+        dataset = inputs[0] if inputs else None
     ops.reverse()
     return ops
 
 
 def model_chain(proto):
-    """The model's main chain, source first, Root left out; each node with
-    the nodes under its other inputs (an interleave's per-element datasets),
-    whose time it includes."""
-    chain = []
-    node_id = proto.output
-    steps = 0
-    while node_id and node_id in proto.nodes and steps < 1000:
-        steps += 1
+    """The model's nodes in the order of user_ops, Root left out: the inputs
+    of a Zip or Concatenate node each in turn, then it and what follows;
+    each node with its path (which input of which join). Also each node
+    that begins input i >= 1 of a join, mapped to the last node of input
+    i - 1: the node before it in the chain. A concatenate's input appears
+    only once it has begun. Each node keeps the nodes under its other
+    inputs (an interleave's per-element datasets), whose time it includes."""
+    relay = {}
+    chain = _nodes_of_chain(proto, proto.output, (), relay, [0])
+    return chain, relay
+
+
+def _nodes_of_chain(proto, node_id, path, relay, steps):
+    nodes = []  # the end first
+    while node_id and node_id in proto.nodes and steps[0] < 1000:
+        steps[0] += 1
         node = proto.nodes[node_id]
         if node.name != "Root":
-            chain.append(node)
+            nodes.append((node, path))
+        if node.name in JOIN_NODES and node.inputs:  # a concatenate's second input shows once it begins
+            nodes.reverse()
+            branches = []
+            for i, input_id in enumerate(node.inputs):
+                chain = _nodes_of_chain(proto, input_id, path + (i,), relay, steps)
+                if i > 0 and chain:
+                    relay[chain[0][0].id] = node.inputs[i - 1]
+                branches.extend(chain)
+            return branches + nodes
         node_id = node.inputs[0] if node.inputs else 0
-    chain.reverse()
-    return chain
+    nodes.reverse()
+    return nodes
 
 
 def subtree_ns(proto, node, depth=0):
@@ -105,10 +161,24 @@ def parameter(node, name):
 
 
 def match(ops, chain):
-    """[(op index or None, node, role)] for every node: role "own" (the op's
-    node), "fused" (the node the op shares with the op before it), "part"
-    (a second node of the op: a cache's, list_files' shuffle) or "added"
-    (TensorFlow's own: op index is the op it follows)."""
+    """[(op index or None, node, role)] for every node of model_chain's
+    chain, each input of a join matched on its own (ops and nodes of one
+    path), so that an op TensorFlow removed in one input never takes a
+    node of the next."""
+    out = []
+    for path in dict.fromkeys(p for _, p in chain):
+        indices = [i for i, op in enumerate(ops) if op.get("path", ()) == path]
+        nodes = [n for n, p in chain if p == path]
+        for index, node, role in _match_chain([ops[i] for i in indices], nodes):
+            out.append((indices[index] if index is not None else None, node, role))
+    return out
+
+
+def _match_chain(ops, chain):
+    """match() on one chain: role "own" (the op's node), "fused" (the node
+    the op shares with the op before it), "part" (a second node of the op:
+    a cache's, list_files' shuffle) or "added" (TensorFlow's own: op index
+    is the op it follows)."""
     out = []
     i = 0
     last = None
@@ -167,7 +237,16 @@ def stage_config(op, name, knobs):
     method = op["method"]
     args = op.get("args", {})
     stage = {"name": name, "call_site": op["key"]}
-    if method in SOURCES:
+    if any(i > 0 for i in op.get("path", ())):
+        stage["join_input"] = True  # a cache after it would not replay the other inputs (models/profile.h)
+    if method in JOINS or op.get("relay"):
+        # A join, and the source that begins a join's second or later input,
+        # take from the op before them in the one chain what the sampler
+        # records as consumed (Sampler.consumed): a ratio the model measures
+        # as it does a filter's, so that each input's ops are priced for
+        # their share of the outputs (docs/tfdata.md, "zip and concatenate").
+        stage.update(op="filter", fn=method)
+    elif method in SOURCES:
         # A range of the source's cardinality, list_files' too: the model
         # needs the epoch's size to price a cache, and a list_files stage
         # would have it only from globbing its pattern.

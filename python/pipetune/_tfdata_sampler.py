@@ -251,9 +251,9 @@ class Sampler:
         return stage
 
     def read(self, entry, proto):
-        chain = ops_mod.model_chain(proto)
+        chain, relay = ops_mod.model_chain(proto)
         matched = ops_mod.match(entry.ops, chain)
-        by_id = {n.id: n for n in chain}
+        by_id = {n.id: n for n, _ in chain}
         for index, node, role in matched:
             if role == "added":
                 if node.name != "Prefetch":
@@ -268,10 +268,10 @@ class Sampler:
                 stage = self.op_stages[index]
             stage.nodes.add(node.name)
             stage.removed = False
-            input_node = proto.nodes.get(node.inputs[0]) if node.inputs else None
             elements = node.num_elements
-            consumed = input_node.num_elements if input_node is not None else elements
-            work = node.processing_time + ops_mod.subtree_ns(proto, node)
+            consumed = self.consumed(proto, node, relay, stage.op)
+            join = node.name in ops_mod.JOIN_NODES
+            work = node.processing_time + (0 if join else ops_mod.subtree_ns(proto, node))
             bytes_out, bytes_in = node.bytes_produced, node.bytes_consumed
             if role == "fused":  # the second op of a fused node: counts, no time of its own
                 work = 0
@@ -297,6 +297,25 @@ class Sampler:
             if stage.sid is not None and role == "own":
                 self.recorder.tracer.set_buffer_occupancy(stage.sid, node.buffered_elements, node.buffered_bytes)
         self.consumer(entry, proto, by_id)
+
+    @staticmethod
+    def consumed(proto, node, relay, op):
+        """What the node took from the node before it in the one chain
+        (model_chain): its input's elements; for a join, its last input's
+        (a concatenate's last input is 0 until it begins); for the node that
+        begins a join's input i >= 1, the last node of input i - 1's. Each
+        stage's elements over its predecessor's is then the model's local
+        ratio, and its visit ratio its elements per output: 1 for every
+        input of a zip, an input's share of a concatenate's outputs."""
+        if node.id in relay:
+            before = proto.nodes.get(relay[node.id])
+            return before.num_elements if before is not None else 0
+        if node.name in ops_mod.JOIN_NODES:
+            last = op.get("branches", len(node.inputs)) - 1
+            before = proto.nodes.get(node.inputs[last]) if 0 <= last < len(node.inputs) else None
+            return before.num_elements if before is not None else 0
+        before = proto.nodes.get(node.inputs[0]) if node.inputs else None
+        return before.num_elements if before is not None else node.num_elements
 
     def add(self, entry, stage, key, now_counts):
         before = entry.last.get(key, (0, 0, 0, 0, 0))

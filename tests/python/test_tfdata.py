@@ -139,6 +139,8 @@ def case_tune_apply(pipetune, tmp):
         fail("the code change does not say ds.map(process_path, num_parallel_calls=N).cache()", r)
     if "train_tf.py:" not in r.stdout or "code change" not in r.stdout:
         fail("tune does not print the code change line by line", r)
+    if "a cache on disk" in r.stdout:
+        fail("the memory cache fits, yet the plan points at a disk cache", r)
     seen_path = os.path.join(tmp, "seen.json")
     applied = profile(pipetune, os.path.join(tmp, "applied.ptrace"), LOOP, images(), "3", seen_path, apply=plan_path)
     check_every_epoch(seen_path, applied)
@@ -156,23 +158,118 @@ def check_every_epoch(seen_path, result):
 
 
 def case_tune_no_memory(pipetune, tmp):
-    """The decoded images (108 MiB) do not fit 64 MiB: no memory cache; with
-    --cache-dir, a cache on disk there (cache(filename)), which applied still
+    """The decoded images (108 MiB) do not fit 64 MiB: no memory cache, and
+    without --cache-dir the plan's hint of a disk cache; with --cache-dir, a
+    cache on disk there (cache(filename)), which applied still
     delivers every file once per epoch."""
     trace = os.path.join(tmp, "loop.ptrace")
     profile(pipetune, trace, LOOP, images(), "2")
+    # Without --cache-dir: no cache; the plan says what one on disk would
+    # reach where that beats it by kDiskCacheHintGain (1.2), which on an idle
+    # host it does (x1.34: the decoding map is most of the work) and on a
+    # loaded one need not (the training step, stretched by the load, bounds
+    # both at x1.14). Both plans price the same trace, so the hint must be
+    # there exactly when the --cache-dir plan beats the other by 1.2x, with
+    # its figure (tests/tuner/solver_test.cc holds it on fixed figures).
+    hint_path, _, hint_run = tune(pipetune, trace, "--memory", "64MiB")
+    with open(hint_path) as f:
+        document = json.load(f)
+    hint, without = document.get("disk_cache_hint", "absent"), document["predicted_throughput"]
+    if hint == "absent":
+        fail("the plan's JSON has no disk_cache_hint field", hint_run)
     cache_dir = os.path.join(tmp, "cache")
     plan_path, plan, r = tune(pipetune, trace, "--memory", "64MiB", "--cache-dir", cache_dir)
+    with open(plan_path) as f:
+        with_dir = json.load(f)["predicted_throughput"]
     caches = [s["cache_after"] for s in plan["sites"].values() if "cache_after" in s]
     if "memory" in caches:
         fail("the plan caches in memory what does not fit 64 MiB: %s" % plan["sites"], r)
     if not caches or not all(c.startswith(cache_dir + os.sep) for c in caches):
         fail("the plan places no cache on disk in --cache-dir: %s" % plan["sites"], r)
+    print("memory short: %.1f/s without --cache-dir, %.1f/s with it; hint %s" % (without, with_dir, hint))
+    if with_dir >= 1.2 * without * 1.01:
+        if (not hint or "map(process_path)" not in hint["after"]
+                or abs(hint["predicted_throughput"] / with_dir - 1) > 0.01):
+            fail("a disk cache reaches %.1f/s against %.1f/s, but the plan's hint does not say so: %s"
+                 % (with_dir, without, hint), hint_run)
+        if "a cache on disk after" not in hint_run.stdout or "--cache-dir" not in hint_run.stdout:
+            fail("the plan's text does not say what a disk cache would reach", hint_run)
+    elif with_dir < 1.2 * without * 0.99 and hint:
+        fail("the plan hints at a disk cache that gains less than 1.2x: %s" % hint, hint_run)
     seen_path = os.path.join(tmp, "seen.json")
     applied = profile(pipetune, os.path.join(tmp, "applied.ptrace"), LOOP, images(), "3", seen_path, apply=plan_path)
     check_every_epoch(seen_path, applied)
     if not any(n.endswith(".index") for n in os.listdir(cache_dir)):
         fail("the disk cache wrote nothing in %s" % cache_dir, applied)
+
+
+ZIP = os.path.join(EXAMPLES, "train_tf_zip.py")
+CONCAT = os.path.join(EXAMPLES, "train_tf_concat.py")
+
+
+def check_join(pipetune, tmp, script, rows, slow, share_rows):
+    """A script with a zip or concatenate, written as first versions are:
+    a row per op of both inputs by its line; the bottleneck the slow map,
+    which is in the SECOND input (a sampler that followed the first alone
+    would not see it); the prediction near the measured rate; `share_rows`
+    (each input's map) priced for its share of the outputs: their visit
+    ratios add up to the join's. Then the plan, which sets the second
+    input's map by its call site, applied: every epoch delivers every file
+    exactly once."""
+    name = os.path.basename(script)
+    trace = os.path.join(tmp, "join.ptrace")
+    profile(pipetune, trace, script, images(), "4")
+    rep, r = report(pipetune, trace)
+    names = [s["name"] for s in rep["stages"]]
+    for row in rows:
+        if not any(n.startswith(name + ":") and n.endswith(row) for n in names):
+            fail("no row for %s of %s: rows %s" % (row, name, names), r)
+    if sum(n.endswith(" from_tensor_slices") for n in names) != 2:
+        fail("not a row for each input's source: rows %s" % names, r)
+    bottleneck = rep["bottleneck"]["stage"] if isinstance(rep["bottleneck"], dict) else rep["bottleneck"]
+    if slow not in str(bottleneck) or name + ":" not in str(bottleneck):
+        fail("the bottleneck is %r, not %s (the second input's map) named by its line" % (bottleneck, slow), r)
+    ratio = rep["predicted_throughput"] / rep["throughput"]
+    band = 1.1 if os.environ.get("PIPETUNE_TFDATA_STRICT") == "1" else TOLERANCE
+    if not 1 / band <= ratio <= band:
+        fail("predicted %.1f against measured %.1f outputs/s (%.2fx), not within %.2fx"
+             % (rep["predicted_throughput"], rep["throughput"], ratio, band), r)
+    visits = {s["name"].split(" ", 1)[1]: s["visit_ratio"] for s in rep["stages"] if " " in s["name"]}
+    joined = sum(visits[row] for row in share_rows)
+    join_row = [v for k, v in visits.items() if k in ("zip", "concatenate")][0]
+    print("predicted %.1f, measured %.1f outputs/s: %.2fx; visit ratios %s" % (
+        rep["predicted_throughput"], rep["throughput"], ratio, visits))
+    plan_path, plan, r = tune(pipetune, trace, "--memory", "1GiB")
+    slow_line = [s["name"] for s in rep["stages"] if s["name"].endswith(slow)][0].split(" ")[0].split(":")[1]
+    if not any(k.endswith(":%s map" % slow_line) and "num_parallel_calls" in v for k, v in plan["sites"].items()):
+        fail("the plan does not set the second input's map (line %s): %s" % (slow_line, plan["sites"]), r)
+    seen_path = os.path.join(tmp, "seen.json")
+    applied = profile(pipetune, os.path.join(tmp, "applied.ptrace"), script, images(), "3", seen_path,
+                      apply=plan_path)
+    check_every_epoch(seen_path, applied)
+    return joined, join_row
+
+
+def case_zip(pipetune, tmp):
+    """Images zipped with labels from a second pipeline: each input's map
+    runs once per output (visit ratio the join's)."""
+    joined, join_row = check_join(pipetune, tmp, ZIP, ("from_tensor_slices", "map(thumbnail)", "map(edge_label)",
+                                                       "zip", "batch(32)"), "map(edge_label)",
+                                  ("map(thumbnail)",))
+    if abs(joined / join_row - 1) > 0.1:
+        fail("the zip's first input is not priced once per output: visit ratio %.2f against the zip's %.2f"
+             % (joined, join_row))
+
+
+def case_concatenate(pipetune, tmp):
+    """Two sources concatenated: each input's ops priced for its share of
+    the outputs, the shares adding up to the whole."""
+    joined, join_row = check_join(pipetune, tmp, CONCAT, ("from_tensor_slices", "map(load_photo)", "map(load_scan)",
+                                                          "concatenate", "batch(32)"), "map(load_scan)",
+                                  ("map(load_photo)", "map(load_scan)"))
+    if abs(joined / join_row - 1) > 0.1:
+        fail("the concatenate's inputs' visit ratios add up to %.2f, not the concatenate's %.2f"
+             % (joined, join_row))
 
 
 def case_bad_apply(pipetune, tmp):

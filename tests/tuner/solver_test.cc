@@ -150,6 +150,38 @@ TEST(Solver, CacheThatDoesNotFitGoesToDiskOrNowhere) {
   EXPECT_GT(disk.predicted_throughput, no_disk.predicted_throughput * 2);
 }
 
+// A user with little memory and no --cache-dir: the plan places no cache,
+// and says what a cache on disk would reach, priced as --cache-dir prices it.
+TEST(Solver, MemoryShortWithoutCacheDirSaysWhatADiskCacheWouldReach) {
+  TuneInput input = MakeInput(kCacheable, {{"decode", {4.0, 4.0, 1e6}}, {"augment", {0.5, 0.5, 1e6}}}, 2);
+  Plan plan = SolveOrDie(input, Budget(2, 512e6));
+  EXPECT_FALSE(plan.cache_stage);
+  ASSERT_TRUE(plan.disk_cache_hint) << FormatPlanText(plan);
+  EXPECT_EQ(plan.disk_cache_hint->after, "decode");
+  EXPECT_NEAR(plan.disk_cache_hint->cache_bytes, 1000 * 1e6, 1e6);
+  Resources with_disk = Budget(2, 512e6);
+  with_disk.disk_cache_dir = "/tmp/cache";
+  Plan disk = SolveOrDie(input, with_disk);
+  EXPECT_NEAR(plan.disk_cache_hint->throughput, disk.predicted_throughput, disk.predicted_throughput * 1e-6);
+  EXPECT_FALSE(disk.disk_cache_hint);  // the directory was given: the plan holds the cache itself
+  const std::string text = FormatPlanText(plan);
+  EXPECT_NE(text.find("a cache on disk after \"decode\""), std::string::npos) << text;
+  EXPECT_NE(text.find("--cache-dir"), std::string::npos) << text;
+  Json json = PlanToJson(plan);
+  EXPECT_EQ(json["disk_cache_hint"]["after"], "decode");
+  EXPECT_GT(json["disk_cache_hint"]["gain"].get<double>(), kDiskCacheHintGain);
+}
+
+TEST(Solver, NoDiskCacheHintWhereTheMemoryCacheFits) {
+  TuneInput input = MakeInput(kCacheable, {{"decode", {4.0, 4.0, 1e5}}, {"augment", {0.5, 0.5, 1e5}}}, 2);
+  Plan plan = SolveOrDie(input, Budget(2, 1e9));
+  ASSERT_TRUE(plan.cache_stage);
+  EXPECT_EQ(plan.cache.kind, CacheKind::kMemory);
+  EXPECT_FALSE(plan.disk_cache_hint) << FormatPlanText(plan);
+  EXPECT_EQ(FormatPlanText(plan).find("--cache-dir"), std::string::npos);
+  EXPECT_TRUE(PlanToJson(plan)["disk_cache_hint"].is_null());
+}
+
 TEST(Solver, NoCacheAtOrAfterARandomStage) {
   const char* config = R"({"name": "random_middle", "stages": [
     {"name": "src", "op": "range", "args": {"count": 1000}},

@@ -64,6 +64,25 @@ std::string KnobTable(const Plan& plan) {
 
 }  // namespace
 
+std::string DescribeDiskCacheHint(const DiskCacheHint& hint) {
+  return fmt::format(
+      "a cache on disk after \"{}\" would run at {} after its first epoch (x{:.2f} over this plan; the epoch "
+      "it "
+      "holds, {}, does not fit the memory budget of {} beside the buffers): give --cache-dir DIR",
+      hint.after, Rate(hint.throughput), hint.gain, FormatBytes(hint.cache_bytes),
+      FormatBytes(static_cast<double>(hint.memory_budget_bytes)));
+}
+
+Json DiskCacheHintToJson(const std::optional<DiskCacheHint>& hint) {
+  if (!hint) return nullptr;
+  return {{"after", hint->after},
+          {"predicted_throughput", hint->throughput},
+          {"gain", hint->gain},
+          {"cache_bytes", hint->cache_bytes},
+          {"memory_budget_bytes", hint->memory_budget_bytes},
+          {"text", DescribeDiskCacheHint(*hint)}};
+}
+
 const char* KnobName(Knob knob) {
   switch (knob) {
     case Knob::kParallelism:
@@ -97,6 +116,8 @@ std::string FormatPlanText(const Plan& plan) {
                         rewrite.predicted_gain, rewrite.reason);
   }
   text += fmt::format("binds:      {}\n", plan.binding_reason);
+  if (plan.disk_cache_hint)
+    text += fmt::format("disk cache: {}\n", DescribeDiskCacheHint(*plan.disk_cache_hint));
   text += fmt::format("uses:       {:.2f} cores ({} needed), {} threads, memory {}\n", plan.cores_used,
                       plan.cores_needed, plan.threads, MemoryLine(plan));
   // Not `"\n" + KnobTable(plan)`: GCC 12 at -O3 raises a false -Wrestrict on
@@ -205,6 +226,7 @@ Json PlanToJson(const Plan& plan) {
                        {"note", o.note}});
   }
   json["cache_options"] = std::move(options);
+  json["disk_cache_hint"] = DiskCacheHintToJson(plan.disk_cache_hint);
   json["notes"] = plan.notes;
   return json;
 }

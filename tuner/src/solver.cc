@@ -361,6 +361,38 @@ std::vector<Solved> SolveCacheChoices(const TuneInput& input, const Resources& r
   return all;
 }
 
+// Without --cache-dir the choices hold no cache on disk. Each point a
+// cache may follow is priced again as a disk cache in a stand-in directory
+// (the candidates and search a --cache-dir plan uses, kDiskReplaySecondsPerByte
+// included); the best is the hint when it beats `plan_throughput` by
+// kDiskCacheHintGain. Where the memory cache fits, the plan holds it, and a
+// disk cache, which only adds the replay's reads, cannot beat it.
+std::optional<DiskCacheHint> DiskCacheHintFor(const TuneInput& input, const Resources& resources,
+                                              Objective objective, const SolverOptions& options,
+                                              const std::map<std::string, int>& fill,
+                                              double plan_throughput) {
+  if (resources.disk_cache_dir || !resources.caches_allowed || !input.profile.groups.empty())
+    return std::nullopt;
+  Resources disk = resources;
+  disk.disk_cache_dir = "DIR";
+  disk.disk_free_bytes.reset();
+  std::optional<DiskCacheHint> hint;
+  for (const CacheChoice& choice : CacheChoices(input, disk, nullptr)) {
+    if (choice.kind != CacheKind::kDisk) continue;
+    if (!options.only_cache_after.empty() &&
+        input.profile.FindStage(options.only_cache_after) != choice.after)
+      continue;
+    Solved solved = SolveChoice(input, disk, objective, options, choice, fill);
+    if (!solved.candidate || !std::isfinite(solved.option.throughput)) continue;
+    if (solved.option.throughput < plan_throughput * kDiskCacheHintGain) continue;
+    if (hint && solved.option.throughput <= hint->throughput) continue;
+    hint = DiskCacheHint{input.profile.stages[choice.after].name, solved.option.throughput,
+                         solved.option.throughput / plan_throughput,
+                         models::CacheBytes(input.profile, choice.after).value_or(0), resources.memory_bytes};
+  }
+  return hint;
+}
+
 }  // namespace
 
 StatusOr<double> MaximiseThroughput(Candidate& candidate, const Resources& resources, double tolerance) {
@@ -412,6 +444,9 @@ StatusOr<Plan> Solve(const TuneInput& input, const Resources& resources, Objecti
     plan.cache_options.back().chosen = &s == chosen;
   }
   for (const CacheOption& r : rejected) plan.cache_options.push_back(r);
+  if (plan.predicted_throughput > 0 && std::isfinite(plan.predicted_throughput))
+    plan.disk_cache_hint =
+        DiskCacheHintFor(input, resources, objective, options, fill, plan.predicted_throughput);
   plan.notes.insert(plan.notes.end(), notes.begin(), notes.end());
 
   facts.throughput = plan.predicted_throughput;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "pipetune/base/files.h"
+#include "pipetune/tuner/plan_report.h"
 #include "pipetune/tuner/rewrite.h"
 #include "pipetune/workflow/tfdata.h"
 #include "pipetune/workflow/verify.h"
@@ -44,6 +45,7 @@ StatusOr<TuneResult> TuneTfDataTrace(const TuneRequest& request) {
   plan.output = TfDataPlanPath(request.output, request.traces[0]);
   Json document = TfDataPlanToJson(plan);
   document["predicted_throughput"] = result.plan.predicted_throughput;
+  document["disk_cache_hint"] = tuner::DiskCacheHintToJson(result.plan.disk_cache_hint);
   PIPETUNE_RETURN_IF_ERROR(WriteFileAtomically(plan.output, DumpJson(document, 2) + "\n"));
   result.written["output"] = plan.output;
   result.written[kTfDataPlanKey] = TfDataPlanToJson(plan)[kTfDataPlanKey];

@@ -130,6 +130,10 @@ struct StageProfile {
   int parallelism = 1;    // p_i: workers (1 for sequential stages)
   bool parallel = false;  // its parallelism is a knob (map, read_file)
   bool random = false;    // output changes between epochs: no cache at or after it
+  // In an input of a zip or concatenate after the first (the config's
+  // "join_input"): the stages before it in the one chain are not all its
+  // input, so a cache right after it cannot be priced (CacheNotAllowed).
+  bool join_input = false;
 
   // Measured over the window (E_i, CPU_i, ...), as in StageMeasurement.
   double elements = 0;

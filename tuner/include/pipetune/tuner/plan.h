@@ -165,6 +165,19 @@ struct GraphRewrite {
   std::string reason;               // one line: why, with the numbers it was priced from
 };
 
+// Where no directory for disk caches was given (--cache-dir) and a cache on
+// disk would beat the plan by kDiskCacheHintGain or more: the best such
+// cache, priced by the same candidate as a plan with --cache-dir, so that a
+// user whose memory is short learns what a directory would buy.
+inline constexpr double kDiskCacheHintGain = 1.2;
+struct DiskCacheHint {
+  std::string after;                 // the stage the cache would follow
+  double throughput = 0;             // its plan's, after the first epoch (steady state)
+  double gain = 1;                   // over the plan without it
+  double cache_bytes = 0;            // the epoch it would hold
+  uint64_t memory_budget_bytes = 0;  // the budget a memory cache there did not fit
+};
+
 struct Plan {
   std::string pipeline_name;
   Objective objective = Objective::kMax;
@@ -191,6 +204,7 @@ struct Plan {
   int threads = 0;
 
   std::vector<CacheOption> cache_options;
+  std::optional<DiskCacheHint> disk_cache_hint;
   std::vector<std::string> notes;  // budgets, fallbacks, assumptions
   // Plans for profiles with worker groups (a DataLoader): the configuration
   // chosen, whose group and stage settings the knobs list by name.

@@ -9,9 +9,12 @@
 // knobs [{stage, knob, old, new, changed, reason}], stages [{name, op,
 // parallelism, buffer, location, inserted, cached}], removed_stages,
 // cache_options [{option, feasible, predicted_throughput, cores_needed,
-// memory_bytes, note}], notes.
+// memory_bytes, note}], disk_cache_hint {after, predicted_throughput, gain,
+// cache_bytes, memory_budget_bytes, text} or null (plan.h, DiskCacheHint:
+// set only without --cache-dir), notes.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "pipetune/models/config.h"
@@ -21,5 +24,10 @@ namespace pipetune::tuner {
 
 std::string FormatPlanText(const Plan& plan);
 Json PlanToJson(const Plan& plan);
+
+// The hint's one line ("a cache on disk after ... give --cache-dir DIR"), and
+// its JSON object (null without one), for every writer that shows a plan.
+std::string DescribeDiskCacheHint(const DiskCacheHint& hint);
+Json DiskCacheHintToJson(const std::optional<DiskCacheHint>& hint);
 
 }  // namespace pipetune::tuner
