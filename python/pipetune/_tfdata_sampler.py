@@ -69,7 +69,9 @@ class _Iterator:
         self.last = {}  # (node id, role) -> (elements, consumed, bytes out, bytes in, work ns)
         self.root_elements = 0
         self.last_ns = now()
-        self.first_sample = None  # (ns, outputs, the last epoch's end ns) at the first sample with outputs
+        # At the first sample that saw outputs: (ns, outputs, the last
+        # epoch's end ns, ns spent making iterators since it ended)
+        self.first_sample = None
 
 
 class Sampler:
@@ -85,7 +87,9 @@ class Sampler:
         self.runqueue = None
         self.stretches = []  # each interval's stretch, for the header's record
         self.epoch_starts_ns = []  # each epoch's start (epoch_start), in the order the epochs ran
+        self.epoch_making_ns = []  # of it, making the epoch's iterators
         self.ended_ns = None  # when the last epoch ended (patch_iterators); None: an epoch is running
+        self.making_ns = 0  # making iterators since then
         self.sampler_cpu_ns = 0
         self.other_pipelines = []
         self.built = []  # call sites of pipelines built, for a script that never iterates
@@ -158,6 +162,10 @@ class Sampler:
         later = self.epoch_starts_ns[1:]
         if later:
             consumer["epoch_start_ms"] = sum(later) / len(later) / 1e6
+            # The part paid whatever the knobs: the model scales the rest
+            # (teardown, fill) with the stages that run each epoch.
+            making = self.epoch_making_ns[1:]
+            consumer["epoch_iterator_ms"] = min(sum(making), sum(later)) / len(later) / 1e6
         return consumer
 
     def ensure_recorder(self):
@@ -323,8 +331,8 @@ class Sampler:
             return
         if entry.root_elements == 0:
             self.epochs += 1
-            entry.first_sample = (t, steps, self.ended_ns)
-            self.ended_ns = None
+            entry.first_sample = (t, steps, self.ended_ns, self.making_ns)
+            self.ended_ns, self.making_ns = None, 0
         elif entry.first_sample is not None:
             self.epoch_start(entry, t, root.num_elements)
         entry.root_elements = root.num_elements
@@ -352,9 +360,11 @@ class Sampler:
         and instantiating the graph), what the loop does between epochs
         (Keras' callbacks and its making of an iterator it drops), and
         the pipeline's fill for its first output: all that the model adds
-        to each epoch (consumer.epoch_start_ms). The first output came
+        to each epoch (consumer.epoch_start_ms), of which the iterators'
+        making (consumer.epoch_iterator_ms) is paid whatever the knobs and
+        the rest scales with the stages that run. The first output came
         (outputs - 0.5) spacings before the first sample that saw them."""
-        t1, n1, ended_ns = entry.first_sample
+        t1, n1, ended_ns, making_ns = entry.first_sample
         entry.first_sample = None
         if ended_ns is None or outputs <= n1 or t <= t1:
             return
@@ -362,6 +372,7 @@ class Sampler:
         first_ns = t1 - (n1 - 0.5) * spacing
         step = self.step_total_ns / self.steps if self.steps else 0
         self.epoch_starts_ns.append(max(0, first_ns - ended_ns + step - spacing))
+        self.epoch_making_ns.append(making_ns)
 
     # -- writing ---------------------------------------------------------
     def register_all(self):
@@ -471,7 +482,9 @@ def patch_iterators(iterator_ops, tf_version, plan):
             # interval's worth, 2 to 11 of 32 per epoch at 50 ms) would go
             # with it unsampled, and the measured rate with them.
             sampler.sample()
+        made = now()
         original_init(self, dataset, *args, **kwargs)
+        sampler.making_ns += now() - made
         if dataset is not None and os.environ.get(_session.TRACE_ENV):
             try:
                 sampler.add_iterator(self, dataset)
