@@ -11,9 +11,10 @@ model fed the kernels' time alone predicted 1.6x to 4x the measured rate.
 
 Linux keeps each thread's time on a core and its time waiting in the run
 queue (/proc/self/task/TID/schedstat, fields one and two, in ns). Over an
-interval, (running + waiting) / running is how much a runnable thread's
-work was stretched by waiting for a core: the sampler multiplies each op's
-time by it, so that a tf.data op's wall time holds its waits as an engine
+interval, (running + waiting) / running of the threads that did work (ran
+at least BUSY_SHARE of it) is how much a runnable thread's work was
+stretched by waiting for a core: the sampler multiplies each op's time by
+it, so that a tf.data op's wall time holds its waits as an engine
 stage's wall time does (its clock runs while the thread is preempted).
 
 One pread per thread per sample on a descriptor kept open (about 2 us each;
