@@ -99,8 +99,7 @@ std::string PredictionChart(const Diagnosis& d) {
   chart.title = "Predicted against measured (outputs/s), with every bound";
   chart.width = kChartWidth;
   chart.bars.push_back({"measured", d.measured_throughput, kBlue, ""});
-  chart.bars.push_back(
-      {"predicted", d.predicted_throughput, kOrange, "(" + RatioText(d) + ")"});
+  chart.bars.push_back({"predicted", d.predicted_throughput, kOrange, "(" + RatioText(d) + ")"});
   const models::Prediction& p = d.prediction;
   std::vector<models::Bound> bounds;
   for (const models::Bound& bound : p.bounds) {

@@ -280,12 +280,11 @@ TEST(RateModel, ACachedPlansEpochStartPaysTheMakingAndWhatStillRuns) {
     {"name": "flip", "op": "map", "fn": "cpu_work", "args": {"us": 100}, "random": true},
     {"name": "batch", "op": "batch", "args": {"size": 10}}],
     "consumer": {"epoch_start_ms": 250, "epoch_iterator_ms": 50}})");
-  Profile profile = MakeOrDie(Window(10, 1000, 2,
-                                     {Stage("src", "range", 10000, 0.001, 0.001),
-                                      Stage("decode", "map", 10000, 1, 1, 2),
-                                      Stage("flip", "map", 10000, 0.1, 0.1),
-                                      Stage("batch", "batch", 1000, 0.001, 0.001, 1, 10)}),
-                              &config);
+  Profile profile = MakeOrDie(
+      Window(10, 1000, 2,
+             {Stage("src", "range", 10000, 0.001, 0.001), Stage("decode", "map", 10000, 1, 1, 2),
+              Stage("flip", "map", 10000, 0.1, 0.1), Stage("batch", "batch", 1000, 0.001, 0.001, 1, 10)}),
+      &config);
   ASSERT_TRUE(profile.epoch_iterator_seconds);
   // As traced, the epoch start is what was measured.
   Prediction traced = Predict(profile, ObservedConfiguration(profile));
@@ -304,12 +303,11 @@ TEST(RateModel, ACachedPlansEpochStartPaysTheMakingAndWhatStillRuns) {
   // Without the making measured, all of it is paid whatever the knobs.
   PipelineConfig whole = config;
   whole.consumer.epoch_iterator_ms.reset();
-  Profile unsplit = MakeOrDie(Window(10, 1000, 2,
-                                     {Stage("src", "range", 10000, 0.001, 0.001),
-                                      Stage("decode", "map", 10000, 1, 1, 2),
-                                      Stage("flip", "map", 10000, 0.1, 0.1),
-                                      Stage("batch", "batch", 1000, 0.001, 0.001, 1, 10)}),
-                              &whole);
+  Profile unsplit = MakeOrDie(
+      Window(10, 1000, 2,
+             {Stage("src", "range", 10000, 0.001, 0.001), Stage("decode", "map", 10000, 1, 1, 2),
+              Stage("flip", "map", 10000, 0.1, 0.1), Stage("batch", "batch", 1000, 0.001, 0.001, 1, 10)}),
+      &whole);
   EXPECT_NEAR(Predict(unsplit, cached).startup_seconds_per_epoch, 0.25, 1e-9);
 }
 
