@@ -225,6 +225,11 @@ StatusOr<Diagnosis> DiagnoseProfile(models::Profile profile, const std::string& 
   d.measured_throughput = p.measured_throughput;
   d.predicted_throughput = d.prediction.throughput;
   d.prediction_ratio = d.measured_throughput > 0 ? d.predicted_throughput / d.measured_throughput : 0.0;
+  // Every kind of run's window (an engine's, a tf.data run's, a
+  // DataLoader's loop) is judged by the one rule.
+  PredictionJudgement judgement = JudgeWindow(p.window_seconds, p.outputs);
+  d.prediction_judged = judgement.judged;
+  if (!judgement.judged) d.window_reason += "; " + judgement.why;
   d.bound = d.prediction.binding.kind;
   if (d.prediction.bottleneck_stage) d.bottleneck = p.stages[*d.prediction.bottleneck_stage].name;
   d.stall_fraction = p.consumer_stall_fraction;

@@ -99,8 +99,7 @@ std::string PredictionChart(const Diagnosis& d) {
   chart.title = "Predicted against measured (outputs/s), with every bound";
   chart.width = kChartWidth;
   chart.bars.push_back({"measured", d.measured_throughput, kBlue, ""});
-  chart.bars.push_back(
-      {"predicted", d.predicted_throughput, kOrange, fmt::format("({:.2f}x)", d.prediction_ratio)});
+  chart.bars.push_back({"predicted", d.predicted_throughput, kOrange, "(" + RatioText(d) + ")"});
   const models::Prediction& p = d.prediction;
   std::vector<models::Bound> bounds;
   for (const models::Bound& bound : p.bounds) {
@@ -202,7 +201,7 @@ class HtmlWriter : public ReportWriter {
     html += fmt::format("<div class=\"summary\">{}</div>\n", EscapeXml(d.summary));
     html += "<div class=\"cards\">";
     html += Card("measured", Rate(d.measured_throughput) + " outputs/s");
-    html += Card("predicted", fmt::format("{} ({:.2f}x)", Rate(d.predicted_throughput), d.prediction_ratio));
+    html += Card("predicted", fmt::format("{} ({})", Rate(d.predicted_throughput), RatioText(d)));
     html += Card("bound", d.bottleneck ? fmt::format("{}: {}", models::BoundKindName(d.bound), *d.bottleneck)
                                        : std::string(models::BoundKindName(d.bound)));
     html += Card("consumer stall", Percent(d.stall_fraction));

@@ -109,6 +109,7 @@ class JsonWriter : public ReportWriter {
         {"throughput", Number(d.measured_throughput)},
         {"predicted_throughput", Number(d.predicted_throughput)},
         {"prediction_ratio", Number(d.prediction_ratio)},
+        {"prediction_judged", d.prediction_judged},
         {"bound", models::BoundKindName(d.bound)},
         {"bottleneck", Optional(d.bottleneck)},
         {"next_limit", d.next_limit

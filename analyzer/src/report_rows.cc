@@ -48,15 +48,20 @@ std::string DropsText(const Diagnosis& d) {
   return fmt::format("{} (counted in every total; only not recorded one by one)", fmt::join(parts, ", "));
 }
 
+std::string RatioText(const Diagnosis& d) {
+  return d.prediction_judged ? fmt::format("{:.2f}x", d.prediction_ratio)
+                             : std::string("not judged: too short a window");
+}
+
 std::vector<std::pair<std::string, std::string>> Headline(const Diagnosis& d) {
   std::vector<std::pair<std::string, std::string>> lines;
   // A trace of GPU activity alone has no pipeline to rate.
   if (!d.stages.empty() || !d.gpu) {
     std::string bound = models::BoundKindName(d.bound);
     if (d.bottleneck) bound += fmt::format(", stage {}", *d.bottleneck);
-    lines.emplace_back("throughput", fmt::format("{} outputs/s measured, {} predicted ({:.2f}x); bound: {}",
+    lines.emplace_back("throughput", fmt::format("{} outputs/s measured, {} predicted ({}); bound: {}",
                                                  Rate(d.measured_throughput), Rate(d.predicted_throughput),
-                                                 d.prediction_ratio, bound));
+                                                 RatioText(d), bound));
     std::string consumer = fmt::format("waits for input {} of the time", Percent(d.stall_fraction));
     if (d.demand_throughput) consumer += fmt::format("; demand {} outputs/s", Rate(*d.demand_throughput));
     lines.emplace_back("consumer", consumer);

@@ -25,4 +25,8 @@ std::vector<std::string> WhatIfLines(const Diagnosis& d);
 // "none", or "12 spans, 3 consumer steps" (always present: a report must say).
 std::string DropsText(const Diagnosis& d);
 
+// Predicted over measured, "1.02x", or that the window was too short to
+// judge it (JudgeWindow): never a confident ratio from a few snapshots.
+std::string RatioText(const Diagnosis& d);
+
 }  // namespace pipetune::analyzer::internal

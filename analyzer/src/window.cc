@@ -20,6 +20,11 @@ constexpr double kMinSteadySeconds = 0.5;
 constexpr double kMinSteadyShare = 0.10;
 // A scaling point needs this many elements at its parallelism level.
 constexpr double kMinScalingElements = 20;
+// A prediction is judged over at least this much of a run (JudgeWindow): a
+// count stale by 100 ms at either end (a sampled recorder's) is then at
+// most 5% of it, and so is one output more or less.
+constexpr double kMinJudgedSeconds = 2.0;
+constexpr double kMinJudgedOutputs = 20;
 
 double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
 
@@ -99,6 +104,17 @@ bool HasCacheStage(const models::PipelineConfig* config) {
 }
 
 }  // namespace
+
+PredictionJudgement JudgeWindow(double seconds, double outputs) {
+  PredictionJudgement judgement;
+  if (seconds >= kMinJudgedSeconds && outputs >= kMinJudgedOutputs) return judgement;
+  judgement.judged = false;
+  judgement.why = fmt::format(
+      "too short to judge the prediction ({:.2f} s, {:.0f} outputs; it is judged over at least {:.0f} s and "
+      "{:.0f} outputs: run for longer)",
+      seconds, outputs, kMinJudgedSeconds, kMinJudgedOutputs);
+  return judgement;
+}
 
 StatusOr<Window> SelectWindow(const CollectedTrace& trace, const models::PipelineConfig* config) {
   const std::vector<Frame>& frames = trace.frames;

@@ -72,7 +72,8 @@ def figures(result):
 
 def prediction(pipetune, trace):
     report = json.loads(run([pipetune, "report", trace, "--format", "json"]).stdout)
-    return report["predicted_throughput"], report["throughput"]
+    judged = "" if report.get("prediction_judged", True) else " (not judged: %s)" % report["window"]["reason"]
+    return report["predicted_throughput"], report["throughput"], judged
 
 
 def main():
@@ -90,7 +91,7 @@ def main():
         decoded_mib = args.files * 96 * 96 * 3 * 4 / 2**20
         trace = os.path.join(tmp, "as_written.ptrace")
         run([args.pipetune, "profile", "--trace", trace, "--", py, SCRIPT, data, str(args.epochs)])
-        print("as written: predicted %.1f, measured %.1f batches/s in the report's window" % prediction(
+        print("as written: predicted %.1f, measured %.1f batches/s in the report's window%s" % prediction(
             args.pipetune, trace))
         plans = {}
         short = "%dMiB" % (decoded_mib / 2)

@@ -248,6 +248,14 @@ Status ParseConsumer(const Json& object, ConsumerConfig* consumer) {
     }
     consumer->epoch_start_ms = s.get<double>();
   }
+  if (object.contains("epoch_iterator_ms")) {
+    const Json& s = object["epoch_iterator_ms"];
+    if (!s.is_number() || s.get<double>() < 0) {
+      return InvalidInput("consumer: key \"epoch_iterator_ms\": expected a number >= 0, got " +
+                          DescribeJsonValue(s));
+    }
+    consumer->epoch_iterator_ms = s.get<double>();
+  }
   return Status::Ok();
 }
 

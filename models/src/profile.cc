@@ -236,6 +236,8 @@ void SetEpoch(Profile& profile, const WindowMeasurement& window, const PipelineC
   if (config != nullptr && config->consumer.epoch_start_ms && profile.source_elements_per_epoch &&
       !profile.stages.empty() && profile.stages[0].visit_ratio > 0) {
     profile.epoch_start_seconds = *config->consumer.epoch_start_ms / 1e3;
+    if (config->consumer.epoch_iterator_ms)
+      profile.epoch_iterator_seconds = *config->consumer.epoch_iterator_ms / 1e3;
     profile.outputs_per_epoch = *profile.source_elements_per_epoch / profile.stages[0].visit_ratio;
   }
 }

@@ -69,6 +69,9 @@ class _Iterator:
         self.last = {}  # (node id, role) -> (elements, consumed, bytes out, bytes in, work ns)
         self.root_elements = 0
         self.last_ns = now()
+        # At the first sample that saw outputs: (ns, outputs, the last
+        # epoch's end ns, ns spent making iterators since it ended)
+        self.first_sample = None
 
 
 class Sampler:
@@ -83,8 +86,10 @@ class Sampler:
         self.recorder = None
         self.runqueue = None
         self.stretches = []  # each interval's stretch, for the header's record
-        self.epoch_starts_ns = []  # each epoch's start (patch_iterators), in the order the loop made them
-        self.ended_ns = None  # when a `for` loop's iterator last ended
+        self.epoch_starts_ns = []  # each epoch's start (epoch_start), in the order the epochs ran
+        self.epoch_making_ns = []  # of it, making the epoch's iterators
+        self.ended_ns = None  # when the last epoch ended (patch_iterators); None: an epoch is running
+        self.making_ns = 0  # making iterators since then
         self.sampler_cpu_ns = 0
         self.other_pipelines = []
         self.built = []  # call sites of pipelines built, for a script that never iterates
@@ -147,17 +152,20 @@ class Sampler:
         """The training step as measured (TensorFlow's gap between
         GetNexts): the model's demand, as a config's step_time_ms is. And
         where the loop made a new iterator per epoch, what going from one
-        to the next took (the old one's teardown, TensorFlow optimizing and
-        building the graph for the new): each epoch waits for it before the
-        pipeline starts, so the model prices it per epoch. The first
-        iterator's making holds the functions' tracing and falls in the
-        warm-up the window skips: the later ones are the cost."""
+        to the next took (epoch_start): each epoch waits for it before the
+        pipeline delivers, so the model prices it per epoch. The first
+        epoch's holds the functions' tracing and falls in the warm-up the
+        window skips: the later ones are the cost."""
         consumer = {}
         if self.steps:
             consumer["step_time_ms"] = self.step_total_ns / self.steps / 1e6
-        later = self.epoch_starts_ns[1:self.epochs]
+        later = self.epoch_starts_ns[1:]
         if later:
             consumer["epoch_start_ms"] = sum(later) / len(later) / 1e6
+            # The part paid whatever the knobs: the model scales the rest
+            # (teardown, fill) with the stages that run each epoch.
+            making = self.epoch_making_ns[1:]
+            consumer["epoch_iterator_ms"] = min(sum(making), sum(later)) / len(later) / 1e6
         return consumer
 
     def ensure_recorder(self):
@@ -173,7 +181,7 @@ class Sampler:
         return self.recorder
 
     # -- iterators -------------------------------------------------------
-    def add_iterator(self, iterator, dataset, start_ns=0):
+    def add_iterator(self, iterator, dataset):
         ops = ops_mod.user_ops(dataset)
         if not any(not o.get("untagged") for o in ops):
             return  # a dataset the script did not build (Keras' own, a peek)
@@ -199,7 +207,6 @@ class Sampler:
                     self.other_pipelines.append(where)
                 return
             self.iterators.append(_Iterator(iterator, ops))
-            self.epoch_starts_ns.append(start_ns)
         if self.ensure_recorder() is not None and self.thread is None:
             self.thread = threading.Thread(target=self.run, name="pipetune-tfdata", daemon=True)
             self.thread.start()
@@ -343,6 +350,10 @@ class Sampler:
             return
         if entry.root_elements == 0:
             self.epochs += 1
+            entry.first_sample = (t, steps, self.ended_ns, self.making_ns)
+            self.ended_ns, self.making_ns = None, 0
+        elif entry.first_sample is not None:
+            self.epoch_start(entry, t, root.num_elements)
         entry.root_elements = root.num_elements
         gaps = list(proto.gap_times)[-steps:]
         mean_gap = (sum(gaps) / len(gaps)) if gaps else 0
@@ -356,6 +367,31 @@ class Sampler:
             end = t - (steps - 1 - k) * (elapsed // steps)
             tracer.consumer_step(wait_each, step, end)
         self.steps += steps
+
+    def epoch_start(self, entry, t, outputs):
+        """What the epoch that `entry` runs cost before its first output,
+        measured at its second sample that saw outputs: from the end of
+        the last epoch (patch_iterators: its last step done) to this
+        epoch's first output, less one output's time at this epoch's pace
+        and plus the last epoch's last step (a steady pipeline hands an
+        output on as the step before it ends). It holds the old
+        iterator's teardown, the new one's making (TensorFlow optimizing
+        and instantiating the graph), what the loop does between epochs
+        (Keras' callbacks and its making of an iterator it drops), and
+        the pipeline's fill for its first output: all that the model adds
+        to each epoch (consumer.epoch_start_ms), of which the iterators'
+        making (consumer.epoch_iterator_ms) is paid whatever the knobs and
+        the rest scales with the stages that run. The first output came
+        (outputs - 0.5) spacings before the first sample that saw them."""
+        t1, n1, ended_ns, making_ns = entry.first_sample
+        entry.first_sample = None
+        if ended_ns is None or outputs <= n1 or t <= t1:
+            return
+        spacing = (t - t1) / (outputs - n1)
+        first_ns = t1 - (n1 - 0.5) * spacing
+        step = self.step_total_ns / self.steps if self.steps else 0
+        self.epoch_starts_ns.append(max(0, first_ns - ended_ns + step - spacing))
+        self.epoch_making_ns.append(making_ns)
 
     # -- writing ---------------------------------------------------------
     def register_all(self):
@@ -451,16 +487,26 @@ def patch_iterators(iterator_ops, tf_version, plan):
     original_next = cls.__next__
 
     def init(self, dataset=None, *args, **kwargs):
-        # The epoch's start: from the end of the loop's last iterator (its
-        # teardown stops TensorFlow's threads, 0 to 1.8 s on a loaded host)
-        # or, where none ended in Python (model.fit's), from this call; to
-        # the new iterator made, TensorFlow having optimized and built the
-        # graph.
-        start, sampler.ended_ns = sampler.ended_ns or now(), None
+        # The last epoch ended when its iterator ran dry (next_) or, where
+        # none runs dry in Python (model.fit takes a known number of
+        # batches), when the loop makes its first iterator after it: the
+        # epoch's start is measured from there to its first output
+        # (Sampler.epoch_start).
+        if sampler.ended_ns is None:
+            sampler.ended_ns = now()
+        if sampler.recorder is not None:
+            # Keras' model.fit (3.x) takes a known number of batches from
+            # each iterator and makes the next epoch's at once, never
+            # running one dry: the old iterator's last batches (up to an
+            # interval's worth, 2 to 11 of 32 per epoch at 50 ms) would go
+            # with it unsampled, and the measured rate with them.
+            sampler.sample()
+        made = now()
         original_init(self, dataset, *args, **kwargs)
+        sampler.making_ns += now() - made
         if dataset is not None and os.environ.get(_session.TRACE_ENV):
             try:
-                sampler.add_iterator(self, dataset, now() - start)
+                sampler.add_iterator(self, dataset)
             except Exception as error:  # never break the user's loop
                 warn("cannot record a tf.data iterator: %r" % (error,))
 

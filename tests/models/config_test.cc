@@ -223,6 +223,8 @@ TEST(ConfigErrors, ConsumerAndResourceValues) {
               HasSubstr("consumer: key \"step_time_ms\": expected a number >= 0, got \"fast\""));
   EXPECT_THAT(ErrorFor(ImageConfigWith("\"step_time_ms\": 20", "\"epoch_start_ms\": -1")),
               HasSubstr("consumer: key \"epoch_start_ms\": expected a number >= 0, got -1"));
+  EXPECT_THAT(ErrorFor(ImageConfigWith("\"step_time_ms\": 20", "\"epoch_iterator_ms\": \"soon\"")),
+              HasSubstr("consumer: key \"epoch_iterator_ms\": expected a number >= 0, got \"soon\""));
   EXPECT_THAT(ErrorFor(ImageConfigWith("\"cores\": 2", "\"cores\": 0")),
               HasSubstr("resources: key \"cores\": expected a number > 0, got 0"));
   EXPECT_THAT(ErrorFor(ImageConfigWith("\"random\": true", "\"random\": \"yes\"")),

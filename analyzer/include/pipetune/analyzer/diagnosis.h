@@ -136,6 +136,7 @@ struct Diagnosis {
   double measured_throughput = 0;                     // outputs/s in the window
   double predicted_throughput = 0;                    // the model, for the configuration that ran
   double prediction_ratio = 0;                        // predicted / measured (0 when nothing was measured)
+  bool prediction_judged = true;                      // the window is long enough to judge it (JudgeWindow)
   models::BoundKind bound = models::BoundKind::kCpu;  // the bound that binds
   std::optional<std::string> bottleneck;              // the stage to blame; none when demand binds
   std::optional<std::string> next_limit;              // when demand binds: the stage that would limit next

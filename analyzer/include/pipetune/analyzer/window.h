@@ -11,6 +11,10 @@
 //    run, the window is the first epoch instead and says so;
 //  - end at the last snapshot where the consumer still took outputs;
 //  - too short a run for all that: the whole run, with a note.
+//
+// Whatever the kind of run, its prediction is judged against the rate
+// measured over its window only when the window is long enough to hold a
+// rate (JudgeWindow); the report says so otherwise.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +39,18 @@ struct Window {
 // Chooses the window. `config` (may be null) says where a cache sits.
 // Errors (kInvalidInput): fewer than two snapshots in the whole trace.
 StatusOr<Window> SelectWindow(const CollectedTrace& trace, const models::PipelineConfig* config);
+
+// Whether a window of `seconds` holding `outputs` can judge a prediction: at
+// least 2 s and 20 outputs. Shorter, the measured rate is a count over a
+// few snapshots: a sampled recorder's counts lag by up to its interval (a
+// tf.data run's 50 to 100 ms), an epoch's start falls in the window or out
+// of it, and the ratio moves by tens of percent from run to run. `why` then
+// says so, for the window line.
+struct PredictionJudgement {
+  bool judged = true;
+  std::string why;  // empty when judged
+};
+PredictionJudgement JudgeWindow(double seconds, double outputs);
 
 // The counters' differences between the window's frames, for MakeProfile.
 // Stages are in registration order. Scaling points from stretches of the

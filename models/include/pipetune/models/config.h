@@ -96,6 +96,13 @@ struct ConsumerConfig {
   // Keras' model.fit: TensorFlow optimizes and instantiates the pipeline's
   // graph each time). Paid every epoch; nullopt: none.
   std::optional<double> epoch_start_ms;
+  // Of epoch_start_ms, the milliseconds spent making the epoch's
+  // iterators, whatever the knobs. Given (the tf.data recorder measures
+  // it), the rest of epoch_start_ms is taken as the last epoch's pipeline
+  // torn down and this one's filled to its first output, which scale with
+  // the stages that run each epoch (rate_model.h); nullopt: all of it is
+  // paid whatever the knobs.
+  std::optional<double> epoch_iterator_ms;
 };
 
 struct PipelineConfig {

@@ -257,9 +257,12 @@ struct Profile {
   // paid per epoch (once per run when persistent).
   std::optional<double> outputs_per_epoch;
   double epochs = 1;
-  // Seconds each epoch waits for its new iterator before the first stage
-  // runs (the config's consumer.epoch_start_ms), whatever the knobs.
+  // Seconds each epoch waits before its first output where the loop makes
+  // a new iterator per epoch (the config's consumer.epoch_start_ms), and
+  // of them the iterators' making (consumer.epoch_iterator_ms), paid
+  // whatever the knobs; absent, all of epoch_start_seconds is.
   double epoch_start_seconds = 0;
+  std::optional<double> epoch_iterator_seconds;
   // Memory the run holds outside every buffer and worker (the consumer's
   // process), counted in plans' memory.
   double base_memory_bytes = 0;
