@@ -53,6 +53,7 @@ def variant(folder, name, npc):
     path = os.path.join(folder, "train_tf_%s.py" % name)
     with open(path, "w") as f:
         f.write(text)
+    shutil.copy(os.path.join(EXAMPLES, "_loop.py"), folder)  # the loop it imports from beside it
     return path
 
 

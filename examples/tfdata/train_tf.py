@@ -6,10 +6,10 @@ DIR` records it unchanged (docs/tfdata.md).
 
 SEEN_JSON, when given, gets the files each epoch delivered, in order: the
 tests check that a tuned plan neither loses nor repeats a sample."""
-import json
 import os
 import sys
-import time
+
+from _loop import train  # the loop beside this script
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
@@ -33,29 +33,4 @@ ds = ds.map(process_path)
 ds = ds.map(augment)
 ds = ds.batch(32)
 
-
-@tf.function
-def train_step(images):
-    return tf.reduce_mean(tf.square(images - 127.0))
-
-
-seen = []
-start = time.monotonic()
-batches = 0
-epoch_rates = []  # each epoch's batches/s: a cache fills in the first, serves the rest
-for epoch in range(epochs):
-    paths = []
-    epoch_start, epoch_batches = time.monotonic(), 0
-    for images, batch_paths in ds:
-        train_step(images)
-        paths.extend(p.decode() for p in batch_paths.numpy())
-        batches += 1
-        epoch_batches += 1
-    epoch_rates.append(epoch_batches / (time.monotonic() - epoch_start))
-    seen.append(paths)
-seconds = time.monotonic() - start
-print(json.dumps({"batches": batches, "seconds": seconds, "batches_per_second": batches / seconds,
-                  "epoch_batches_per_second": epoch_rates}))
-if seen_path:
-    with open(seen_path, "w") as f:
-        json.dump(seen, f)
+train(ds, epochs, seen_path)  # a step on each batch's images, a new iterator each epoch

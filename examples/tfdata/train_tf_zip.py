@@ -8,17 +8,14 @@ inputs' ops (docs/tfdata.md, "zip and concatenate").
 
 SEEN_JSON, when given, gets the files each epoch delivered, in order."""
 import glob
-import json
 import os
-import sys
-import time
+
+from _loop import arguments, train  # the loop beside this script
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
 
-data_dir = sys.argv[1]
-epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-seen_path = sys.argv[3] if len(sys.argv) > 3 else None
+data_dir, epochs, seen_path = arguments()
 files = sorted(glob.glob(data_dir + "/*.jpg"))
 
 
@@ -47,23 +44,10 @@ def train_step(images, labels):
     return tf.reduce_mean(tf.square(images - 127.0)) + tf.reduce_mean(tf.cast(labels, tf.float32))
 
 
-seen = []
-start = time.monotonic()
-batches = 0
-epoch_rates = []
-for epoch in range(epochs):
-    paths = []
-    epoch_start, epoch_batches = time.monotonic(), 0
-    for (batch_images, batch_paths), batch_labels in ds:
-        train_step(batch_images, batch_labels)
-        paths.extend(p.decode() for p in batch_paths.numpy())
-        batches += 1
-        epoch_batches += 1
-    epoch_rates.append(epoch_batches / (time.monotonic() - epoch_start))
-    seen.append(paths)
-seconds = time.monotonic() - start
-print(json.dumps({"batches": batches, "seconds": seconds, "batches_per_second": batches / seconds,
-                  "epoch_batches_per_second": epoch_rates}))
-if seen_path:
-    with open(seen_path, "w") as f:
-        json.dump(seen, f)
+def step(batch):
+    (images, paths), labels = batch
+    train_step(images, labels)
+    return paths
+
+
+train(ds, epochs, seen_path, step)
