@@ -420,6 +420,8 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   section.local_rank = run.local_rank;
   section.world_size = run.world_size;
   section.host = run.hostname;
+  section.process_seconds = run.process_seconds;
+  section.process_cpu_seconds = run.process_cpu_seconds;
   for (const DataLoaderEpoch& e : run.epochs)
     section.epochs.push_back({e.batches, e.workers_started, e.startup_seconds});
   section.main_rss_bytes = run.main_rss_bytes;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 namespace pipetune::analyzer {
 namespace internal {
@@ -216,6 +217,15 @@ DataLoaderProfile DescribeDataLoaderProcess(const tracer::Trace& main) {
   const Json exit = record.is_object() ? record.value("exit", Json()) : Json();
   p.exit_status = internal::OptionalInt(exit, "status");
   p.exit_exception = internal::Get<std::string>(exit, "exception", "");
+  const Json process = record.is_object() ? record.value("process", Json()) : Json();
+  if (process.is_object() && process.value("seconds", Json()).is_number() &&
+      process.value("cpu_seconds", Json()).is_number()) {
+    const double seconds = process["seconds"].get<double>(), cpu = process["cpu_seconds"].get<double>();
+    if (std::isfinite(seconds) && std::isfinite(cpu) && seconds > 0 && cpu >= 0) {
+      p.process_seconds = seconds;
+      p.process_cpu_seconds = cpu;
+    }
+  }
   p.start_monotonic_ns = main.header.clock.start_ns;
   p.start_unix_ns = main.header.clock.start_unix_ns;
   p.duration_seconds = main.DurationNs() / 1e9;

@@ -37,6 +37,17 @@ std::string SettingsText(const DataLoaderSettings& s) {
   return text;
 }
 
+// The whole process as `time` counts it, beside the cpu line's window: a
+// step on the CPU whose run is mostly its start (the interpreter, torch's
+// import) reads lower here than there; empty where the trace does not say.
+std::string ProcessText(const DataLoaderSection& dl) {
+  if (!dl.process_seconds || !dl.process_cpu_seconds || *dl.process_seconds <= 0) return "";
+  return fmt::format(
+      "{} cores over {:.1f} s from its start to its end, as `time` counts it ({:.1f} CPU-seconds, the "
+      "interpreter's start, the imports and the workers that ended included; the cpu line is the loop's)",
+      Cores(*dl.process_cpu_seconds / *dl.process_seconds), *dl.process_seconds, *dl.process_cpu_seconds);
+}
+
 // A DataLoader run's settings and what the model took from it (only in its
 // reports: a config's report stays as it was).
 Json DataLoaderJson(const DataLoaderSection& dl) {
@@ -78,6 +89,10 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
               {"epoch_batches", Number(dl.epoch_batches)},
               {"steady_throughput", Number(dl.steady_throughput)},
               {"steady_from_batches", Number(dl.steady_from_batches)},
+              {"process", dl.process_seconds && dl.process_cpu_seconds
+                              ? Json{{"seconds", Number(*dl.process_seconds)},
+                                     {"cpu_seconds", Number(*dl.process_cpu_seconds)}}
+                              : Json(nullptr)},
               {"notes", dl.notes}};
 }
 
@@ -94,6 +109,8 @@ KindReport DataLoaderKindReport(const DataLoaderSection& dl) {
                   dl.worker_traces == 1 ? "" : "s", dl.startup_seconds_per_epoch, dl.epoch_end_seconds));
   if (std::string run_length = RunLengthText(dl); !run_length.empty())
     report.headline.emplace_back("run length", run_length);
+  if (std::string process = ProcessText(dl); !process.empty())
+    report.headline.emplace_back("process", process);
   for (const std::string& note : dl.notes) report.headline.emplace_back("note", note);
   report.json.emplace_back("dataloader", DataLoaderJson(dl));
   return report;

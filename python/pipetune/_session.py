@@ -107,13 +107,37 @@ def note_exit(status=None, exception=None):
     rec.update_info()
 
 
+def process_totals():
+    """The whole process so far as `time` counts it: wall seconds since it
+    started (/proc/self/stat's start against /proc/uptime, both on the boot
+    clock) and CPU-seconds, its own threads' and its reaped children's (the
+    DataLoader workers that ended). The report's cores used is the training
+    loop's window; this is what a user checks it against. None where /proc
+    does not say."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        seconds = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    t = os.times()
+    cpu = t.user + t.system + t.children_user + t.children_system
+    return {"seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3)} if seconds > 0 else None
+
+
 def stop_main():
-    """Ends this process's main session, if it has one. The run's root,
+    """Ends this process's main session, if it has one, with the whole
+    process's time and CPU in its record (process_totals). The run's root,
     when no process recorded anything, leaves a trace that says the program
     built no DataLoader."""
     try:
         rec = state
         if rec is not None and rec.pid == os.getpid():
+            if rec.running:
+                rec.info[KEY]["process"] = process_totals()
+                rec.update_info()
             rec.stop()
         elif os.environ.get(ROOT_ENV) == str(os.getpid()) and not in_worker:
             path = os.environ.get(TRACE_ENV)

@@ -17,6 +17,7 @@ namespace pipetune::analyzer {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string GoldenPath(const std::string& name) {
   return std::string(PIPETUNE_SOURCE_DIR) + "/tests/analyzer/dataloader_golden/" + name + "/trace";
@@ -261,6 +262,29 @@ TEST(DataLoaderReport, JsonIsTheOneSchemaWithTheDataLoadersSettingsAdded) {
     EXPECT_THAT(text, HasSubstr("num_workers=2"));
     EXPECT_THAT(text, HasSubstr("transform[0]:Spin"));
   }
+}
+
+// The whole process as `time` counts it, beside the loop's cores used: a
+// line of its own where the recorder wrote it at the end, none where the
+// trace does not say (every golden predates it).
+TEST(DataLoaderReport, TheWholeProcessIsSaidBesideTheLoopsCoresWhereRecorded) {
+  StatusOr<DataLoaderProfile> run = ReadDataLoaderProfile(GoldenPath("map_workers0"));
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_FALSE(run->process_seconds.has_value());
+  StatusOr<Diagnosis> without = DiagnoseDataLoader(*run, {});
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  EXPECT_THAT(RenderReport(*without, ReportFormat::kText), Not(HasSubstr("from its start to its end")));
+  EXPECT_TRUE(Json::parse(RenderReport(*without, ReportFormat::kJson))["dataloader"]["process"].is_null());
+
+  run->process_seconds = 5.0;
+  run->process_cpu_seconds = 7.0;
+  StatusOr<Diagnosis> with = DiagnoseDataLoader(*run, {});
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  EXPECT_THAT(RenderReport(*with, ReportFormat::kText),
+              HasSubstr("process     1.40 cores over 5.0 s from its start to its end, as `time` counts it"));
+  Json j = Json::parse(RenderReport(*with, ReportFormat::kJson));
+  EXPECT_DOUBLE_EQ(j["dataloader"]["process"]["seconds"].get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(j["dataloader"]["process"]["cpu_seconds"].get<double>(), 7.0);
 }
 
 }  // namespace

@@ -30,6 +30,9 @@ struct DataLoaderSection {
   // WORLD_SIZE as torchrun sets them) and on which host; unset outside one.
   std::optional<int> rank, local_rank, world_size;
   std::string host;
+  // The whole process, start to end, as `time` counts it (DataLoaderProfile's
+  // process_seconds, process_cpu_seconds); unset where the trace does not say.
+  std::optional<double> process_seconds, process_cpu_seconds;
   struct Epoch {
     uint64_t batches = 0;
     int workers_started = 0;

@@ -137,6 +137,13 @@ struct DataLoaderProfile {
   // by a signal says nothing: its trace has no clean end (ended_cleanly).
   std::optional<int> exit_status;
   std::string exit_exception;
+  // The whole process from its start to the recorder's stop, as `time`
+  // counts it: wall seconds and CPU-seconds (its threads' and its reaped
+  // children's, the DataLoader workers that ended). The cores used of the
+  // diagnosis are the loop's window; these include the interpreter's start
+  // and the imports. Unset where the trace does not say (an older recorder,
+  // a process killed before its end).
+  std::optional<double> process_seconds, process_cpu_seconds;
   // The session's start on the host's CLOCK_MONOTONIC and on CLOCK_REALTIME
   // (the pair the tracer takes together), and its length to the last
   // snapshot: how a job's processes are put on one timeline.
