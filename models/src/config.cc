@@ -229,34 +229,24 @@ Status ParseResources(const Json& object, Resources* resources) {
   return Status::Ok();
 }
 
+// The consumer's optional milliseconds: `key`, where present, a number >= 0.
+Status ParseConsumerMs(const Json& object, const char* key, std::optional<double>* out) {
+  if (!object.contains(key)) return Status::Ok();
+  const Json& s = object[key];
+  if (!s.is_number() || s.get<double>() < 0) {
+    return InvalidInput(
+        fmt::format("consumer: key \"{}\": expected a number >= 0, got {}", key, DescribeJsonValue(s)));
+  }
+  *out = s.get<double>();
+  return Status::Ok();
+}
+
 Status ParseConsumer(const Json& object, ConsumerConfig* consumer) {
   if (!object.is_object())
     return InvalidInput("consumer: expected an object, got " + DescribeJsonValue(object));
-  if (object.contains("step_time_ms")) {
-    const Json& s = object["step_time_ms"];
-    if (!s.is_number() || s.get<double>() < 0) {
-      return InvalidInput("consumer: key \"step_time_ms\": expected a number >= 0, got " +
-                          DescribeJsonValue(s));
-    }
-    consumer->step_time_ms = s.get<double>();
-  }
-  if (object.contains("epoch_start_ms")) {
-    const Json& s = object["epoch_start_ms"];
-    if (!s.is_number() || s.get<double>() < 0) {
-      return InvalidInput("consumer: key \"epoch_start_ms\": expected a number >= 0, got " +
-                          DescribeJsonValue(s));
-    }
-    consumer->epoch_start_ms = s.get<double>();
-  }
-  if (object.contains("epoch_iterator_ms")) {
-    const Json& s = object["epoch_iterator_ms"];
-    if (!s.is_number() || s.get<double>() < 0) {
-      return InvalidInput("consumer: key \"epoch_iterator_ms\": expected a number >= 0, got " +
-                          DescribeJsonValue(s));
-    }
-    consumer->epoch_iterator_ms = s.get<double>();
-  }
-  return Status::Ok();
+  PIPETUNE_RETURN_IF_ERROR(ParseConsumerMs(object, "step_time_ms", &consumer->step_time_ms));
+  PIPETUNE_RETURN_IF_ERROR(ParseConsumerMs(object, "epoch_start_ms", &consumer->epoch_start_ms));
+  return ParseConsumerMs(object, "epoch_iterator_ms", &consumer->epoch_iterator_ms);
 }
 
 StatusOr<PipelineConfig> ParseDocument(const Json& document) {

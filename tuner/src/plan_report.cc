@@ -66,9 +66,9 @@ std::string KnobTable(const Plan& plan) {
 
 std::string DescribeDiskCacheHint(const DiskCacheHint& hint) {
   return fmt::format(
-      "a cache on disk after \"{}\" would run at {} after its first epoch (x{:.2f} over this plan; the epoch "
-      "it "
-      "holds, {}, does not fit the memory budget of {} beside the buffers): give --cache-dir DIR",
+      "a cache on disk after \"{}\" would run at {} after its first epoch (x{:.2f} over this plan; "
+      "the epoch it holds, {}, does not fit the memory budget of {} beside the buffers): "
+      "give --cache-dir DIR",
       hint.after, Rate(hint.throughput), hint.gain, FormatBytes(hint.cache_bytes),
       FormatBytes(static_cast<double>(hint.memory_budget_bytes)));
 }
