@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "pipetune/base/status.h"
 #include "pipetune/workflow/profile_program.h"
 #include "pipetune/workflow/python_bootstrap.h"
 
@@ -18,7 +19,8 @@ struct ProfileFlags {
   std::string trace_path = "pipetune.trace";
   int interval_ms = 100;
   std::vector<std::string> command;
-  std::string apply;  // DataLoader keyword arguments or a tf.data plan (docs/pytorch.md, docs/tfdata.md)
+  std::string apply;      // DataLoader keyword arguments or a tf.data plan (docs/pytorch.md, docs/tfdata.md)
+  bool no_trace = false;  // only --apply: the program as the plan's code change would run it
 };
 
 // A Python program, or a launcher of Python ranks.
@@ -34,7 +36,13 @@ bool IsPythonProgram(const std::vector<std::string>& command) {
 }
 
 int Profile(const ProfileFlags& flags) {
+  if (flags.no_trace && flags.apply.empty()) {
+    return ReportError(InvalidInput(
+        "--no-trace records nothing and only applies a plan: give --apply PLAN (without it, run the program "
+        "itself)"));
+  }
   workflow::ProfileOptions options;
+  options.record = !flags.no_trace;
   options.trace_path = flags.trace_path;
   options.interval_ms = flags.interval_ms;
   options.command = flags.command;
@@ -48,6 +56,14 @@ int Profile(const ProfileFlags& flags) {
   StatusOr<workflow::ProfiledProgram> profiled = workflow::ProfileProgram(options);
   if (!profiled.ok()) return ReportError(profiled.status());
   const std::string& program = flags.command[0];
+  if (flags.no_trace) {
+    if (profiled->signal_number > 0) {
+      fmt::print(stderr, "pipetune: {} was killed by signal {}\n", program, profiled->signal_number);
+    } else if (profiled->exit_code != 0) {
+      fmt::print(stderr, "pipetune: {} exited with status {}\n", program, profiled->exit_code);
+    }
+    return profiled->exit_code;
+  }
   if (profiled->recorded_nothing && IsPythonProgram(flags.command) && python->warning.empty()) {
     fmt::print(stderr,
                "pipetune: {} recorded no pipeline: none of its processes built a PyTorch DataLoader "
@@ -100,6 +116,9 @@ void RegisterProfileCommand(CLI::App& app, int& exit_code) {
   sub->add_option("--apply", flags->apply,
                   "A file pipetune tune wrote for a Python program, applied without changing it: "
                   "DataLoader keyword arguments, or a tf.data plan keyed by call site");
+  sub->add_flag("--no-trace", flags->no_trace,
+                "Record nothing: run the program under --apply's plan as its code change would run "
+                "(tracing's cost left out; a tf.data plan's autotuner setting applied, docs/tfdata.md)");
   sub->add_option("command", flags->command, "The program and its arguments, after --")->required();
   sub->callback([flags, &exit_code] { exit_code = Profile(*flags); });
 }

@@ -485,6 +485,7 @@ def patch_iterators(iterator_ops, tf_version, plan):
     cls._pipetune_patched = True
     original_init = cls.__init__
     original_next = cls.__next__
+    autotune_off = _plan_turns_autotune_off(plan)
 
     def init(self, dataset=None, *args, **kwargs):
         # The last epoch ended when its iterator ran dry (next_) or, where
@@ -501,6 +502,8 @@ def patch_iterators(iterator_ops, tf_version, plan):
             # interval's worth, 2 to 11 of 32 per epoch at 50 ms) would go
             # with it unsampled, and the measured rate with them.
             sampler.sample()
+        if autotune_off and dataset is not None:
+            dataset = _without_autotune(dataset)
         made = now()
         original_init(self, dataset, *args, **kwargs)
         sampler.making_ns += now() - made
@@ -521,6 +524,35 @@ def patch_iterators(iterator_ops, tf_version, plan):
 
     cls.__init__ = init
     cls.__next__ = next_
+
+
+def _plan_turns_autotune_off(plan):
+    """Whether the applied plan turns TensorFlow's autotuner off (it sets
+    every knob: workflow/include/pipetune/workflow/tfdata.h, TfDataPlan).
+    Not while a trace is recorded: the sampler reads the autotuner's model,
+    which TensorFlow builds only with it on; said once on stderr."""
+    options = ((plan or {}).get("tfdata_plan") or {}).get("options") or {}
+    if options.get("autotune", True) is not False:
+        return False
+    if os.environ.get(_session.TRACE_ENV):
+        warn("the plan turns TensorFlow's autotuner off (it sets every knob); kept on while a trace is "
+             "recorded, as the sampler reads its model: this run pays its cost (`pipetune profile --apply "
+             "PLAN --no-trace` runs the plan as its code change would)")
+        return False
+    return True
+
+
+def _without_autotune(dataset):
+    """The dataset an iterator is made from, with the autotuner off."""
+    try:
+        import tensorflow as tf
+
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return dataset.with_options(options)
+    except Exception as error:  # never break the user's loop: the plan's knobs still hold
+        warn("cannot turn TensorFlow's autotuner off as the plan says: %r" % (error,))
+        return dataset
 
 
 def note_built(where):

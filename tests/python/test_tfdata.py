@@ -230,6 +230,63 @@ def case_tune_no_memory(pipetune, tmp):
     check_every_epoch(seen_path, applied)
     if not any(n.endswith(".index") for n in os.listdir(cache_dir)):
         fail("the disk cache wrote nothing in %s" % cache_dir, applied)
+    check_autotune_off(pipetune, tmp, hint_path, hint_run, applied)
+
+
+def check_autotune_off(pipetune, tmp, plan_path, tune_run, traced_run):
+    """The plan sets every knob, so it turns TensorFlow's autotuner off:
+    in the file, in the code change, and in the program under `--apply
+    --no-trace` (TensorFlow then builds no autotune model of the iterator),
+    which records nothing and still delivers every file once per epoch. A
+    traced run keeps the autotuner on (the sampler reads its model) and
+    says so."""
+    with open(plan_path) as f:
+        plan = json.load(f)["tfdata_plan"]
+    if plan.get("options") != {"autotune": False}:
+        fail("the plan sets every knob but does not turn the autotuner off: %s" % plan.get("options"), tune_run)
+    if not any("options.autotune.enabled = False" in line and "with_options(options)" in line
+               for line in plan["code_change"]):
+        fail("the code change does not say to turn the autotuner off", tune_run)
+    if "kept on while a trace is recorded" not in traced_run.stderr:
+        fail("a traced run under the plan does not say the autotuner was kept on for the sampler", traced_run)
+    probe = os.path.join(tmp, "probe_autotune.py")
+    with open(probe, "w") as f:
+        f.write("""import os, runpy, sys
+import tensorflow as tf
+from tensorflow.python.data.ops import iterator_ops
+script = %r
+cls, model, calls = iterator_ops.OwnedIterator, [], [0]
+original_next = cls.__next__
+def next_(self):
+    element = original_next(self)
+    calls[0] += 1
+    if calls[0] == 3:  # the pipeline is running: TensorFlow's autotune model, if it has one
+        try:
+            tf.data.experimental.get_model_proto(self)
+            model.append(True)
+        except tf.errors.NotFoundError:
+            model.append(False)
+    return element
+cls.__next__ = next_
+sys.path.insert(0, os.path.dirname(script))
+sys.argv = [script] + sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+print("autotune model: %%s" %% model)
+""" % LOOP)
+    seen_path = os.path.join(tmp, "seen_untraced.json")
+    trace = os.path.join(tmp, "untraced.ptrace")
+    r = run([pipetune, "profile", "--trace", trace, "--apply", plan_path, "--no-trace", "--", sys.executable, probe,
+             images(), "2", seen_path], env=ENV)
+    if r.returncode != 0:
+        fail("pipetune profile --apply --no-trace failed (%d)" % r.returncode, r)
+    if "autotune model: [False]" not in r.stdout:
+        fail("under --apply --no-trace TensorFlow still built its autotune model (the autotuner is on)", r)
+    if os.path.exists(trace):
+        fail("--no-trace wrote a trace", r)
+    check_every_epoch(seen_path, r)
+    r = run([pipetune, "profile", "--no-trace", "--", sys.executable, "-c", "pass"], env=ENV)
+    if r.returncode != 2 or "--apply" not in r.stderr:
+        fail("--no-trace without --apply is not refused with exit 2 naming --apply", r)
 
 
 ZIP = os.path.join(EXAMPLES, "train_tf_zip.py")

@@ -106,6 +106,53 @@ TEST(TfDataPlanTest, ADiskCacheIsAFileInTheCacheDirectoryNamedByItsLine) {
   EXPECT_THAT(plan->code_change[0], HasSubstr(".cache(\"/scratch/c/tfdata_cache_train_tf_32\")"));
 }
 
+// The record's ops as the recorder writes them: each with its call site
+// (TF's added prefetch with the call it follows).
+models::PipelineConfig TracedWithCallSites() {
+  models::PipelineConfig traced = Traced();
+  for (Json& op : traced.raw["tfdata"]["ops"]) {
+    for (const models::StageConfig& stage : traced.stages) {
+      if (stage.name == op["stage"]) op["call_site"] = stage.raw["call_site"];
+    }
+  }
+  return traced;
+}
+
+// Where the plan sets every knob TensorFlow would tune, it turns the
+// autotuner off and says the line to write; where one is left to it (an
+// argument written AUTOTUNE the plan keeps), it leaves it on.
+TEST(TfDataPlanTest, TheAutotunerIsTurnedOffOnlyWhereThePlanSetsEveryKnob) {
+  StatusOr<TfDataPlan> plan = TfDataPlanFrom(TracedWithCallSites(), Tuned(models::CacheLocation::Memory()));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_TRUE(plan->autotune_off);
+  EXPECT_EQ(TfDataPlanToJson(*plan)["tfdata_plan"]["options"], Json({{"autotune", false}}));
+  // On the pipeline's last line, named as that line names it.
+  EXPECT_EQ(plan->code_change.back(),
+            "train_tf.py:35  and after it: options = tf.data.Options(); options.autotune.enabled = False; "
+            "images = images.with_options(options)  # every knob is set: TensorFlow's autotuner has nothing "
+            "to tune");
+
+  models::PipelineConfig traced = TracedWithCallSites();
+  traced.raw["tfdata"]["ops"][4]["args"]["num_parallel_calls"] =
+      -1;  // batch(32, num_parallel_calls=AUTOTUNE)
+  plan = TfDataPlanFrom(traced, Tuned(models::CacheLocation::Memory()));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan->autotune_off);
+  EXPECT_FALSE(TfDataPlanToJson(*plan)["tfdata_plan"].contains("options"));
+  EXPECT_THAT(plan->code_change.back(), ::testing::Not(HasSubstr("autotune")));
+
+  // TF's own prefetch left unsized: the autotuner still has it.
+  models::PipelineConfig kept = Tuned(models::CacheLocation::Memory());
+  kept.stages[6].buffer.reset();
+  plan = TfDataPlanFrom(TracedWithCallSites(), kept);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan->autotune_off);
+  // A record without call sites (an op not tied to a call): left on.
+  plan = TfDataPlanFrom(Traced(), Tuned(models::CacheLocation::Memory()));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan->autotune_off);
+}
+
 class TfDataPlanFileTest : public test_support::TestDir {};
 
 TEST_F(TfDataPlanFileTest, APlanWrittenIsReadBack) {
@@ -131,6 +178,11 @@ TEST_F(TfDataPlanFileTest, ABadPlanIsRefusedNamingTheSiteAndTheKey) {
   EXPECT_THAT(error(R"({"/w/t.py map": {}})"), HasSubstr("expected \"PATH:LINE METHOD\""));
   EXPECT_THAT(error(R"({"/w/t.py:3 map": {"cache_after": ""}})"), HasSubstr("key \"cache_after\""));
   EXPECT_THAT(error(R"([])"), HasSubstr("expected an object of call sites"));
+  EXPECT_THAT(error(R"({}, "options": {"autotune": "off"})"),
+              HasSubstr("key \"tfdata_plan.options.autotune\": expected true or false, got \"off\""));
+  EXPECT_THAT(error(R"({}, "options": {"threads": 2})"),
+              HasSubstr("key \"tfdata_plan.options\": unknown key \"threads\""));
+  EXPECT_THAT(error(R"({}, "options": [])"), HasSubstr("key \"tfdata_plan.options\": expected an object"));
   // The Nth call of a method on one line is "METHOD#N", N >= 2.
   for (const char* site : {"/w/t.py:5 map#1", "/w/t.py:5 map#0", "/w/t.py:5 map#02", "/w/t.py:5 map#",
                            "/w/t.py:5 map#x", "/w/t.py:5 Map", "/w/t.py:x5 map", ":5 map"}) {

@@ -25,9 +25,13 @@ constexpr int kCannotExec = 127;
 using Environment = std::vector<std::pair<std::string, std::string>>;
 
 [[noreturn]] void ExecInChild(const ProfileOptions& options, const Environment& gpu_environment) {
-  ::setenv("PIPETUNE_TRACE", options.trace_path.c_str(), 1);
-  ::setenv("PIPETUNE_TRACE_INTERVAL_MS", std::to_string(options.interval_ms).c_str(), 1);
-  for (const auto& [name, value] : gpu_environment) ::setenv(name.c_str(), value.c_str(), 1);
+  if (options.record) {
+    ::setenv("PIPETUNE_TRACE", options.trace_path.c_str(), 1);
+    ::setenv("PIPETUNE_TRACE_INTERVAL_MS", std::to_string(options.interval_ms).c_str(), 1);
+    for (const auto& [name, value] : gpu_environment) ::setenv(name.c_str(), value.c_str(), 1);
+  } else {
+    ::unsetenv("PIPETUNE_TRACE");  // one a parent pipetune set must not record this run either
+  }
   for (const auto& [name, value] : options.environment) ::setenv(name.c_str(), value.c_str(), 1);
   if (options.stdout_to_stderr) ::dup2(STDERR_FILENO, STDOUT_FILENO);
   std::vector<char*> argv;
@@ -62,6 +66,7 @@ StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
   // A stale trace (a stale rank's TRACE.main.<pid>, a stale worker
   // process's TRACE.<pid>) must not pass for this run's.
   for (const std::string& main : analyzer::JobTracePaths(options.trace_path)) {
+    if (!options.record) break;
     for (const std::string& stale : analyzer::DataLoaderTracePaths(main)) ::unlink(stale.c_str());
   }
   std::fflush(nullptr);  // buffered output must not be written twice
@@ -80,6 +85,7 @@ StatusOr<ProfiledProgram> ProfileProgram(const ProfileOptions& options) {
   if (result.exit_code == kCannotExec && result.signal_number == 0) {
     return InvalidInput(fmt::format("cannot run {} (see the message above)", options.command[0]));
   }
+  if (!options.record) return result;
   PIPETUNE_RETURN_IF_ERROR(tracer::CompleteProfileTrace(options.trace_path, options.command[0],
                                                         result.gpu_note, &result.recorded_nothing));
   struct stat info {};

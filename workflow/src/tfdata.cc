@@ -82,6 +82,19 @@ std::string Receiver(const std::string& code, const std::string& method) {
   return begin == at ? "ds" : code.substr(begin, at - begin);
 }
 
+// "images" in "images = ds.batch(32)": the name the line gives the
+// dataset it makes; `fallback` where it gives none.
+std::string AssignedName(const std::string& code, const std::string& fallback) {
+  size_t end = 0;
+  while (end < code.size() && (std::isalnum(static_cast<unsigned char>(code[end])) || code[end] == '_'))
+    ++end;
+  if (end == 0 || std::isdigit(static_cast<unsigned char>(code[0]))) return fallback;
+  size_t eq = code.find_first_not_of(' ', end);
+  if (eq == std::string::npos || code[eq] != '=' || (eq + 1 < code.size() && code[eq + 1] == '='))
+    return fallback;
+  return code.substr(0, end);
+}
+
 // The call as written ("ds.batch(32)"), from its receiver to its closing
 // parenthesis; the method and "(...)" when the line does not hold it whole.
 std::string CallAsWritten(const std::string& code, const std::string& receiver, const std::string& method) {
@@ -139,6 +152,33 @@ bool Changes(const Json& op, const Json& settings) {
 std::string DiskCacheFile(const std::string& directory, const Json& op) {
   std::string stem = fs::path(Text(op, "file", "script")).stem().string();
   return (fs::path(directory) / fmt::format("tfdata_cache_{}_{}", stem, Integer(op, "line", 0))).string();
+}
+
+// Whether the plan's settings leave TensorFlow's autotune something to tune
+// (tfdata.h, TfDataPlan): an op of the script that TensorFlow tunes (a map
+// or interleave, which it makes parallel where written sequential; a
+// prefetch, its own injected one included) whose knob the plan does not
+// set, an op it could not tie to a call, or an argument written AUTOTUNE
+// (-1) that the plan keeps.
+bool LeavesAutotuneWork(const std::map<std::string, Json>& ops, const Json& sites) {
+  for (const auto& [stage, op] : ops) {
+    if (op.value("added", false)) continue;  // the plan's own cache or prefetch: set by it
+    const std::string site = Text(op, "call_site");
+    if (site.empty() || op.contains("untagged")) return true;  // no call the plan could set
+    const Json settings = sites.contains(site) ? sites[site] : Json::object();
+    const std::string method = Text(op, "method");
+    if (op.value("added_by_tensorflow", false)) {
+      if (!settings.contains("prefetch_after")) return true;
+      continue;
+    }
+    if ((method == "map" || method == "interleave") && !settings.contains("num_parallel_calls")) return true;
+    if (method == "prefetch" && !settings.contains("buffer_size")) return true;
+    const Json args = op.contains("args") && op["args"].is_object() ? op["args"] : Json::object();
+    for (const auto& [key, value] : args.items()) {
+      if (value.is_number_integer() && value.get<int64_t>() == -1 && !settings.contains(key)) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -230,6 +270,15 @@ StatusOr<TfDataPlan> TfDataPlanFrom(const models::PipelineConfig& traced,
       plan.code_change.push_back(CodeChange(op_of_site[site], settings));
   }
   plan.sites = std::move(kept);
+  plan.autotune_off = !ops.empty() && !LeavesAutotuneWork(ops, plan.sites);
+  if (plan.autotune_off && !last_site.empty()) {
+    const Json& op = op_of_site[last_site];
+    const std::string name = AssignedName(Text(op, "code"), Receiver(Text(op, "code"), Text(op, "method")));
+    plan.code_change.push_back(fmt::format(
+        "{}:{}  and after it: options = tf.data.Options(); options.autotune.enabled = False; {} = "
+        "{}.with_options(options)  # every knob is set: TensorFlow's autotuner has nothing to tune",
+        Text(op, "file"), Integer(op, "line", 0), name, name));
+  }
   return plan;
 }
 
@@ -237,6 +286,7 @@ Json TfDataPlanToJson(const TfDataPlan& plan) {
   Json body = Json::object();
   body["version"] = 1;
   body["sites"] = plan.sites;
+  if (plan.autotune_off) body["options"] = Json{{"autotune", false}};
   body["code_change"] = plan.code_change;
   Json document = Json::object();
   document[kTfDataPlanKey] = std::move(body);
@@ -271,6 +321,20 @@ StatusOr<Json> ParseTfDataPlan(std::string_view text, const std::string& path) {
   if (!plan.contains("sites") || !plan["sites"].is_object()) {
     return InvalidInput(
         fmt::format("{}: key \"{}.sites\": expected an object of call sites", path, kTfDataPlanKey));
+  }
+  if (plan.contains("options")) {
+    const Json& options = plan["options"];
+    if (!options.is_object())
+      return InvalidInput(fmt::format("{}: key \"{}.options\": expected an object ({{\"autotune\": false}})",
+                                      path, kTfDataPlanKey));
+    for (const auto& [key, value] : options.items()) {
+      if (key != "autotune")
+        return InvalidInput(
+            fmt::format("{}: key \"{}.options\": unknown key \"{}\"", path, kTfDataPlanKey, key));
+      if (!value.is_boolean())
+        return InvalidInput(fmt::format("{}: key \"{}.options.autotune\": expected true or false, got {}",
+                                        path, kTfDataPlanKey, DumpJson(value)));
+    }
   }
   for (const auto& [site, settings] : plan["sites"].items()) {
     if (!SiteShaped(site)) {

@@ -98,6 +98,8 @@ StatusOr<TfDataVerifyResult> VerifyTfData(const DataLoaderVerifyOptions& options
   if (!best.plan.empty()) {
     PIPETUNE_ASSIGN_OR_RETURN(Json plan, ReadTfDataPlan(best.plan));
     kept.sites = plan[kTfDataPlanKey]["sites"];
+    const Json& options = plan[kTfDataPlanKey].value("options", Json::object());
+    kept.autotune_off = options.value("autotune", true) == false;
     kept.code_change = plan[kTfDataPlanKey].value("code_change", std::vector<std::string>());
   }
   result.code_change = kept.code_change;

@@ -27,6 +27,10 @@ struct ProfileOptions {
   // The program's stdout goes to stderr: pipetune's own stdout is then only
   // what pipetune prints (`tune --verify --format json` keeps it JSON).
   bool stdout_to_stderr = false;
+  // false: record nothing (`profile --apply PLAN --no-trace`): the program
+  // runs with `environment` alone, no trace is written or read, and only its
+  // exit status comes back.
+  bool record = true;
 };
 
 // A process of the program that recorded a DataLoader (a rank of a job), and

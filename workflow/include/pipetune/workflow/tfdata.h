@@ -44,8 +44,18 @@ bool IsTfDataTraceFile(const std::string& path);
 // prefetch_after: a buffer); and the change, line by line, a user would
 // make in the script instead ("train_tf.py:32  ds.map(process_path,
 // num_parallel_calls=3).cache()").
+//
+// Where the plan sets every knob TensorFlow's autotune would otherwise tune
+// (each map's and interleave's num_parallel_calls, each prefetch's buffer,
+// no AUTOTUNE left in any other op's arguments), it also turns the autotuner
+// off (`autotune_off`, the file's "options": {"autotune": false}): with
+// nothing left to tune, its model's bookkeeping on every element only costs
+// CPU the pipeline needs (measured: docs/tfdata.md, "TensorFlow's
+// autotuner"). Applied only where no trace is recorded (`profile --apply
+// --no-trace`, or the code change): the sampler reads that model.
 struct TfDataPlan {
   Json sites = Json::object();
+  bool autotune_off = false;
   std::vector<std::string> code_change;
   std::string output;  // where it was written
 };
