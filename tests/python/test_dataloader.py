@@ -500,6 +500,18 @@ def main():
             check_counts(rep, 2)
             expect(settings(rep)["prefetch_factor"] == 4 and settings(rep)["persistent_workers"],
                    "the applied kwargs are the loader's", rep)
+            # --no-trace: the same kwargs applied, nothing recorded.
+            probe = os.path.join(tmp, "probe.py")
+            with open(probe, "w") as f:
+                f.write("import torch.utils.data as d\nl = d.DataLoader(list(range(64)), batch_size=8)\n"
+                        "print('loader', l.num_workers, l.prefetch_factor, sum(1 for _ in l))\n")
+            untraced = os.path.join(tmp, "untraced.trace")
+            r = run([pipetune, "profile", "--trace", untraced, "--apply", kwargs, "--no-trace", "--",
+                     sys.executable, probe])
+            if r.returncode != 0 or "loader 2 4 8" not in r.stdout:
+                fail("--apply --no-trace does not run the loader with the kwargs (2 workers, prefetch 4)", r)
+            if os.path.exists(untraced) or os.path.exists(untraced + ".main.%d" % os.getpid()):
+                fail("--no-trace wrote a trace", r)
         elif case == "tune":
             trace, _ = profile(pipetune, tmp, dict(workers=0))
             out = os.path.join(tmp, "kwargs.json")
