@@ -10,7 +10,7 @@
 #include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/analyzer/dataloader_trace.h"
 #include "pipetune/models/rate_model.h"
-#include "pipetune/tracer/trace.h"
+#include "pipetune/tracer/reader.h"
 
 namespace pipetune::analyzer {
 namespace {
