@@ -40,9 +40,11 @@ constexpr double kWorkerOverheadBytesPerSecond = 4e9;
 constexpr double kFetchThreadBytes = 256 * 1024;
 
 // Fewer probe wakes than this in the fetch windows say too little to go on
-// (a share from 200 wakes is within about 7 points, two standard errors, of
-// the truth): the sample's CPU is then taken as all GIL-held.
-constexpr uint64_t kMinGilProbeWakes = 200;
+// (a share from 100 wakes is within 10 points of the truth, two standard
+// errors): the sample's CPU is then taken as all GIL-held. A probe wakes
+// about 80 times a second of fetching that holds the GIL (each late wake
+// waits out a switch interval), 200 where none is held.
+constexpr uint64_t kMinGilProbeWakes = 100;
 
 // How much of each sample's CPU holds the GIL: measured by the recorder's
 // probe (DataLoaderGilProbe) where it woke often enough in the fetch

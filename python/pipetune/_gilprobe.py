@@ -25,10 +25,13 @@ Per process: `wakes` counted, `gil_late` among them, `seconds` of fetch
 window, `samples` fetched in it, and the probe's own `cpu_seconds`. The
 GIL-held seconds are gil_late / wakes x seconds; the C++ model turns that
 into seconds per sample (analyzer/src/dataloader_model.cc)."""
+import ctypes
 import os
 import random
 import threading
 import time
+
+from pipetune._runqueue import schedstat
 
 PERIOD_NS = 5_000_000
 LATE_NS = 400_000
@@ -38,25 +41,42 @@ _probe = None  # this process's GilProbe, started at its first fetch window
 _start_lock = threading.Lock()
 
 
-def _schedstat():
-    """The probe thread's /proc/thread-self/schedstat, open, or None where
+def _pread_keeping_gil():
+    """pread(fd, n, offset) as libc's, called through ctypes.PyDLL, which
+    keeps the GIL: os.pread lets go of it, and a probe that let go after
+    each wake waited a second switch interval to get it back whenever a
+    fetch held it, halving its wakes. Reading a /proc file takes
+    microseconds. os.pread where libc cannot be loaded so."""
+    try:
+        libc_pread = ctypes.PyDLL(None).pread
+    except (OSError, AttributeError):
+        return os.pread
+    libc_pread.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long)
+    libc_pread.restype = ctypes.c_ssize_t
+    buffer = ctypes.create_string_buffer(128)
+
+    def pread(fd, n, offset):
+        got = libc_pread(fd, buffer, min(n, len(buffer)), offset)
+        if got < 0:
+            raise OSError("cannot read schedstat")
+        return buffer.raw[:got]
+
+    return pread
+
+
+def _open_schedstat():
+    """The calling thread's /proc/thread-self/schedstat, open, or None where
     the kernel does not keep it."""
     try:
         fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
     except OSError:
         return None
     try:
-        int(os.pread(fd, 128, 0).split()[1])
+        schedstat(fd)
     except (OSError, ValueError, IndexError):
         os.close(fd)
         return None
     return fd
-
-
-def _read(fd):
-    """(ns on the CPU, ns waiting on a run queue) of the thread that opened fd."""
-    fields = os.pread(fd, 128, 0).split()
-    return int(fields[0]), int(fields[1])
 
 
 class GilProbe:
@@ -64,12 +84,13 @@ class GilProbe:
         self.pid = os.getpid()
         self.lock = threading.Lock()
         # Fetch windows: how many samples are being fetched now (fetch
-        # threads overlap), when the current window began, and the last
-        # window that ended.
+        # threads overlap), since when, and the windows that closed since
+        # the probe's last due time, (open, close) in order: a late wake
+        # asks whether its due time, several windows back, was in one.
         self.active = 0
         self.since = 0
-        self.last_since = 0
-        self.last_end = 0
+        self.closed = []
+        self.probing = True  # False once the probe has ended: nothing reads `closed`
         self.window_ns = 0
         self.samples = 0
         self.wakes = 0
@@ -92,28 +113,38 @@ class GilProbe:
             if self.active == 0:
                 end = _now()
                 self.window_ns += end - self.since
-                self.last_since, self.last_end = self.since, end
+                if self.probing:
+                    self.closed.append((self.since, end))
 
     def _covered(self, due):
-        """Whether a fetch window was open at `due`: the current one, or the
-        last one (a window that ended while the probe waited for the GIL is
-        the case that matters most)."""
+        """Whether a fetch window was open at `due`; forgets the windows that
+        closed before it (the next due time is later)."""
         with self.lock:
-            if self.active and self.since <= due:
-                return True
-            return self.last_since <= due < self.last_end
+            closed = self.closed
+            covered = bool(self.active) and self.since <= due
+            k = len(closed)
+            while k > 0 and closed[k - 1][1] > due:
+                k -= 1
+                if closed[k][0] <= due:
+                    covered = True
+            del closed[:k]
+            return covered
 
     def _run(self):
-        fd = _schedstat()
+        fd = _open_schedstat()
         if fd is None:
-            return  # nothing to tell the run queue from the GIL by: no figure
-        _, waited = _read(fd)
+            with self.lock:
+                self.probing = False  # nothing to tell the run queue from the GIL by: no figure
+                del self.closed[:]
+            return
+        pread = _pread_keeping_gil()
+        _, waited = schedstat(fd, pread)
         while True:
             period = random.randint(PERIOD_NS // 2, PERIOD_NS * 3 // 2)
             due = _now() + period
             time.sleep(period / 1e9)
             woke = _now()
-            on_cpu, now_waited = _read(fd)
+            on_cpu, now_waited = schedstat(fd, pread)
             if self._covered(due):
                 late = woke - due - (now_waited - waited) > LATE_NS
                 with self.lock:

@@ -89,11 +89,11 @@ TEST(GilProbe, TheMeasuredShareIsClampedToTheCpu) {
 
 TEST(GilProbe, TooFewWakesKeepTheAssumption) {
   DataLoaderProfile run = GilRun(0.02, 4e-3);
-  run.gil_probe = Probe(199, 0);
+  run.gil_probe = Probe(99, 0);
   models::Profile profile = DataLoaderModelProfile(run);
   EXPECT_NEAR(profile.groups[0].fetch_gil_seconds_per_sample, 4e-3, 1e-9);
   EXPECT_THAT(profile.assumptions, Contains(HasSubstr("assumed: its CPU is counted")));
-  run.gil_probe = Probe(200, 0);
+  run.gil_probe = Probe(100, 0);
   EXPECT_EQ(DataLoaderModelProfile(run).groups[0].fetch_gil_seconds_per_sample, 0);
 }
 

@@ -24,7 +24,7 @@ import textwrap
 
 from _common import SPIN_SOURCE, fail, json_report, run
 
-BATCHES, BATCH = 50, 16
+BATCHES, BATCH = 80, 16
 
 SCRIPT = textwrap.dedent("""
     import hashlib, sys, time
