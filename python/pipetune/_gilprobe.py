@@ -170,13 +170,31 @@ class GilProbe:
         return totals
 
 
+class _Off:
+    """The probe turned off (PIPETUNE_GIL_PROBE=0): windows not counted, no
+    figure in the trace, the model back to its assumption."""
+    pid = None
+
+    def enter(self):
+        pass
+
+    def leave(self, samples):
+        pass
+
+
+_OFF = _Off()
+
+
 def probe():
     """This process's probe, started on first use (a forked worker starts
-    its own: threads do not survive fork)."""
+    its own: threads do not survive fork). PIPETUNE_GIL_PROBE=0 turns it
+    off, to measure what it costs (bench/pytorch/gil_probe.py)."""
     global _probe
     p = _probe
     if p is not None and p.pid == os.getpid():
         return p
+    if os.environ.get("PIPETUNE_GIL_PROBE") == "0":
+        return _OFF
     with _start_lock:
         if _probe is None or _probe.pid != os.getpid():
             _probe = GilProbe()

@@ -27,7 +27,7 @@ from _common import SPIN_SOURCE, fail, json_report, run
 BATCHES, BATCH = 80, 16
 
 SCRIPT = textwrap.dedent("""
-    import hashlib, sys, time
+    import hashlib, json, sys, time
     import torch
     from torch.utils.data import DataLoader, Dataset
 
@@ -52,31 +52,44 @@ SCRIPT = textwrap.dedent("""
 
     kind, workers = sys.argv[1], int(sys.argv[2])
     dataset = Spin() if kind == "python" else Hash()
+    begin, cpu = time.monotonic(), time.process_time()
     for batch in DataLoader(dataset, batch_size={batch}, num_workers=workers):
         pass
+    print(json.dumps({{"samples_per_second": len(dataset) / (time.monotonic() - begin),
+                      "process_cpu_per_sample": (time.process_time() - cpu) / len(dataset)}}))
 """)
 
 
-def profile(pipetune, tmp, kind, workers):
+def profile(pipetune, tmp, kind, workers, env=None):
+    """Profiles the script on dataset `kind` at `workers`; its trace, and
+    its loop's samples/s and the process's CPU per sample."""
     script = os.path.join(tmp, "train.py")
     if not os.path.exists(script):
         with open(script, "w") as f:
             f.write(SCRIPT.format(spin=SPIN_SOURCE, batches=BATCHES, batch=BATCH))
-    trace = os.path.join(tmp, "%s_%d.trace" % (kind, workers))
-    r = run([pipetune, "profile", "--trace", trace, "--", sys.executable, script, kind, str(workers)])
+    trace = os.path.join(tmp, "%s_%d_%d.trace" % (kind, workers, len(os.listdir(tmp))))  # each run its own
+    r = run([pipetune, "profile", "--trace", trace, "--", sys.executable, script, kind, str(workers)], env=env)
     if r.returncode != 0:
         fail("profile of %s at %d workers exited %d" % (kind, workers, r.returncode), r)
-    return trace
+    line = [l for l in r.stdout.splitlines() if l.startswith('{"samples_per_second"')]
+    if not line:
+        fail("the script printed no samples/s", r)
+    return trace, json.loads(line[-1])
 
 
-def gil_of(pipetune, trace, kind):
+def gil_share(pipetune, trace, kind):
+    """The report's dataloader.gil, and the share of a sample's CPU it says held the GIL."""
     rep = json_report(pipetune, trace)
     gil = rep.get("dataloader", {}).get("gil")
     if gil is None:
         fail("%s: the report has no dataloader.gil: %s" % (kind, json.dumps(rep.get("dataloader"))[:2000]))
     if not gil["measured"]:
         fail("%s: the probe's figures were not used (%d wakes): %s" % (kind, gil["wakes"], gil))
-    share = gil["gil_seconds_per_sample"] / gil["cpu_seconds_per_sample"]
+    return gil, gil["gil_seconds_per_sample"] / gil["cpu_seconds_per_sample"]
+
+
+def gil_of(pipetune, trace, kind):
+    gil, share = gil_share(pipetune, trace, kind)
     print("%s: %.2f of each sample's %.2f ms CPU held the GIL (%d wakes, %d late, probe CPU %.3f s over %.2f s)" %
           (kind, share, gil["cpu_seconds_per_sample"] * 1e3, gil["wakes"], gil["gil_late"],
            gil["probe_cpu_seconds"], gil["window_seconds"]))
@@ -105,7 +118,7 @@ def main():
         fail("unknown case " + case)
     workers = 0 if case == "workers0" else 2
     with tempfile.TemporaryDirectory() as tmp:
-        traces = {kind: profile(pipetune, tmp, kind, workers) for kind in ("python", "hash")}
+        traces = {kind: profile(pipetune, tmp, kind, workers)[0] for kind in ("python", "hash")}
         for kind, trace in traces.items():
             gil_of(pipetune, trace, kind)
         if case == "workers0":
