@@ -58,7 +58,8 @@ struct FetchGil {
   bool measured = false;
 };
 FetchGil FetchGilPerSample(const DataLoaderGilProbe& probe, double cpu_per_sample) {
-  if (probe.wakes < kMinGilProbeWakes || probe.samples == 0 || probe.seconds <= 0) return {cpu_per_sample, false};
+  if (probe.wakes < kMinGilProbeWakes || probe.samples == 0 || probe.seconds <= 0)
+    return {cpu_per_sample, false};
   const double held = static_cast<double>(probe.gil_late) / static_cast<double>(probe.wakes) * probe.seconds /
                       static_cast<double>(probe.samples);
   return {std::clamp(held, 0.0, cpu_per_sample), true};
@@ -89,9 +90,10 @@ void SetFetchThreads(const DataLoaderProfile& run, const models::Profile& profil
   group.memory_bytes_per_fetch_thread = kFetchThreadBytes + run.batch_bytes / samples;
   if (wall > 2 * cpu && cpu > 0) {
     const std::string held =
-        gil.measured ? fmt::format("measured: {:.2f} ms of each sample's {:.2f} ms CPU held the GIL (probe, {} wakes)",
-                                   gil.seconds_per_sample * 1e3, cpu / samples * 1e3, run.gil_probe.wakes)
-                     : std::string("assumed: its CPU is counted as holding Python's GIL");
+        gil.measured
+            ? fmt::format("measured: {:.2f} ms of each sample's {:.2f} ms CPU held the GIL (probe, {} wakes)",
+                          gil.seconds_per_sample * 1e3, cpu / samples * 1e3, run.gil_probe.wakes)
+            : std::string("assumed: its CPU is counted as holding Python's GIL");
     assumptions.push_back(fmt::format(
         "each sample's read waits {:.1f} ms off the CPU and uses {:.2f} ms of CPU: fetch threads overlap the "
         "waits; {} (one process runs Python in one thread at a time)",
@@ -454,9 +456,9 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   if (run.gil_probe.wakes > 0 && !d.profile.groups.empty()) {
     const models::WorkerGroup& group = d.profile.groups[0];
     const FetchGil gil = FetchGilPerSample(run.gil_probe, group.fetch_cpu_seconds_per_sample);
-    section.gil = DataLoaderSection::Gil{run.gil_probe,
-                                         static_cast<double>(run.gil_probe.gil_late) / run.gil_probe.wakes,
-                                         group.fetch_cpu_seconds_per_sample, gil.seconds_per_sample, gil.measured};
+    section.gil = DataLoaderSection::Gil{
+        run.gil_probe, static_cast<double>(run.gil_probe.gil_late) / run.gil_probe.wakes,
+        group.fetch_cpu_seconds_per_sample, gil.seconds_per_sample, gil.measured};
   }
   for (const DataLoaderEpoch& e : run.epochs)
     section.epochs.push_back({e.batches, e.workers_started, e.startup_seconds});

@@ -98,27 +98,27 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
                           {"startup_seconds", Number(e.startup_seconds)}});
   }
   Json json{{"settings", settings},
-              {"batches", dl.batches},
-              {"steps", dl.steps},
-              {"sharded_workers", dl.sharded_workers},
-              {"rank", dl.rank ? Json(*dl.rank) : Json(nullptr)},
-              {"local_rank", dl.local_rank ? Json(*dl.local_rank) : Json(nullptr)},
-              {"world_size", dl.world_size ? Json(*dl.world_size) : Json(nullptr)},
-              {"host", dl.host},
-              {"epochs", epochs},
-              {"main_rss_bytes", Number(dl.main_rss_bytes)},
-              {"worker_rss_bytes", Number(dl.worker_rss_bytes)},
-              {"worker_traces", dl.worker_traces},
-              {"startup_seconds_per_epoch", Number(dl.startup_seconds_per_epoch)},
-              {"epoch_end_seconds", Number(dl.epoch_end_seconds)},
-              {"epoch_batches", Number(dl.epoch_batches)},
-              {"steady_throughput", Number(dl.steady_throughput)},
-              {"steady_from_batches", Number(dl.steady_from_batches)},
-              {"process", dl.process_seconds && dl.process_cpu_seconds
-                              ? Json{{"seconds", Number(*dl.process_seconds)},
-                                     {"cpu_seconds", Number(*dl.process_cpu_seconds)}}
-                              : Json(nullptr)},
-              {"notes", dl.notes}};
+            {"batches", dl.batches},
+            {"steps", dl.steps},
+            {"sharded_workers", dl.sharded_workers},
+            {"rank", dl.rank ? Json(*dl.rank) : Json(nullptr)},
+            {"local_rank", dl.local_rank ? Json(*dl.local_rank) : Json(nullptr)},
+            {"world_size", dl.world_size ? Json(*dl.world_size) : Json(nullptr)},
+            {"host", dl.host},
+            {"epochs", epochs},
+            {"main_rss_bytes", Number(dl.main_rss_bytes)},
+            {"worker_rss_bytes", Number(dl.worker_rss_bytes)},
+            {"worker_traces", dl.worker_traces},
+            {"startup_seconds_per_epoch", Number(dl.startup_seconds_per_epoch)},
+            {"epoch_end_seconds", Number(dl.epoch_end_seconds)},
+            {"epoch_batches", Number(dl.epoch_batches)},
+            {"steady_throughput", Number(dl.steady_throughput)},
+            {"steady_from_batches", Number(dl.steady_from_batches)},
+            {"process", dl.process_seconds && dl.process_cpu_seconds
+                            ? Json{{"seconds", Number(*dl.process_seconds)},
+                                   {"cpu_seconds", Number(*dl.process_cpu_seconds)}}
+                            : Json(nullptr)},
+            {"notes", dl.notes}};
   if (dl.gil) json["gil"] = GilJson(*dl.gil);  // only where measured: older traces' reports stay as they were
   return json;
 }

@@ -75,7 +75,8 @@ TEST(GilProbe, AMeasuredShareReplacesTheAssumption) {
   EXPECT_NEAR(profile.groups[0].fetch_cpu_seconds_per_sample, 4e-3, 1e-9);
   const std::string* said = Assumption(profile, "fetch threads overlap");
   ASSERT_NE(said, nullptr);
-  EXPECT_THAT(*said, HasSubstr("measured: 1.56 ms of each sample's 4.00 ms CPU held the GIL (probe, 1000 wakes)"));
+  EXPECT_THAT(*said,
+              HasSubstr("measured: 1.56 ms of each sample's 4.00 ms CPU held the GIL (probe, 1000 wakes)"));
 }
 
 // Held beyond the CPU is another thread's hold: at most the CPU. None held: 0.
