@@ -11,9 +11,10 @@ so that it cannot beat with a periodic workload), the share of late wakes
 estimates the share of time the GIL was held.
 
 Only wakes whose due time fell inside a fetch window are counted: while a
-sample's stages run (`window()`, entered around each dataset[i] by
-_samples.py). Collate and, at num_workers=0, the training step are outside:
-the model counts those as holding the GIL already.
+sample's stages run (GilProbe.enter() and leave() around each dataset[i]
+or __getitems__, in _samples.py; on fetch threads the windows overlap and
+count as one). Collate and, at num_workers=0, the training step are
+outside: the model prices those apart (all of collate's CPU as GIL-held).
 
 A wake can also be late because the host had no core for the probe: the
 probe reads its own run-queue wait (/proc/thread-self/schedstat, second
