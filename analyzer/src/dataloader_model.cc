@@ -39,12 +39,36 @@ constexpr double kWorkerOverheadBytesPerSecond = 4e9;
 // reserves).
 constexpr double kFetchThreadBytes = 256 * 1024;
 
+// Fewer probe wakes than this in the fetch windows say too little to go on
+// (a share from 100 wakes is within 10 points of the truth, two standard
+// errors): the sample's CPU is then taken as all GIL-held. A probe wakes
+// about 80 times a second of fetching that holds the GIL (each late wake
+// waits out a switch interval), 200 where none is held.
+constexpr uint64_t kMinGilProbeWakes = 100;
+
+// How much of each sample's CPU holds the GIL: measured by the recorder's
+// probe (DataLoaderGilProbe) where it woke often enough in the fetch
+// windows, else assumed to be all of it (a trace from before the probe).
+// The probe's GIL-held seconds are its late wakes' share of the windows'
+// seconds; its windows hold only the samples' stages (collate runs outside
+// them), so nothing the model counts elsewhere is in them. At most the CPU:
+// a hold beyond it is another thread's (see docs/model.md for the limits).
+struct FetchGil {
+  double seconds_per_sample = 0;
+  bool measured = false;
+};
+FetchGil FetchGilPerSample(const DataLoaderGilProbe& probe, double cpu_per_sample) {
+  if (probe.wakes < kMinGilProbeWakes || probe.samples == 0 || probe.seconds <= 0)
+    return {cpu_per_sample, false};
+  const double held = static_cast<double>(probe.gil_late) / static_cast<double>(probe.wakes) * probe.seconds /
+                      static_cast<double>(probe.samples);
+  return {std::clamp(held, 0.0, cpu_per_sample), true};
+}
+
 // Fetch threads (WorkerGroup::fetch_threads) for a map-style dataset: the
-// samples' stages run on them, collate after. Every CPU second of a fetch is
-// counted as holding the GIL: the trace times each call's CPU, not which
-// part of it Python's interpreter held, so this is the bound on what the
-// threads can overlap (a read that waits on storage releases the GIL; its
-// CPU is mostly the client's Python).
+// samples' stages run on them, collate after. The part of a fetch's CPU
+// that holds the GIL is what the threads cannot overlap (FetchGilPerSample;
+// a read that waits on storage releases the GIL).
 void SetFetchThreads(const DataLoaderProfile& run, const models::Profile& profile, size_t group_last,
                      models::WorkerGroup& group, std::vector<std::string>& assumptions) {
   const DataLoaderSettings& s = run.settings;
@@ -59,14 +83,21 @@ void SetFetchThreads(const DataLoaderProfile& run, const models::Profile& profil
     wall += profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
   }
   const double samples = group.fetch_samples;
-  group.fetch_gil_seconds_per_sample = cpu / samples;
+  const FetchGil gil = FetchGilPerSample(run.gil_probe, cpu / samples);
+  group.fetch_cpu_seconds_per_sample = cpu / samples;
+  group.fetch_gil_seconds_per_sample = gil.seconds_per_sample;
   group.fetch_wait_seconds_per_sample = std::max(0.0, wall - cpu) / samples;
   group.memory_bytes_per_fetch_thread = kFetchThreadBytes + run.batch_bytes / samples;
   if (wall > 2 * cpu && cpu > 0) {
+    const std::string held =
+        gil.measured
+            ? fmt::format("measured: {:.2f} ms of each sample's {:.2f} ms CPU held the GIL (probe, {} wakes)",
+                          gil.seconds_per_sample * 1e3, cpu / samples * 1e3, run.gil_probe.wakes)
+            : std::string("assumed: its CPU is counted as holding Python's GIL");
     assumptions.push_back(fmt::format(
         "each sample's read waits {:.1f} ms off the CPU and uses {:.2f} ms of CPU: fetch threads overlap the "
-        "waits; its CPU is counted as holding Python's GIL, which one process runs one thread at a time",
-        (wall - cpu) / samples * 1e3, cpu / samples * 1e3));
+        "waits; {} (one process runs Python in one thread at a time)",
+        (wall - cpu) / samples * 1e3, cpu / samples * 1e3, held));
   }
 }
 
@@ -422,6 +453,13 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   section.host = run.hostname;
   section.process_seconds = run.process_seconds;
   section.process_cpu_seconds = run.process_cpu_seconds;
+  if (run.gil_probe.wakes > 0 && !d.profile.groups.empty()) {
+    const models::WorkerGroup& group = d.profile.groups[0];
+    const FetchGil gil = FetchGilPerSample(run.gil_probe, group.fetch_cpu_seconds_per_sample);
+    section.gil = DataLoaderSection::Gil{
+        run.gil_probe, static_cast<double>(run.gil_probe.gil_late) / run.gil_probe.wakes,
+        group.fetch_cpu_seconds_per_sample, gil.seconds_per_sample, gil.measured};
+  }
   for (const DataLoaderEpoch& e : run.epochs)
     section.epochs.push_back({e.batches, e.workers_started, e.startup_seconds});
   section.main_rss_bytes = run.main_rss_bytes;

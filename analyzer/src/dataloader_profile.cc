@@ -488,10 +488,14 @@ StatusOr<DataLoaderProfile> MakeDataLoaderProfile(const tracer::Trace& main,
     }
     p.worker_rss_bytes = std::max(p.worker_rss_bytes, PeakRss(w));
     if (internal::Get<bool>(wr, "sharded_by_worker_info", false)) ++p.sharded_workers;
+    internal::AddGilProbe(wr, p.gil_probe);
     starts.push_back(
         {internal::Get<uint64_t>(wr, "start_ns", 0), internal::Get<uint64_t>(wr, "ready_ns", 0)});
   }
   p.sharded_by_worker_info = p.worker_traces > 0 && p.sharded_workers == p.worker_traces;
+  // The main process's probe tells of its own fetches: this DataLoader's
+  // when it had no workers.
+  if (p.settings.num_workers == 0) internal::AddGilProbe(record, p.gil_probe);
   PlaceStages(sums, p);
   p.main_rss_bytes = PeakRss(main);
   ReadCpuShares(main, used, main_data, worker_data_ns, p);

@@ -135,6 +135,31 @@ std::optional<int> OptionalInt(const Json& record, const char* key) {
   return it->get<int>();
 }
 
+void AddGilProbe(const Json& record, DataLoaderGilProbe& sum) {
+  const Json probe = record.is_object() ? record.value("gil_probe", Json()) : Json();
+  if (!probe.is_object()) return;
+  auto count = [&](const char* key) -> std::optional<uint64_t> {
+    auto it = probe.find(key);
+    if (it == probe.end() || !it->is_number_unsigned()) return std::nullopt;
+    return it->get<uint64_t>();
+  };
+  auto seconds = [&](const char* key) -> std::optional<double> {
+    auto it = probe.find(key);
+    if (it == probe.end() || !it->is_number()) return std::nullopt;
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v < 0) return std::nullopt;
+    return v;
+  };
+  const auto wakes = count("wakes"), late = count("gil_late"), samples = count("samples");
+  const auto window = seconds("seconds"), cpu = seconds("cpu_seconds");
+  if (!wakes || !late || !samples || !window || !cpu || *late > *wakes) return;
+  sum.wakes += *wakes;
+  sum.gil_late += *late;
+  sum.samples += *samples;
+  sum.seconds += *window;
+  sum.cpu_seconds += *cpu;
+}
+
 }  // namespace internal
 
 bool IsDataLoaderTrace(const tracer::Trace& trace) {

@@ -42,4 +42,9 @@ std::optional<DataLoaderDataset> ReadDataset(const Json& entry);
 // An integer field; unset when absent or not an integer.
 std::optional<int> OptionalInt(const Json& record, const char* key);
 
+// Adds a process record's "gil_probe" (python/pipetune/_gilprobe.py) to
+// `sum`; a record without one, or with one that does not add up (late wakes
+// beyond the wakes, a negative or non-finite figure), adds nothing.
+void AddGilProbe(const Json& record, DataLoaderGilProbe& sum);
+
 }  // namespace pipetune::analyzer::internal

@@ -48,6 +48,31 @@ std::string ProcessText(const DataLoaderSection& dl) {
       Cores(*dl.process_cpu_seconds / *dl.process_seconds), *dl.process_seconds, *dl.process_cpu_seconds);
 }
 
+// The GIL probe's reading: how much of each sample's CPU held the GIL, and
+// whether the model took it (empty without probe figures: older traces read
+// as before).
+std::string GilText(const DataLoaderSection& dl) {
+  if (!dl.gil) return "";
+  const DataLoaderSection::Gil& g = *dl.gil;
+  return fmt::format(
+      "the sample fetches held Python's GIL {:.0f}% of their time: {:.2f} ms of each sample's {:.2f} ms CPU "
+      "(probe, {} wakes, its own CPU {:.3f} s){}",
+      g.held_share * 100, g.gil_seconds_per_sample * 1e3, g.cpu_seconds_per_sample * 1e3, g.probe.wakes,
+      g.probe.cpu_seconds, g.used ? "" : "; too few wakes to go on: all of the CPU is counted as holding it");
+}
+
+Json GilJson(const DataLoaderSection::Gil& g) {
+  return Json{{"wakes", g.probe.wakes},
+              {"gil_late", g.probe.gil_late},
+              {"window_seconds", Number(g.probe.seconds)},
+              {"samples", g.probe.samples},
+              {"probe_cpu_seconds", Number(g.probe.cpu_seconds)},
+              {"held_share", Number(g.held_share)},
+              {"cpu_seconds_per_sample", Number(g.cpu_seconds_per_sample)},
+              {"gil_seconds_per_sample", Number(g.gil_seconds_per_sample)},
+              {"measured", g.used}};
+}
+
 // A DataLoader run's settings and what the model took from it (only in its
 // reports: a config's report stays as it was).
 Json DataLoaderJson(const DataLoaderSection& dl) {
@@ -72,28 +97,30 @@ Json DataLoaderJson(const DataLoaderSection& dl) {
                           {"workers_started", e.workers_started},
                           {"startup_seconds", Number(e.startup_seconds)}});
   }
-  return Json{{"settings", settings},
-              {"batches", dl.batches},
-              {"steps", dl.steps},
-              {"sharded_workers", dl.sharded_workers},
-              {"rank", dl.rank ? Json(*dl.rank) : Json(nullptr)},
-              {"local_rank", dl.local_rank ? Json(*dl.local_rank) : Json(nullptr)},
-              {"world_size", dl.world_size ? Json(*dl.world_size) : Json(nullptr)},
-              {"host", dl.host},
-              {"epochs", epochs},
-              {"main_rss_bytes", Number(dl.main_rss_bytes)},
-              {"worker_rss_bytes", Number(dl.worker_rss_bytes)},
-              {"worker_traces", dl.worker_traces},
-              {"startup_seconds_per_epoch", Number(dl.startup_seconds_per_epoch)},
-              {"epoch_end_seconds", Number(dl.epoch_end_seconds)},
-              {"epoch_batches", Number(dl.epoch_batches)},
-              {"steady_throughput", Number(dl.steady_throughput)},
-              {"steady_from_batches", Number(dl.steady_from_batches)},
-              {"process", dl.process_seconds && dl.process_cpu_seconds
-                              ? Json{{"seconds", Number(*dl.process_seconds)},
-                                     {"cpu_seconds", Number(*dl.process_cpu_seconds)}}
-                              : Json(nullptr)},
-              {"notes", dl.notes}};
+  Json json{{"settings", settings},
+            {"batches", dl.batches},
+            {"steps", dl.steps},
+            {"sharded_workers", dl.sharded_workers},
+            {"rank", dl.rank ? Json(*dl.rank) : Json(nullptr)},
+            {"local_rank", dl.local_rank ? Json(*dl.local_rank) : Json(nullptr)},
+            {"world_size", dl.world_size ? Json(*dl.world_size) : Json(nullptr)},
+            {"host", dl.host},
+            {"epochs", epochs},
+            {"main_rss_bytes", Number(dl.main_rss_bytes)},
+            {"worker_rss_bytes", Number(dl.worker_rss_bytes)},
+            {"worker_traces", dl.worker_traces},
+            {"startup_seconds_per_epoch", Number(dl.startup_seconds_per_epoch)},
+            {"epoch_end_seconds", Number(dl.epoch_end_seconds)},
+            {"epoch_batches", Number(dl.epoch_batches)},
+            {"steady_throughput", Number(dl.steady_throughput)},
+            {"steady_from_batches", Number(dl.steady_from_batches)},
+            {"process", dl.process_seconds && dl.process_cpu_seconds
+                            ? Json{{"seconds", Number(*dl.process_seconds)},
+                                   {"cpu_seconds", Number(*dl.process_cpu_seconds)}}
+                            : Json(nullptr)},
+            {"notes", dl.notes}};
+  if (dl.gil) json["gil"] = GilJson(*dl.gil);  // only where measured: older traces' reports stay as they were
+  return json;
 }
 
 }  // namespace
@@ -111,6 +138,7 @@ KindReport DataLoaderKindReport(const DataLoaderSection& dl) {
     report.headline.emplace_back("run length", run_length);
   if (std::string process = ProcessText(dl); !process.empty())
     report.headline.emplace_back("process", process);
+  if (std::string gil = GilText(dl); !gil.empty()) report.headline.emplace_back("GIL", gil);
   for (const std::string& note : dl.notes) report.headline.emplace_back("note", note);
   report.json.emplace_back("dataloader", DataLoaderJson(dl));
   return report;

@@ -192,7 +192,7 @@ class _Tuner:
         if getattr(loader, "_iterator", None) is not None:
             loader._iterator._shutdown_workers()  # the segment's persistent workers end their traces
             object.__setattr__(loader, "_iterator", None)
-        _session.state.stop()
+        _session.end_recording(_session.state)
         return segment_trace(self.settings, self.trace, self.segment)
 
     def decide(self, trace, ran):

@@ -32,6 +32,14 @@ TASKS = "/proc/self/task"
 BUSY_SHARE = 0.1
 
 
+def schedstat(fd, pread=os.pread):
+    """(ns on a core, ns waiting in the run queue) of the thread whose
+    schedstat `fd` is open on (the GIL probe reads its own with a pread
+    that keeps the GIL, _gilprobe.py)."""
+    fields = pread(fd, 96, 0).split()
+    return int(fields[0]), int(fields[1])
+
+
 class RunQueue:
     def __init__(self):
         self.fds = {}  # thread id -> open schedstat descriptor
@@ -53,8 +61,7 @@ class RunQueue:
             try:
                 if fd is None:
                     fd = self.fds[tid] = os.open("%s/%s/schedstat" % (TASKS, tid), os.O_RDONLY)
-                fields = os.pread(fd, 96, 0).split()
-                counts[tid] = (int(fields[0]), int(fields[1]))
+                counts[tid] = schedstat(fd)
             except (OSError, ValueError, IndexError):
                 continue  # the thread ended between the listing and the read
         for tid in [t for t in self.fds if t not in counts]:

@@ -34,7 +34,7 @@ import os
 import threading
 import time
 
-from pipetune import _dataset, _fetch, _hf_map, _streams
+from pipetune import _dataset, _fetch, _gilprobe, _hf_map, _streams
 
 _now = time.monotonic_ns
 _cpu = time.thread_time_ns
@@ -308,6 +308,8 @@ class TimedDataset:
     def __getitem__(self, index):
         ctx = self._pt_ctx
         ctx.begin(self._pt_rec, self._pt_prefix, index if isinstance(index, int) else 0)
+        probe = _gilprobe.probe()
+        probe.enter()
         begin = _now()
         clock = ctx.clock
         cpu = clock()
@@ -315,6 +317,7 @@ class TimedDataset:
             item = self._pt_dataset[index]
         finally:
             ctx.active = False
+            probe.leave(1)
         cpu_ns = clock() - cpu
         ctx.record_load(begin, _now(), cpu_ns)
         return item
@@ -337,6 +340,8 @@ class TimedBatchDataset(TimedDataset):
         ctx = self._pt_ctx
         first = indices[0] if len(indices) and isinstance(indices[0], int) else 0
         ctx.begin(self._pt_rec, self._pt_prefix, first)
+        probe = _gilprobe.probe()
+        probe.enter()
         begin = _now()
         clock = ctx.clock
         cpu = clock()
@@ -344,6 +349,7 @@ class TimedBatchDataset(TimedDataset):
             items = self._pt_dataset.__getitems__(indices)
         finally:
             ctx.active = False
+            probe.leave(max(1, len(indices)))
         cpu_ns = clock() - cpu
         ctx.record_load(begin, _now(), cpu_ns, max(1, len(indices)))
         return items

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from pipetune import _apply, _exit
+from pipetune import _apply, _exit, _gilprobe
 from pipetune._recorder import Recorder as _Recorder, warn as _warn
 
 TRACE_ENV = "PIPETUNE_PYTHON_TRACE"  # the run's trace T (absolute), for every process of the run
@@ -127,6 +127,18 @@ def process_totals():
     return {"seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3)} if seconds > 0 else None
 
 
+def end_recording(rec):
+    """Ends `rec` (a main or a worker session of this process) with the GIL
+    probe's totals since the last session ended in its record: what the
+    process's sample fetches held the GIL (_gilprobe.py)."""
+    if rec.running:
+        totals = _gilprobe.take()
+        if totals is not None:
+            rec.info[KEY]["gil_probe"] = totals
+        rec.update_info()
+    rec.stop()
+
+
 def stop_main():
     """Ends this process's main session, if it has one, with the whole
     process's time and CPU in its record (process_totals). The run's root,
@@ -137,8 +149,7 @@ def stop_main():
         if rec is not None and rec.pid == os.getpid():
             if rec.running:
                 rec.info[KEY]["process"] = process_totals()
-                rec.update_info()
-            rec.stop()
+            end_recording(rec)
         elif os.environ.get(ROOT_ENV) == str(os.getpid()) and not in_worker:
             path = os.environ.get(TRACE_ENV)
             if path and not os.path.exists(path):

@@ -140,7 +140,7 @@ def make_worker_loop(original):
         try:
             return original(*bound.args, **bound.kwargs)
         finally:
-            rec.stop()
+            _session.end_recording(rec)
 
     _worker_loop.__module__ = original.__module__
     _worker_loop.__qualname__ = original.__qualname__

@@ -33,6 +33,18 @@ struct DataLoaderSection {
   // The whole process, start to end, as `time` counts it (DataLoaderProfile's
   // process_seconds, process_cpu_seconds); unset where the trace does not say.
   std::optional<double> process_seconds, process_cpu_seconds;
+  // The GIL probe's figures (DataLoaderGilProbe): the share of its wakes in
+  // the fetch windows that found the GIL held, each sample's CPU, and the
+  // GIL-held seconds per sample the model took: the probe's where `used`,
+  // else the CPU (too few wakes). Unset where the run has no probe figures.
+  struct Gil {
+    DataLoaderGilProbe probe;
+    double held_share = 0;
+    double cpu_seconds_per_sample = 0;
+    double gil_seconds_per_sample = 0;
+    bool used = false;
+  };
+  std::optional<Gil> gil;
   struct Epoch {
     uint64_t batches = 0;
     int workers_started = 0;

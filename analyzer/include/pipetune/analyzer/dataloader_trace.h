@@ -106,6 +106,21 @@ struct DataLoaderEpoch {
   double start_spread_seconds = -1;
 };
 
+// What the sample fetches held Python's GIL, from the recorder's probe
+// (python/pipetune/_gilprobe.py, docs/model.md "How g is measured"),
+// summed over the processes that fetched the samples: the probe's wakes due
+// inside a fetch window, how many of them waited for the GIL, the windows'
+// seconds, the samples fetched in them, and the probe's own CPU. The
+// GIL-held seconds are gil_late / wakes x seconds. wakes == 0: not measured
+// (a trace from before the probe, or no /proc/thread-self/schedstat).
+struct DataLoaderGilProbe {
+  uint64_t wakes = 0;
+  uint64_t gil_late = 0;
+  uint64_t samples = 0;
+  double seconds = 0;
+  double cpu_seconds = 0;
+};
+
 struct DataLoaderProfile {
   std::string trace_path;
   int worker_traces = 0;  // TRACE.<pid> files read
@@ -202,6 +217,7 @@ struct DataLoaderProfile {
   bool loading_waits_off_cpu = false;
   double main_other_cpu_per_batch = 0;  // main-process CPU per batch besides loading samples
   std::vector<DataLoaderEpoch> epochs;
+  DataLoaderGilProbe gil_probe;
 
   // The run over time, for the report's time charts: at each of the main
   // process's snapshots, the stages above in the model's order (the sample

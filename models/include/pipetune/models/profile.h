@@ -116,6 +116,7 @@ struct WorkerGroup {
   int fetch_samples = 1;
   size_t fetch_last_stage = 0;
   double fetch_gil_seconds_per_sample = 0;
+  double fetch_cpu_seconds_per_sample = 0;   // all of a sample's CPU, GIL-held or not: for plans to say
   double fetch_wait_seconds_per_sample = 0;  // a sample's time off the CPU: for plans to say
   double memory_bytes_per_fetch_thread = 0;
   std::string fetch_threads_knob;

@@ -1,0 +1,149 @@
+// The GIL probe's figures (DataLoaderGilProbe, python/pipetune/_gilprobe.py)
+// as the model takes them: how much of a fetch's CPU fetch threads cannot
+// overlap, measured where the probe woke often enough, else assumed to be
+// all of it, as a user reads it in the report's assumptions and the plan.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "pipetune/analyzer/dataloader_model.h"
+#include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/models/rate_model.h"
+#include "pipetune/tracer/reader.h"
+
+namespace pipetune::analyzer {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+// A map-style run at num_workers=0 whose each sample waits `wait_s` on
+// storage and uses `cpu_s` of CPU, batches of 16.
+DataLoaderProfile GilRun(double wait_s, double cpu_s) {
+  DataLoaderProfile run;
+  run.settings.batch_size = 16;
+  run.settings.num_workers = 0;
+  run.batches = 100;
+  DataLoaderStage load;
+  load.name = "load";
+  load.kind = DataLoaderStageKind::kLoad;
+  load.count = run.batches * 16;
+  load.cpu_seconds_each = cpu_s;
+  load.seconds_each = wait_s + cpu_s;
+  run.sample_stages.push_back(load);
+  run.collate.name = "collate";
+  run.collate.kind = DataLoaderStageKind::kCollate;
+  run.collate.count = run.batches;
+  run.collate.cpu_seconds_each = run.collate.seconds_each = 1e-4;
+  run.transfer.name = "transfer";
+  run.pin_memory.name = "pin_memory";
+  run.wait_seconds = run.batches * 16 * (wait_s + cpu_s);
+  run.main_rss_bytes = 300e6;
+  run.host.cores_allowed = 2;
+  run.epochs.push_back({run.batches, 0, 0});
+  return run;
+}
+
+// A probe that woke `wakes` times in 10 s of fetch windows holding 1600
+// samples, `late` of them finding the GIL held.
+DataLoaderGilProbe Probe(uint64_t wakes, uint64_t late) { return {wakes, late, 1600, 10.0, 0.02}; }
+
+const std::string* Assumption(const models::Profile& profile, const std::string& part) {
+  for (const std::string& a : profile.assumptions) {
+    if (a.find(part) != std::string::npos) return &a;
+  }
+  return nullptr;
+}
+
+TEST(GilProbe, WithoutProbeAllOfTheCpuIsAssumedToHoldTheGil) {
+  models::Profile profile = DataLoaderModelProfile(GilRun(0.02, 4e-3));
+  EXPECT_NEAR(profile.groups[0].fetch_gil_seconds_per_sample, 4e-3, 1e-9);
+  EXPECT_NEAR(profile.groups[0].fetch_cpu_seconds_per_sample, 4e-3, 1e-9);
+  const std::string* said = Assumption(profile, "fetch threads overlap");
+  ASSERT_NE(said, nullptr);
+  EXPECT_THAT(*said, HasSubstr("assumed: its CPU is counted as holding Python's GIL"));
+}
+
+// 10 s of windows for 1600 samples is 6.25 ms a sample; a quarter of the
+// wakes late: 1.5625 ms of each sample held the GIL, under its 4 ms of CPU.
+TEST(GilProbe, AMeasuredShareReplacesTheAssumption) {
+  DataLoaderProfile run = GilRun(0.02, 4e-3);
+  run.gil_probe = Probe(1000, 250);
+  models::Profile profile = DataLoaderModelProfile(run);
+  EXPECT_NEAR(profile.groups[0].fetch_gil_seconds_per_sample, 1.5625e-3, 1e-9);
+  EXPECT_NEAR(profile.groups[0].fetch_cpu_seconds_per_sample, 4e-3, 1e-9);
+  const std::string* said = Assumption(profile, "fetch threads overlap");
+  ASSERT_NE(said, nullptr);
+  EXPECT_THAT(*said,
+              HasSubstr("measured: 1.56 ms of each sample's 4.00 ms CPU held the GIL (probe, 1000 wakes)"));
+}
+
+// Held beyond the CPU is another thread's hold: at most the CPU. None held: 0.
+TEST(GilProbe, TheMeasuredShareIsClampedToTheCpu) {
+  DataLoaderProfile run = GilRun(0.02, 4e-3);
+  run.gil_probe = Probe(1000, 1000);  // 6.25 ms held a sample
+  EXPECT_NEAR(DataLoaderModelProfile(run).groups[0].fetch_gil_seconds_per_sample, 4e-3, 1e-9);
+  run.gil_probe = Probe(1000, 0);
+  EXPECT_EQ(DataLoaderModelProfile(run).groups[0].fetch_gil_seconds_per_sample, 0);
+}
+
+TEST(GilProbe, TooFewWakesKeepTheAssumption) {
+  DataLoaderProfile run = GilRun(0.02, 4e-3);
+  run.gil_probe = Probe(99, 0);
+  models::Profile profile = DataLoaderModelProfile(run);
+  EXPECT_NEAR(profile.groups[0].fetch_gil_seconds_per_sample, 4e-3, 1e-9);
+  EXPECT_THAT(profile.assumptions, Contains(HasSubstr("assumed: its CPU is counted")));
+  run.gil_probe = Probe(100, 0);
+  EXPECT_EQ(DataLoaderModelProfile(run).groups[0].fetch_gil_seconds_per_sample, 0);
+}
+
+// What a user gets from it: a fetch whose CPU releases the GIL (hashing, a
+// C decoder) overlaps across fetch threads; one that holds it does not.
+TEST(GilProbe, ThreadsGainWhereTheFetchReleasesTheGil) {
+  DataLoaderProfile held = GilRun(1e-3, 4e-3), released = held;
+  held.gil_probe = Probe(1000, 1000);
+  released.gil_probe = Probe(1000, 20);
+  auto gain = [](const DataLoaderProfile& run) {
+    models::Profile profile = DataLoaderModelProfile(run);
+    models::Configuration c = models::ObservedConfiguration(profile);
+    c.cores = 2;
+    const double one = models::Predict(profile, c).steady_throughput;
+    c.group_fetch_threads[0] = 2;
+    return models::Predict(profile, c).steady_throughput / one;
+  };
+  EXPECT_LT(gain(held), 1.3) << "4 ms of GIL-held CPU a sample binds one process";
+  EXPECT_GT(gain(released), 1.5) << "two threads hash on two cores";
+}
+
+// The record's "gil_probe", read from the main trace at num_workers=0; one
+// that does not add up is read as absent.
+TEST(GilProbe, TheMainRecordsProbeIsReadAndCheckedAtZeroWorkers) {
+  StatusOr<tracer::Trace> main = tracer::LoadTrace(std::string(PIPETUNE_SOURCE_DIR) +
+                                                   "/tests/analyzer/dataloader_golden/map_workers0/trace");
+  ASSERT_TRUE(main.ok()) << main.status().message();
+  StatusOr<DataLoaderProfile> before = MakeDataLoaderProfile(*main, {});
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  EXPECT_EQ(before->gil_probe.wakes, 0u) << "traces from before the probe have none";
+
+  std::string& config = main->header.pipeline.config_json;
+  const std::string key = "\"role\": \"main\"";
+  const size_t at = config.find(key);
+  ASSERT_NE(at, std::string::npos);
+  config.insert(at, R"("gil_probe": {"wakes": 400, "gil_late": 100, "seconds": 2.5, "samples": 80, )"
+                    R"("cpu_seconds": 0.01, "period_ms": 5.0}, )");
+  StatusOr<DataLoaderProfile> p = MakeDataLoaderProfile(*main, {});
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->gil_probe.wakes, 400u);
+  EXPECT_EQ(p->gil_probe.gil_late, 100u);
+  EXPECT_EQ(p->gil_probe.samples, 80u);
+  EXPECT_DOUBLE_EQ(p->gil_probe.seconds, 2.5);
+
+  config.replace(config.find("\"gil_late\": 100"), 15, "\"gil_late\": 900");
+  StatusOr<DataLoaderProfile> damaged = MakeDataLoaderProfile(*main, {});
+  ASSERT_TRUE(damaged.ok());
+  EXPECT_EQ(damaged->gil_probe.wakes, 0u) << "more late wakes than wakes";
+}
+
+}  // namespace
+}  // namespace pipetune::analyzer
