@@ -84,15 +84,28 @@ void SetFetchThreads(const DataLoaderProfile& run, const models::Profile& profil
   }
   const double samples = group.fetch_samples;
   const FetchGil gil = FetchGilPerSample(run.gil_probe, cpu / samples);
+  // A fetch that waits on storage (its wall over twice its CPU) calls into
+  // the socket again and again, and each call hands the GIL on: with many
+  // threads the handoffs, not the probe's holds, serialise it. Measured
+  // (docs/benchmarks-pytorch.md, 2026-11-28): the store's fetch held the GIL
+  // 0.40 ms of its 1.13 ms CPU by the probe, yet 32 threads in one process
+  // ran 296-424 images/s and 8 ran 244, under what even all of its CPU
+  // allows. So such a fetch is priced with all of its CPU, the probe's
+  // figure said beside it; a fetch that is mostly CPU (a decoder, a hash)
+  // is priced with what the probe measured.
+  const bool waits = wall > 2 * cpu && cpu > 0;
   group.fetch_cpu_seconds_per_sample = cpu / samples;
-  group.fetch_gil_seconds_per_sample = gil.seconds_per_sample;
+  group.fetch_gil_seconds_per_sample = waits ? cpu / samples : gil.seconds_per_sample;
   group.fetch_wait_seconds_per_sample = std::max(0.0, wall - cpu) / samples;
   group.memory_bytes_per_fetch_thread = kFetchThreadBytes + run.batch_bytes / samples;
-  if (wall > 2 * cpu && cpu > 0) {
+  if (waits) {
     const std::string held =
         gil.measured
-            ? fmt::format("measured: {:.2f} ms of each sample's {:.2f} ms CPU held the GIL (probe, {} wakes)",
-                          gil.seconds_per_sample * 1e3, cpu / samples * 1e3, run.gil_probe.wakes)
+            ? fmt::format(
+                  "measured: {:.2f} ms of each sample's {:.2f} ms CPU held the GIL (probe, {} wakes), "
+                  "priced as all of it: a fetch that waits hands the GIL on at every call around its "
+                  "wait, and with many threads those handoffs serialise it",
+                  gil.seconds_per_sample * 1e3, cpu / samples * 1e3, run.gil_probe.wakes)
             : std::string("assumed: its CPU is counted as holding Python's GIL");
     assumptions.push_back(fmt::format(
         "each sample's read waits {:.1f} ms off the CPU and uses {:.2f} ms of CPU: fetch threads overlap the "

@@ -67,21 +67,34 @@ TEST(GilProbe, WithoutProbeAllOfTheCpuIsAssumedToHoldTheGil) {
 
 // 10 s of windows for 1600 samples is 6.25 ms a sample; a quarter of the
 // wakes late: 1.5625 ms of each sample held the GIL, under its 4 ms of CPU.
+// A fetch that is mostly CPU (2 ms of wait beside 4 ms of CPU) is priced
+// with it.
 TEST(GilProbe, AMeasuredShareReplacesTheAssumption) {
-  DataLoaderProfile run = GilRun(0.02, 4e-3);
+  DataLoaderProfile run = GilRun(2e-3, 4e-3);
   run.gil_probe = Probe(1000, 250);
   models::Profile profile = DataLoaderModelProfile(run);
   EXPECT_NEAR(profile.groups[0].fetch_gil_seconds_per_sample, 1.5625e-3, 1e-9);
   EXPECT_NEAR(profile.groups[0].fetch_cpu_seconds_per_sample, 4e-3, 1e-9);
+}
+
+// A fetch that waits on storage (20 ms beside 4 ms of CPU) hands the GIL on
+// at every call around its wait: priced with all of its CPU, the probe's
+// figure said beside it.
+TEST(GilProbe, AFetchThatWaitsIsPricedWithAllItsCpuAndTheProbeSaid) {
+  DataLoaderProfile run = GilRun(0.02, 4e-3);
+  run.gil_probe = Probe(1000, 250);
+  models::Profile profile = DataLoaderModelProfile(run);
+  EXPECT_NEAR(profile.groups[0].fetch_gil_seconds_per_sample, 4e-3, 1e-9);
   const std::string* said = Assumption(profile, "fetch threads overlap");
   ASSERT_NE(said, nullptr);
   EXPECT_THAT(*said,
-              HasSubstr("measured: 1.56 ms of each sample's 4.00 ms CPU held the GIL (probe, 1000 wakes)"));
+              HasSubstr("measured: 1.56 ms of each sample's 4.00 ms CPU held the GIL (probe, 1000 wakes), "
+                        "priced as all of it"));
 }
 
 // Held beyond the CPU is another thread's hold: at most the CPU. None held: 0.
 TEST(GilProbe, TheMeasuredShareIsClampedToTheCpu) {
-  DataLoaderProfile run = GilRun(0.02, 4e-3);
+  DataLoaderProfile run = GilRun(2e-3, 4e-3);
   run.gil_probe = Probe(1000, 1000);  // 6.25 ms held a sample
   EXPECT_NEAR(DataLoaderModelProfile(run).groups[0].fetch_gil_seconds_per_sample, 4e-3, 1e-9);
   run.gil_probe = Probe(1000, 0);
@@ -89,11 +102,14 @@ TEST(GilProbe, TheMeasuredShareIsClampedToTheCpu) {
 }
 
 TEST(GilProbe, TooFewWakesKeepTheAssumption) {
-  DataLoaderProfile run = GilRun(0.02, 4e-3);
+  DataLoaderProfile run = GilRun(2e-3, 4e-3);
   run.gil_probe = Probe(99, 0);
   models::Profile profile = DataLoaderModelProfile(run);
   EXPECT_NEAR(profile.groups[0].fetch_gil_seconds_per_sample, 4e-3, 1e-9);
-  EXPECT_THAT(profile.assumptions, Contains(HasSubstr("assumed: its CPU is counted")));
+  DataLoaderProfile waiting = GilRun(0.02, 4e-3);
+  waiting.gil_probe = Probe(99, 0);
+  EXPECT_THAT(DataLoaderModelProfile(waiting).assumptions,
+              Contains(HasSubstr("assumed: its CPU is counted")));
   run.gil_probe = Probe(100, 0);
   EXPECT_EQ(DataLoaderModelProfile(run).groups[0].fetch_gil_seconds_per_sample, 0);
 }
