@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -39,12 +40,21 @@ constexpr double kWorkerOverheadBytesPerSecond = 4e9;
 // reserves).
 constexpr double kFetchThreadBytes = 256 * 1024;
 
-// Fewer probe wakes than this in the fetch windows say too little to go on
-// (a share from 100 wakes is within 10 points of the truth, two standard
-// errors): the sample's CPU is then taken as all GIL-held. A probe wakes
-// about 80 times a second of fetching that holds the GIL (each late wake
-// waits out a switch interval), 200 where none is held.
-constexpr uint64_t kMinGilProbeWakes = 100;
+// Whether the probe's wakes say enough: the share of late wakes within 10
+// points of the truth, two standard errors of a share (with one late and one
+// on-time wake added, so that 20 of 20 late is not taken as certain): 100
+// wakes at a share of a half, 20 where nearly all or none were late. A
+// fetch that holds the GIL and lets go of it briefly and often (a tensor
+// made per sample: CPython then takes it back before a waiter wakes) starves
+// the probe to 20-30 wakes a second, every one late: enough to say "all of
+// it", not enough for a half.
+constexpr uint64_t kMinGilProbeWakes = 20;
+bool EnoughWakes(const DataLoaderGilProbe& probe) {
+  if (probe.wakes < kMinGilProbeWakes) return false;
+  const double n = static_cast<double>(probe.wakes),
+               p = (static_cast<double>(probe.gil_late) + 1) / (n + 2);
+  return 2 * std::sqrt(p * (1 - p) / n) <= 0.1;
+}
 
 // How much of each sample's CPU holds the GIL: measured by the recorder's
 // probe (DataLoaderGilProbe) where it woke often enough in the fetch
@@ -58,7 +68,7 @@ struct FetchGil {
   bool measured = false;
 };
 FetchGil FetchGilPerSample(const DataLoaderGilProbe& probe, double cpu_per_sample) {
-  if (probe.wakes < kMinGilProbeWakes || probe.samples == 0 || probe.seconds <= 0)
+  if (!EnoughWakes(probe) || probe.samples == 0 || probe.seconds <= 0)
     return {cpu_per_sample, false};
   const double held = static_cast<double>(probe.gil_late) / static_cast<double>(probe.wakes) * probe.seconds /
                       static_cast<double>(probe.samples);
@@ -67,9 +77,19 @@ FetchGil FetchGilPerSample(const DataLoaderGilProbe& probe, double cpu_per_sampl
 
 // Fetch threads (WorkerGroup::fetch_threads) for a map-style dataset: the
 // samples' stages run on them, collate after. The part of a fetch's CPU
-// that holds the GIL is what the threads cannot overlap (FetchGilPerSample;
-// a read that waits on storage releases the GIL).
-void SetFetchThreads(const DataLoaderProfile& run, const models::Profile& profile, size_t group_last,
+// that holds the GIL (FetchGilPerSample: measured by the probe, else all of
+// it) is what the threads cannot overlap; a read that waits on storage
+// releases the GIL. In the model a round of k reads that start together
+// lasts one latency plus the other k - 1 samples' GIL time
+// (models/src/rate_model.cc, GroupSecondsPerOutput).
+//
+// A run traced with K > 1 threads reading in such rounds (no workers, or
+// prefetch 1) measured each sample's wall with its wait for the GIL behind
+// the round's other samples in it, about (K - 1) x g: 16 ms of a 42 ms read
+// at K = 32 on a store 25 ms away. That is no wait on storage: it is taken
+// out of the stage that waits most, as the run-queue wait is, so that the
+// model sees the storage's latency and adds the queue for the K it prices.
+void SetFetchThreads(const DataLoaderProfile& run, models::Profile& profile, size_t group_last,
                      models::WorkerGroup& group, std::vector<std::string>& assumptions) {
   const DataLoaderSettings& s = run.settings;
   group.fetch_threads = std::max(1, s.fetch_threads);
@@ -77,40 +97,53 @@ void SetFetchThreads(const DataLoaderProfile& run, const models::Profile& profil
   group.fetch_last_stage = group_last > 0 ? group_last - 1 : 0;
   if (s.iterable || group_last == 0) return;  // a stream is read in order by one thread
   group.fetch_threads_knob = kFetchThreadsKnob;
-  double cpu = 0, wall = 0;
-  for (size_t i = 0; i < group_last; ++i) {
-    cpu += profile.stages[i].cpu_seconds_per_output;
-    wall += profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
-  }
   const double samples = group.fetch_samples;
-  const FetchGil gil = FetchGilPerSample(run.gil_probe, cpu / samples);
-  // A fetch that waits on storage (its wall over twice its CPU) calls into
-  // the socket again and again, and each call hands the GIL on: with many
-  // threads the handoffs, not the probe's holds, serialise it. Measured
-  // (docs/benchmarks-pytorch.md, 2026-11-28): the store's fetch held the GIL
-  // 0.40 ms of its 1.13 ms CPU by the probe, yet 32 threads in one process
-  // ran 296-424 images/s and 8 ran 244, under what even all of its CPU
-  // allows. So such a fetch is priced with all of its CPU, the probe's
-  // figure said beside it; a fetch that is mostly CPU (a decoder, a hash)
-  // is priced with what the probe measured.
-  const bool waits = wall > 2 * cpu && cpu > 0;
-  group.fetch_cpu_seconds_per_sample = cpu / samples;
-  group.fetch_gil_seconds_per_sample = waits ? cpu / samples : gil.seconds_per_sample;
-  group.fetch_wait_seconds_per_sample = std::max(0.0, wall - cpu) / samples;
+  auto fetch = [&] {
+    double cpu = 0, wall = 0;
+    for (size_t i = 0; i < group_last; ++i) {
+      cpu += profile.stages[i].cpu_seconds_per_output;
+      wall += profile.stages[i].visit_ratio * profile.stages[i].latency_seconds;
+    }
+    return std::pair{cpu / samples, wall / samples};
+  };
+  const auto [cpu, traced_wall] = fetch();
+  const FetchGil gil = FetchGilPerSample(run.gil_probe, cpu);
+  const bool rounds = s.num_workers == 0 || s.prefetch_factor <= 1;
+  const double queued = rounds ? (std::min(group.fetch_threads, group.fetch_samples) - 1) * gil.seconds_per_sample : 0;
+  if (queued > 0) {
+    size_t waits_most = 0;
+    double most = -1;
+    for (size_t i = 0; i < group_last; ++i) {
+      const models::StageProfile& stage = profile.stages[i];
+      const double off_cpu = stage.visit_ratio * (stage.latency_seconds - stage.cpu_seconds_per_element);
+      if (off_cpu > most) most = off_cpu, waits_most = i;
+    }
+    models::StageProfile& stage = profile.stages[waits_most];
+    const double take = std::min(queued * samples, std::max(0.0, most)) / std::max(stage.visit_ratio, 1e-12);
+    stage.latency_seconds -= take;
+    stage.latency_bound = stage.latency_seconds > 2 * stage.cpu_seconds_per_element;
+    assumptions.push_back(fmt::format(
+        "the run read with {} fetch threads in rounds: {:.1f} ms of each sample's {:.1f} ms read was its wait "
+        "for the GIL behind the round's other samples ({} x {:.2f} ms), not storage, and is taken out of stage "
+        "\"{}\"",
+        group.fetch_threads, take * stage.visit_ratio / samples * 1e3, traced_wall * 1e3,
+        std::min(group.fetch_threads, group.fetch_samples) - 1, gil.seconds_per_sample * 1e3, stage.name));
+  }
+  const double wall = fetch().second;
+  group.fetch_cpu_seconds_per_sample = cpu;
+  group.fetch_gil_seconds_per_sample = gil.seconds_per_sample;
+  group.fetch_wait_seconds_per_sample = std::max(0.0, wall - cpu);
   group.memory_bytes_per_fetch_thread = kFetchThreadBytes + run.batch_bytes / samples;
-  if (waits) {
+  if (wall > 2 * cpu && cpu > 0) {
     const std::string held =
-        gil.measured
-            ? fmt::format(
-                  "measured: {:.2f} ms of each sample's {:.2f} ms CPU held the GIL (probe, {} wakes), "
-                  "priced as all of it: a fetch that waits hands the GIL on at every call around its "
-                  "wait, and with many threads those handoffs serialise it",
-                  gil.seconds_per_sample * 1e3, cpu / samples * 1e3, run.gil_probe.wakes)
-            : std::string("assumed: its CPU is counted as holding Python's GIL");
+        gil.measured ? fmt::format("{:.2f} ms of it holds Python's GIL (measured by the probe, {} wakes), which "
+                                   "threads of one process cannot overlap",
+                                   gil.seconds_per_sample * 1e3, run.gil_probe.wakes)
+                     : std::string("assumed: all of it holds Python's GIL (no probe figure)");
     assumptions.push_back(fmt::format(
         "each sample's read waits {:.1f} ms off the CPU and uses {:.2f} ms of CPU: fetch threads overlap the "
-        "waits; {} (one process runs Python in one thread at a time)",
-        (wall - cpu) / samples * 1e3, cpu / samples * 1e3, held));
+        "waits; {}",
+        (wall - cpu) * 1e3, cpu * 1e3, held));
   }
 }
 

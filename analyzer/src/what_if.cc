@@ -43,8 +43,8 @@ std::optional<int> ParseInt(std::string_view s) {
 Status Bad(std::string_view text, std::string_view what) {
   return InvalidInput(fmt::format(
       "what-if \"{}\": {} (expected cores=N, cores=+N, STAGE.parallelism=N, cache=STAGE or cache=none, "
-      "and for a DataLoader num_workers=N, prefetch_factor=N, persistent_workers=BOOL, pin_memory=BOOL, "
-      "separated by commas)",
+      "and for a DataLoader num_workers=N, prefetch_factor=N, fetch_threads=N, persistent_workers=BOOL, "
+      "pin_memory=BOOL, separated by commas)",
       text, what));
 }
 
@@ -84,7 +84,7 @@ Status ParseChange(std::string_view text, std::string_view change, WhatIf& what_
     what_if.parallelism.emplace_back(std::string(key.substr(0, key.size() - kSuffix.size())), *workers);
     return Status::Ok();
   }
-  if (key == kNumWorkersKnob || key == kPrefetchFactorKnob) {
+  if (key == kNumWorkersKnob || key == kPrefetchFactorKnob || key == kFetchThreadsKnob) {
     std::optional<int> number = ParseInt(value);
     int least = key == kNumWorkersKnob ? 0 : 1;
     if (!number || *number < least) {

@@ -93,9 +93,14 @@ int GroupFetchThreads(const Profile& profile, const Configuration& config, size_
 // stages run on K fetch threads. Every sample read releases the GIL while it
 // waits; its GIL-held CPU, and collate's, run one thread at a time.
 //  - On the consumer's thread (no workers), or a worker that holds one index
-//    list at a time (prefetch 1): the threads read one output's S samples,
-//    in ceil(S / K) rounds of one sample's latency, then collate runs with
-//    no read in flight.
+//    list at a time (prefetch 1): the threads read one output's S samples
+//    in r = ceil(S / K) rounds, then collate runs with no read in flight.
+//    A round's reads start together and their waits end together, so their
+//    GIL-held parts queue behind the wait: a round of k reads lasts one
+//    sample's latency plus the other k - 1 samples' GIL time, and the
+//    output r latencies plus (S - r) GIL times. Measured on a store 25 ms
+//    away (0 workers, K = 8 and 16: a round 1.06x and 1.14x that; the max
+//    of the two, as before, predicted 0 x 32 at 1.9x what it ran).
 //  - A worker with prefetch >= 2 holds its next index list while it works on
 //    this one, and its threads read that list as soon as they are free
 //    (python/pipetune/_fetch.py): reads stay in flight through collate, so
@@ -117,7 +122,7 @@ double GroupSecondsPerOutput(const Profile& profile, const Configuration& config
   const int buffer = config.group_buffer.empty() ? group.buffer_per_worker : config.group_buffer[g];
   if (GroupWorkers(profile, config, g) > 0 && buffer >= 2) return std::max(fetched / threads, gil + rest);
   const double rounds = std::ceil(samples / threads);
-  return std::max(rounds * fetched / samples, gil) + rest;
+  return rounds * fetched / samples + (samples - rounds) * group.fetch_gil_seconds_per_sample + rest;
 }
 
 // The CPU per output that worker groups with workers spend outside their stages.

@@ -19,6 +19,12 @@ TEST(ParseWhatIf, ReadsEveryKnobAndCombinations) {
   EXPECT_FALSE(more->cores);
   EXPECT_EQ(more->more_cores, 2.5);
 
+  StatusOr<WhatIf> threads = ParseWhatIf("num_workers=0,fetch_threads=16");
+  ASSERT_TRUE(threads.ok()) << threads.status().message();
+  ASSERT_EQ(threads->named.size(), 2u);
+  EXPECT_EQ(threads->named[1].first, "fetch_threads");
+  EXPECT_EQ(threads->named[1].second, 16);
+
   StatusOr<WhatIf> none = ParseWhatIf("cache=none");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->remove_cache);
@@ -26,7 +32,8 @@ TEST(ParseWhatIf, ReadsEveryKnobAndCombinations) {
 
 TEST(ParseWhatIf, RejectsMalformedTextQuotingIt) {
   for (const char* bad : {"", "cores", "cores=0", "cores=-1", "cores=abc", "decode.parallelism=0",
-                          "decode.parallelism=1.5", "speed=3", "cores=2,,cache=x", "cache="}) {
+                          "decode.parallelism=1.5", "speed=3", "cores=2,,cache=x", "cache=", "fetch_threads=0",
+                          "fetch_threads=2.5"}) {
     StatusOr<WhatIf> w = ParseWhatIf(bad);
     ASSERT_FALSE(w.ok()) << bad;
     EXPECT_EQ(w.status().code(), StatusCode::kInvalidInput);
