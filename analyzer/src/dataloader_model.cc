@@ -107,9 +107,17 @@ void SetFetchThreads(const DataLoaderProfile& run, models::Profile& profile, siz
     return std::pair{cpu / samples, wall / samples};
   };
   const auto [cpu, traced_wall] = fetch();
-  const FetchGil gil = FetchGilPerSample(run.gil_probe, cpu);
+  const FetchGil probed = FetchGilPerSample(run.gil_probe, cpu);
+  // A fetch that waits on storage (its wall over twice its CPU) is priced
+  // with all of its CPU: with many threads waiting, each of its calls that
+  // lets the GIL go is a handoff to a sleeping thread, and the rounds
+  // measured that, not the probe's holds (docs/model.md, "What serialises a
+  // waiting fetch"). A fetch that is mostly CPU (a decoder, a hash) is
+  // priced with what the probe measured.
+  const bool waits = traced_wall > 2 * cpu && cpu > 0;
+  const double g = waits ? cpu : probed.seconds_per_sample;
   const bool rounds = s.num_workers == 0 || s.prefetch_factor <= 1;
-  const double queued = rounds ? (std::min(group.fetch_threads, group.fetch_samples) - 1) * gil.seconds_per_sample : 0;
+  const double queued = rounds ? (std::min(group.fetch_threads, group.fetch_samples) - 1) * g : 0;
   if (queued > 0) {
     size_t waits_most = 0;
     double most = -1;
@@ -127,23 +135,24 @@ void SetFetchThreads(const DataLoaderProfile& run, models::Profile& profile, siz
         "for the GIL behind the round's other samples ({} x {:.2f} ms), not storage, and is taken out of stage "
         "\"{}\"",
         group.fetch_threads, take * stage.visit_ratio / samples * 1e3, traced_wall * 1e3,
-        std::min(group.fetch_threads, group.fetch_samples) - 1, gil.seconds_per_sample * 1e3, stage.name));
+        std::min(group.fetch_threads, group.fetch_samples) - 1, g * 1e3, stage.name));
   }
   const double wall = fetch().second;
   group.fetch_cpu_seconds_per_sample = cpu;
-  group.fetch_gil_seconds_per_sample = gil.seconds_per_sample;
+  group.fetch_gil_seconds_per_sample = g;
   group.fetch_wait_seconds_per_sample = std::max(0.0, wall - cpu);
   group.memory_bytes_per_fetch_thread = kFetchThreadBytes + run.batch_bytes / samples;
-  if (wall > 2 * cpu && cpu > 0) {
-    const std::string held =
-        gil.measured ? fmt::format("{:.2f} ms of it holds Python's GIL (measured by the probe, {} wakes), which "
-                                   "threads of one process cannot overlap",
-                                   gil.seconds_per_sample * 1e3, run.gil_probe.wakes)
-                     : std::string("assumed: all of it holds Python's GIL (no probe figure)");
+  if (waits) {
+    const std::string probe =
+        probed.measured ? fmt::format("the probe measured {:.2f} ms of it holding the GIL ({} wakes), but with many "
+                                      "threads waiting every call that lets the GIL go hands it to a sleeping "
+                                      "thread, and a round of reads queues for about all of it",
+                                      probed.seconds_per_sample * 1e3, run.gil_probe.wakes)
+                        : std::string("no usable probe figure");
     assumptions.push_back(fmt::format(
         "each sample's read waits {:.1f} ms off the CPU and uses {:.2f} ms of CPU: fetch threads overlap the "
-        "waits; {}",
-        (wall - cpu) * 1e3, cpu * 1e3, held));
+        "waits; its CPU is priced as holding Python's GIL, which threads of one process cannot overlap ({})",
+        (wall - cpu) * 1e3, cpu * 1e3, probe));
   }
 }
 

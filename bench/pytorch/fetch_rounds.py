@@ -17,8 +17,9 @@ root, as root (it makes a network namespace):
 
 Prints, per setting: predicted, measured, their ratio, the probe's held
 milliseconds per sample, and at 0 workers the round (the fetch windows'
-seconds per round of K reads) beside what the model prices for one:
-one read's latency plus (K - 1) x the probe's held time."""
+seconds per round of K reads) beside one GET's latency plus K - 1 times
+a sample's CPU (what the model prices for a fetch that waits), and plus
+K - 1 times the probe's held time."""
 import json
 import os
 import subprocess
@@ -104,12 +105,15 @@ def main():
                 if w == 0 and gil:
                     rounds = report["dataloader"]["batches"] * -(-BATCH // k)
                     row["round_ms"] = gil["window_seconds"] / rounds * 1e3
-                    row["priced_round_ms"] = (latency + (min(k, BATCH) - 1) * gil["gil_seconds_per_sample"]) * 1e3
+                    others = min(k, BATCH) - 1
+                    row["round_cpu_ms"] = (latency + others * gil["cpu_seconds_per_sample"]) * 1e3
+                    row["round_held_ms"] = (latency + others * gil["gil_seconds_per_sample"]) * 1e3
                 rows.append(row)
-                print("%d workers x %2d threads: predicted %5.0f images/s, measured %5.0f (%.2f); GIL %.2f ms a "
-                      "sample%s" % (w, k, guess, row["measured"], guess / row["measured"], row["gil_ms"],
-                                    "; a round %.1f ms, priced %.1f" % (row["round_ms"], row["priced_round_ms"])
-                                    if "round_ms" in row else ""))
+                print("%d workers x %2d threads: predicted %5.0f images/s, measured %5.0f (%.2f); the probe's GIL "
+                      "%.2f ms a sample%s" % (
+                          w, k, guess, row["measured"], guess / row["measured"], row["gil_ms"],
+                          "; a round %.1f ms: one GET + (K - 1) x its CPU %.1f, x the probe's hold %.1f" % (
+                              row["round_ms"], row["round_cpu_ms"], row["round_held_ms"]) if "round_ms" in row else ""))
                 sys.stdout.flush()
     print("one GET alone %.1f ms; priced from a trace at %d workers x %d thread(s)" % (latency * 1e3, *base))
     if json_path:
