@@ -51,8 +51,7 @@ constexpr double kFetchThreadBytes = 256 * 1024;
 constexpr uint64_t kMinGilProbeWakes = 20;
 bool EnoughWakes(const DataLoaderGilProbe& probe) {
   if (probe.wakes < kMinGilProbeWakes) return false;
-  const double n = static_cast<double>(probe.wakes),
-               p = (static_cast<double>(probe.gil_late) + 1) / (n + 2);
+  const double n = static_cast<double>(probe.wakes), p = (static_cast<double>(probe.gil_late) + 1) / (n + 2);
   return 2 * std::sqrt(p * (1 - p) / n) <= 0.1;
 }
 
@@ -68,8 +67,7 @@ struct FetchGil {
   bool measured = false;
 };
 FetchGil FetchGilPerSample(const DataLoaderGilProbe& probe, double cpu_per_sample) {
-  if (!EnoughWakes(probe) || probe.samples == 0 || probe.seconds <= 0)
-    return {cpu_per_sample, false};
+  if (!EnoughWakes(probe) || probe.samples == 0 || probe.seconds <= 0) return {cpu_per_sample, false};
   const double held = static_cast<double>(probe.gil_late) / static_cast<double>(probe.wakes) * probe.seconds /
                       static_cast<double>(probe.samples);
   return {std::clamp(held, 0.0, cpu_per_sample), true};
@@ -130,12 +128,14 @@ void SetFetchThreads(const DataLoaderProfile& run, models::Profile& profile, siz
     const double take = std::min(queued * samples, std::max(0.0, most)) / std::max(stage.visit_ratio, 1e-12);
     stage.latency_seconds -= take;
     stage.latency_bound = stage.latency_seconds > 2 * stage.cpu_seconds_per_element;
-    assumptions.push_back(fmt::format(
-        "the run read with {} fetch threads in rounds: {:.1f} ms of each sample's {:.1f} ms read was its wait "
-        "for the GIL behind the round's other samples ({} x {:.2f} ms), not storage, and is taken out of stage "
-        "\"{}\"",
-        group.fetch_threads, take * stage.visit_ratio / samples * 1e3, traced_wall * 1e3,
-        std::min(group.fetch_threads, group.fetch_samples) - 1, g * 1e3, stage.name));
+    assumptions.push_back(
+        fmt::format("the run read with {} fetch threads in rounds: {:.1f} ms of each sample's {:.1f} ms read "
+                    "was its wait "
+                    "for the GIL behind the round's other samples ({} x {:.2f} ms), not storage, and is "
+                    "taken out of stage "
+                    "\"{}\"",
+                    group.fetch_threads, take * stage.visit_ratio / samples * 1e3, traced_wall * 1e3,
+                    std::min(group.fetch_threads, group.fetch_samples) - 1, g * 1e3, stage.name));
   }
   const double wall = fetch().second;
   group.fetch_cpu_seconds_per_sample = cpu;
@@ -144,10 +144,11 @@ void SetFetchThreads(const DataLoaderProfile& run, models::Profile& profile, siz
   group.memory_bytes_per_fetch_thread = kFetchThreadBytes + run.batch_bytes / samples;
   if (waits) {
     const std::string probe =
-        probed.measured ? fmt::format("the probe measured {:.2f} ms of it holding the GIL ({} wakes), but with many "
-                                      "threads waiting every call that lets the GIL go hands it to a sleeping "
-                                      "thread, and a round of reads queues for about all of it",
-                                      probed.seconds_per_sample * 1e3, run.gil_probe.wakes)
+        probed.measured ? fmt::format(
+                              "the probe measured {:.2f} ms of it holding the GIL ({} wakes), but with many "
+                              "threads waiting every call that lets the GIL go hands it to a sleeping "
+                              "thread, and a round of reads queues for about all of it",
+                              probed.seconds_per_sample * 1e3, run.gil_probe.wakes)
                         : std::string("no usable probe figure");
     assumptions.push_back(fmt::format(
         "each sample's read waits {:.1f} ms off the CPU and uses {:.2f} ms of CPU: fetch threads overlap the "

@@ -56,7 +56,8 @@ void RegisterReportCommand(CLI::App& app, int& exit_code) {
   sub->add_option(
          "--what-if", flags->what_ifs,
          "Ask the model: cores=N, cores=+N, STAGE.parallelism=N, cache=STAGE, cache=none; for a DataLoader "
-         "num_workers=N, prefetch_factor=N, fetch_threads=N, persistent_workers=BOOL, pin_memory=BOOL; combine with commas; "
+         "num_workers=N, prefetch_factor=N, fetch_threads=N, persistent_workers=BOOL, pin_memory=BOOL; "
+         "combine with commas; "
          "repeatable")
       ->allow_extra_args(false);  // one question per --what-if, so traces may follow
   sub->callback([flags, &exit_code] { exit_code = Report(*flags); });

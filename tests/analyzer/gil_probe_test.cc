@@ -112,8 +112,7 @@ TEST(GilProbe, TooFewWakesKeepTheAssumption) {
   EXPECT_NEAR(profile.groups[0].fetch_gil_seconds_per_sample, 4e-3, 1e-9);
   DataLoaderProfile waiting = GilRun(0.02, 4e-3);
   waiting.gil_probe = Probe(99, 50);
-  EXPECT_THAT(DataLoaderModelProfile(waiting).assumptions,
-              Contains(HasSubstr("(no usable probe figure)")));
+  EXPECT_THAT(DataLoaderModelProfile(waiting).assumptions, Contains(HasSubstr("(no usable probe figure)")));
   run.gil_probe = Probe(100, 0);
   EXPECT_EQ(DataLoaderModelProfile(run).groups[0].fetch_gil_seconds_per_sample, 0);
   run.gil_probe = Probe(19, 0);

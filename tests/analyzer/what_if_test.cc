@@ -31,9 +31,9 @@ TEST(ParseWhatIf, ReadsEveryKnobAndCombinations) {
 }
 
 TEST(ParseWhatIf, RejectsMalformedTextQuotingIt) {
-  for (const char* bad : {"", "cores", "cores=0", "cores=-1", "cores=abc", "decode.parallelism=0",
-                          "decode.parallelism=1.5", "speed=3", "cores=2,,cache=x", "cache=", "fetch_threads=0",
-                          "fetch_threads=2.5"}) {
+  for (const char* bad :
+       {"", "cores", "cores=0", "cores=-1", "cores=abc", "decode.parallelism=0", "decode.parallelism=1.5",
+        "speed=3", "cores=2,,cache=x", "cache=", "fetch_threads=0", "fetch_threads=2.5"}) {
     StatusOr<WhatIf> w = ParseWhatIf(bad);
     ASSERT_FALSE(w.ok()) << bad;
     EXPECT_EQ(w.status().code(), StatusCode::kInvalidInput);
