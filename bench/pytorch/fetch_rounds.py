@@ -22,14 +22,12 @@ a sample's CPU (what the model prices for a fetch that waits), and plus
 K - 1 times the probe's held time."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "python"))
 sys.path.insert(0, HERE)
-import _slow_store  # noqa: E402
 import fetch_threads  # noqa: E402
 
 PYTHON = sys.executable
@@ -81,17 +79,8 @@ def main():
     pipetune = os.path.abspath(os.path.join(build, "cli", "pipetune"))
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        root = os.path.join(folder, "files")
-        _slow_store.make_files(root, files)
-        try:
-            store = _slow_store.open_store(root)
-        except _slow_store.Unavailable as error:
-            print("skipped: %s" % error)
-            sys.exit(77)
+        store, script = fetch_threads.store_and_script(folder, files)
         with store:
-            script = os.path.join(folder, "train.py")
-            with open(script, "w") as f:
-                f.write(_slow_store.train_source())
             latency = fetch_threads.read_latency(store.url)
             base_trace, _ = traced(pipetune, script, store.url, files, folder, *base)
             predicted = predictions(pipetune, base_trace, settings)

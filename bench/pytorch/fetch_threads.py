@@ -73,6 +73,23 @@ def read_latency(url, reads=40):
     return statistics.median(seconds[1:])
 
 
+def store_and_script(folder, files):
+    """`files` files in `folder` served by the slow store, and the training
+    script beside them: (the store, not yet entered; the script's path).
+    Exits 77 (skipped) where no network namespace can be made."""
+    root = os.path.join(folder, "files")
+    _slow_store.make_files(root, files)
+    try:
+        store = _slow_store.open_store(root)
+    except _slow_store.Unavailable as error:
+        print("skipped: %s" % error)
+        sys.exit(77)
+    script = os.path.join(folder, "train.py")
+    with open(script, "w") as f:
+        f.write(_slow_store.train_source())
+    return store, script
+
+
 def measure(script, url, files, batch, workers, threads, prefetch, apply=None, package=PACKAGE):
     """One untraced run of the script; its figures. `apply`: a kwargs file
     applied with no code change (the bootstrap on PYTHONPATH reads it), over
@@ -156,17 +173,8 @@ def main():
             build = a
     pipetune = os.path.abspath(os.path.join(build, "cli", "pipetune"))
     with tempfile.TemporaryDirectory() as folder:
-        root = os.path.join(folder, "files")
-        _slow_store.make_files(root, files)
-        try:
-            store = _slow_store.open_store(root)
-        except _slow_store.Unavailable as error:
-            print("skipped: %s" % error)
-            sys.exit(77)
+        store, script = store_and_script(folder, files)
         with store:
-            script = os.path.join(folder, "train.py")
-            with open(script, "w") as f:
-                f.write(_slow_store.train_source())
             latency = read_latency(store.url)
             # Traced over the same epoch as the runs measured: the plan's
             # prediction is for an epoch as long as the traced one.
