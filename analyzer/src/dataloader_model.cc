@@ -512,9 +512,12 @@ StatusOr<Diagnosis> DiagnoseDataLoader(const DataLoaderProfile& run, const Diagn
   if (run.gil_probe.wakes > 0 && !d.profile.groups.empty()) {
     const models::WorkerGroup& group = d.profile.groups[0];
     const FetchGil gil = FetchGilPerSample(run.gil_probe, group.fetch_cpu_seconds_per_sample);
-    section.gil = DataLoaderSection::Gil{
-        run.gil_probe, static_cast<double>(run.gil_probe.gil_late) / run.gil_probe.wakes,
-        group.fetch_cpu_seconds_per_sample, gil.seconds_per_sample, gil.measured};
+    section.gil = DataLoaderSection::Gil{run.gil_probe,
+                                         static_cast<double>(run.gil_probe.gil_late) / run.gil_probe.wakes,
+                                         group.fetch_cpu_seconds_per_sample,
+                                         gil.seconds_per_sample,
+                                         gil.measured,
+                                         group.fetch_gil_seconds_per_sample};
   }
   for (const DataLoaderEpoch& e : run.epochs)
     section.epochs.push_back({e.batches, e.workers_started, e.startup_seconds});

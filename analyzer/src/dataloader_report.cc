@@ -58,7 +58,12 @@ std::string GilText(const DataLoaderSection& dl) {
       "the sample fetches held Python's GIL {:.0f}% of their time: {:.2f} ms of each sample's {:.2f} ms CPU "
       "(probe, {} wakes, its own CPU {:.3f} s){}",
       g.held_share * 100, g.gil_seconds_per_sample * 1e3, g.cpu_seconds_per_sample * 1e3, g.probe.wakes,
-      g.probe.cpu_seconds, g.used ? "" : "; too few wakes to go on: all of the CPU is counted as holding it");
+      g.probe.cpu_seconds,
+      !g.used ? "; too few wakes to go on: all of the CPU is counted as holding it"
+      : g.priced_seconds_per_sample > g.gil_seconds_per_sample * 1.001
+          ? "; priced as all of the CPU: the fetch waits on storage, and a round of reads from many threads "
+            "queues for about all of it"
+          : "");
 }
 
 Json GilJson(const DataLoaderSection::Gil& g) {
@@ -70,7 +75,8 @@ Json GilJson(const DataLoaderSection::Gil& g) {
               {"held_share", Number(g.held_share)},
               {"cpu_seconds_per_sample", Number(g.cpu_seconds_per_sample)},
               {"gil_seconds_per_sample", Number(g.gil_seconds_per_sample)},
-              {"measured", g.used}};
+              {"measured", g.used},
+              {"priced_seconds_per_sample", Number(g.priced_seconds_per_sample)}};
 }
 
 // A DataLoader run's settings and what the model took from it (only in its

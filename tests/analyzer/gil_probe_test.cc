@@ -9,6 +9,7 @@
 
 #include "pipetune/analyzer/dataloader_model.h"
 #include "pipetune/analyzer/dataloader_trace.h"
+#include "pipetune/analyzer/report.h"
 #include "pipetune/analyzer/what_if.h"
 #include "pipetune/models/rate_model.h"
 #include "pipetune/tracer/reader.h"
@@ -18,6 +19,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A map-style run at num_workers=0 whose each sample waits `wait_s` on
 // storage and uses `cpu_s` of CPU, batches of 16.
@@ -92,6 +94,25 @@ TEST(GilProbe, AFetchThatWaitsIsPricedWithAllItsCpuAndTheProbeSaid) {
   EXPECT_THAT(*said, HasSubstr("uses 4.00 ms of CPU: fetch threads overlap the waits; its CPU is priced as "
                                "holding Python's GIL, which threads of one process cannot overlap (the probe "
                                "measured 1.56 ms of it holding the GIL (1000 wakes)"));
+}
+
+// What the report says of it: the probe's figure, and for a fetch that
+// waits, that the model priced all of the CPU.
+TEST(GilProbe, TheReportSaysWhatTheModelPriced) {
+  auto gil_line = [](const DataLoaderProfile& run) {
+    StatusOr<Diagnosis> d = DiagnoseDataLoader(run);
+    EXPECT_TRUE(d.ok()) << d.status().message();
+    if (!d.ok()) return std::string();
+    const std::string text = RenderReport(*d, ReportFormat::kText);
+    const size_t at = text.find("GIL ");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  DataLoaderProfile waiting = GilRun(0.02, 4e-3), busy = GilRun(2e-3, 4e-3);
+  waiting.gil_probe = busy.gil_probe = Probe(1000, 250);
+  EXPECT_THAT(gil_line(waiting), HasSubstr("1.56 ms of each sample's 4.00 ms CPU (probe, 1000 wakes"));
+  EXPECT_THAT(gil_line(waiting), HasSubstr("priced as all of the CPU: the fetch waits on storage"));
+  EXPECT_THAT(gil_line(busy), HasSubstr("1.56 ms of each sample's 4.00 ms CPU"));
+  EXPECT_THAT(gil_line(busy), Not(HasSubstr("priced as all")));
 }
 
 // Held beyond the CPU is another thread's hold: at most the CPU. None held: 0.

@@ -43,6 +43,10 @@ struct DataLoaderSection {
     double cpu_seconds_per_sample = 0;
     double gil_seconds_per_sample = 0;
     bool used = false;
+    // What the model prices as GIL-held a sample: the probe's figure, or all
+    // of the CPU for a fetch that waits on storage (docs/model.md, "What
+    // serialises a waiting fetch") or where the wakes said too little.
+    double priced_seconds_per_sample = 0;
   };
   std::optional<Gil> gil;
   struct Epoch {
