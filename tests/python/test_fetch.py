@@ -160,7 +160,7 @@ AHEAD = IN_PROCESS + textwrap.dedent("""
             return i, began
 
     def collate(samples):
-        time.sleep(0.04)  # longer than a read: with no read in flight meanwhile, the next batch waits
+        time.sleep(0.08)  # four reads long: with no read in flight meanwhile, the next batch waits
         # The worker's count of batches read ahead and read when asked, this one's included.
         return [s[0] for s in samples], min(s[1] for s in samples), time.monotonic(), (os.getpid(), worker_reads())
 
@@ -175,6 +175,7 @@ AHEAD = IN_PROCESS + textwrap.dedent("""
     del plain
     persistent = loader(5, persistent_workers=True)
     taken = 0
+    pairs = []
     for epoch in range(2):
         served.clear()
         out = list(persistent)
@@ -195,11 +196,12 @@ AHEAD = IN_PROCESS + textwrap.dedent("""
                 or sum(ahead for ahead, _ in reads.values()) != taken - 2:
             sys.exit("epoch %d: (read ahead, read when asked) by worker %s of %d batches: not every batch after "
                      "a worker's first read ahead" % (epoch, reads, taken))
-        # Batch k+2 is the same worker's next: read while batch k was collated.
-        pairs = [(out[k + 2][1] < out[k][2]) for k in range(len(out) - 2)]
-        if sum(pairs) < 0.75 * len(pairs):
-            sys.exit("epoch %d: the next batch's reads began before this one's collate ended in %d of %d"
-                     % (epoch, sum(pairs), len(pairs)))
+        # Batch k+2 is the same worker's next: read while batch k was collated. Timed, so judged over
+        # both epochs' 14 pairs: on a loaded host (CI, the store test beside it) one epoch once had 5 of 7.
+        pairs += [(out[k + 2][1] < out[k][2]) for k in range(len(out) - 2)]
+    if sum(pairs) < 0.75 * len(pairs):
+        sys.exit("the next batch's reads began before this one's collate ended in %d of %d"
+                 % (sum(pairs), len(pairs)))
     workers = list(persistent._iterator._workers)
     persistent._iterator._shutdown_workers()
     if [w.exitcode for w in workers] != [0, 0]:
