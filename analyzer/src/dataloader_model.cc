@@ -118,8 +118,9 @@ void SetFetchThreads(const DataLoaderProfile& run, models::Profile& profile, siz
   // priced with what the probe measured.
   const bool waits = traced_wall > 2 * cpu && cpu > 0;
   const double g = waits ? cpu : probed.seconds_per_sample;
-  const bool rounds = s.num_workers == 0 || s.prefetch_factor <= 1;
-  const double queued = rounds ? (std::min(group.fetch_threads, group.fetch_samples) - 1) * g / 2 : 0;
+  const double queued = models::FetchReadsInRounds(group.workers, group.buffer_per_worker)
+                            ? (std::min(group.fetch_threads, group.fetch_samples) - 1) * g / 2
+                            : 0;
   if (queued > 0) {
     size_t waits_most = 0;
     double most = -1;

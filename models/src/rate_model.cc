@@ -99,8 +99,9 @@ int GroupFetchThreads(const Profile& profile, const Configuration& config, size_
 //    GIL-held parts queue behind the wait: a round of k reads lasts one
 //    sample's latency plus the other k - 1 samples' GIL time, and the
 //    output r latencies plus (S - r) GIL times. Measured on a store 25 ms
-//    away (0 workers, K = 8 and 16: a round 1.06x and 1.14x that; the max
-//    of the two, as before, predicted 0 x 32 at 1.9x what it ran).
+//    away, a waiting read's GIL time priced as its CPU (0 workers, K = 8,
+//    16 and 32: a round ran 0.94, 0.93 and 0.97 of that; the max of the
+//    two, as before, predicted 0 x 32 at 1.9x what it ran).
 //  - A worker with prefetch >= 2 holds its next index list while it works on
 //    this one, and its threads read that list as soon as they are free
 //    (python/pipetune/_fetch.py): reads stay in flight through collate, so
@@ -120,7 +121,8 @@ double GroupSecondsPerOutput(const Profile& profile, const Configuration& config
   const double samples = group.fetch_samples;
   const double gil = samples * group.fetch_gil_seconds_per_sample;
   const int buffer = config.group_buffer.empty() ? group.buffer_per_worker : config.group_buffer[g];
-  if (GroupWorkers(profile, config, g) > 0 && buffer >= 2) return std::max(fetched / threads, gil + rest);
+  if (!FetchReadsInRounds(GroupWorkers(profile, config, g), buffer))
+    return std::max(fetched / threads, gil + rest);
   const double rounds = std::ceil(samples / threads);
   return rounds * fetched / samples + (samples - rounds) * group.fetch_gil_seconds_per_sample + rest;
 }
@@ -375,6 +377,8 @@ bool RunsOnConsumerThread(const Profile& profile, const Configuration& config, s
   const StageProfile& stage = profile.stages[index];
   return stage.on_consumer_thread || (stage.group && GroupWorkers(profile, config, *stage.group) == 0);
 }
+
+bool FetchReadsInRounds(int workers, int buffer) { return workers <= 0 || buffer < 2; }
 
 double WorkerMemoryBytes(const Profile& profile, const Configuration& config) {
   double bytes = profile.base_memory_bytes;

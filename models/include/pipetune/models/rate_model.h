@@ -133,6 +133,12 @@ double EpochOutputsForSteadyRate(const Prediction& prediction, double within = 0
 bool StageRuns(const Profile& profile, const Configuration& config, size_t index);
 bool RunsOnConsumerThread(const Profile& profile, const Configuration& config, size_t index);
 
+// Whether a worker group's fetch threads read each output's samples in
+// rounds that start together: on the consumer's thread (0 workers) or in a
+// worker that holds one index list at a time (buffer 1). A worker holding
+// its next list (buffer >= 2) reads it as soon as a thread is free.
+bool FetchReadsInRounds(int workers, int buffer);
+
 // What the worker groups hold in `config`: each worker's process and the
 // outputs in flight (workers x buffer x bytes of the group's output), plus
 // the profile's base memory. 0 plus the base without groups.
