@@ -53,11 +53,21 @@ def profile(pipetune, trace, script, *args, apply=None):
     return r
 
 
+def loop_line(result):
+    """The script's JSON line (`pipetune profile` prints the trace's name
+    after it)."""
+    return json.loads([l for l in result.stdout.splitlines() if l.startswith("{")][-1])
+
+
 def rate_of(result):
-    """The script's own batches per second (its JSON line; `pipetune
-    profile` prints the trace's name after it)."""
-    line = [l for l in result.stdout.splitlines() if l.startswith("{")][-1]
-    return json.loads(line)["batches_per_second"]
+    """The script's own batches per second."""
+    return loop_line(result)["batches_per_second"]
+
+
+def cpu_per_batch(result):
+    """The process's CPU seconds a batch over the loop."""
+    line = loop_line(result)
+    return line["cpu_seconds"] / line["batches"]
 
 
 def report(pipetune, trace):
@@ -462,46 +472,70 @@ def sampler_share(trace):
 
 
 def case_overhead(pipetune, tmp):
-    """Traced over untraced on the same script, alternated: three runs each,
-    the best half of each side compared (a run slowed by the host is always
-    slower, never faster). Where that is under 0.90, three more runs each
-    and the best half of six: a host busy for one stretch moves a few runs,
-    a tracer that costs 15% moves all of them. A gross cost fails: under
-    0.85. The 3% target itself is the benchmark's (bench/tfdata/compare.py,
-    docs/benchmarks-tfdata.md): one run of a few seconds on a shared 2-core
-    host spreads wider than 3% (a fresh-clone CI run measured 46 and 77
-    batches/s for the same untraced script, one after the other)."""
+    """Traced over untraced on the same script, alternated, judged two ways.
+
+    The CPU each batch takes (the loop's `cpu_seconds` over its batches, the
+    median run of each side): the tracer's own work is CPU in the process,
+    and a neighbour on the host moves it little (0.016-0.023 s a batch for
+    the same script, idle or beside two busy loops). A gross cost fails:
+    over 1.15x.
+
+    The wall rate, fastest run against fastest run: TensorFlow's autotuner
+    lands the same untraced script at about 64 or about 95 batches/s from
+    one run to the next on an idle host, and a busy one adds its own spread
+    (a CI run measured 45 to 90), so a best half compares whichever mode
+    each side drew. The fastest of several runs is the script undisturbed.
+    Three pairs, more where the fastest traced is under 0.90 of the fastest
+    untraced (up to twelve: a tracer that costs 15% keeps every traced run
+    slow, a mode drawn by chance does not hold for twelve). A gross cost
+    fails: under 0.85. The 3% target itself is the benchmark's
+    (bench/tfdata/compare.py, docs/benchmarks-tfdata.md)."""
     traced, untraced = [], []
+    traced_cpu, untraced_cpu = [], []
     sampler_shares = []
 
-    def best_half_ratio():
-        keep = len(traced) // 2 + len(traced) % 2
-        return sum(sorted(traced)[-keep:]) / sum(sorted(untraced)[-keep:])
+    def median(values):
+        return sorted(values)[len(values) // 2]
 
-    for i in range(6):
+    def wall_ratio():
+        return max(traced) / max(untraced)
+
+    def cpu_ratio():
+        return median(traced_cpu) / median(untraced_cpu)
+
+    for i in range(12):
         r = run([sys.executable, LOOP, images(), "2"], env=ENV)
         if r.returncode != 0:
             fail("the script failed", r)
         untraced.append(rate_of(r))
+        untraced_cpu.append(cpu_per_batch(r))
         trace = os.path.join(tmp, "t%d.ptrace" % i)
-        traced.append(rate_of(profile(pipetune, trace, LOOP, images(), "2")))
+        r = profile(pipetune, trace, LOOP, images(), "2")
+        traced.append(rate_of(r))
+        traced_cpu.append(cpu_per_batch(r))
         sampler_shares.append(sampler_share(trace))
-        if len(traced) == 3 and best_half_ratio() >= 0.90:
+        os.remove(trace)
+        if len(traced) >= 3 and wall_ratio() >= 0.90 and cpu_ratio() <= 1.10:
             break
-    ratio = best_half_ratio()
-    print("traced/untraced %.3f, the best half of %d runs each (traced %s, untraced %s)"
-          % (ratio, len(traced), traced, untraced))
-    if ratio < 0.85:
-        fail("tracing costs more than 15%%: traced/untraced %.3f" % ratio)
-    # The recorder's own cost, which the host's noise does not move: the
-    # sampler thread's CPU over the process's while it recorded.
-    share = sorted(sampler_shares)[len(sampler_shares) // 2]  # the median run
+    print("traced/untraced, the fastest run of %d each: %.3f (batches/s: traced %s, untraced %s)"
+          % (len(traced), wall_ratio(), " ".join("%.1f" % v for v in traced),
+             " ".join("%.1f" % v for v in untraced)))
+    print("CPU a batch, traced/untraced, the median run: %.3f (ms: traced %s, untraced %s)"
+          % (cpu_ratio(), " ".join("%.1f" % (1e3 * v) for v in traced_cpu),
+             " ".join("%.1f" % (1e3 * v) for v in untraced_cpu)))
+    if cpu_ratio() > 1.15:
+        fail("tracing costs more than 15%% of the CPU: traced/untraced %.3f a batch" % cpu_ratio())
+    if wall_ratio() < 0.85:
+        fail("tracing costs more than 15%%: the fastest traced run is %.3f of the fastest untraced" % wall_ratio())
+    # The recorder's own cost, finer than either: the sampler thread's CPU
+    # over the process's while it recorded.
+    share = median(sampler_shares)
     print("the sampler's CPU: %.2f%% of the process's (runs: %s)" % (
         100 * share, ", ".join("%.2f%%" % (100 * s) for s in sampler_shares)))
     if share > 0.03:
         fail("the tf.data sampler used %.1f%% of the process's CPU, over the 3%% target" % (100 * share))
-    if ratio < 0.97:
-        print("above the 3%% target here (%.3f): see the benchmark for the figure" % ratio)
+    if wall_ratio() < 0.97:
+        print("above the 3%% target here (%.3f): see the benchmark for the figure" % wall_ratio())
 
 
 def main():
