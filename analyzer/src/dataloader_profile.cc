@@ -397,11 +397,20 @@ std::optional<double> ProcessCpuAt(const tracer::Trace& main, double seconds) {
 // and on the pin thread. The recorder times only the loop's thread, so a
 // step on the CPU whose operators run on torch's intra-op pool read as one
 // core where the process used 1.8 of 2 (issue 39).
+//
+// Not the step's: the samples' stages where fetch threads ran them at
+// num_workers=0 (timed on those threads; counted here too, a trace at
+// 0 x 16 on a store 25 ms away priced each step 34 ms of CPU it never
+// used), and the recorder's own threads, which run over the whole loop:
+// the GIL probe (its CPU recorded, taken out) and the sampler (about 3% of
+// a core, left under the floor below).
 void ReadStepThreads(const tracer::Trace& main, const std::map<std::string, StageSum>& main_stages,
                      DataLoaderProfile& p) {
-  // Below this share of the steps' time, or the process clock's ticks at
-  // both ends of the loop (10 ms each, /proc/self/stat), the rest is the
-  // recorder's own sampling and rounding, not threads of the step.
+  // Below this share of a core over the loop, or the process clock's ticks
+  // at both ends of the loop (10 ms each, /proc/self/stat), the rest is the
+  // recorder's own sampling and rounding, not threads of the step. Over the
+  // loop, not the steps: a 0.1 ms step beside 25 ms waits for a batch left
+  // the sampler's 3% of a core over 100 times the steps' time.
   constexpr double kStepThreadsMinCores = 0.05;
   constexpr double kProcessCpuResolutionSeconds = 0.02;
   if (p.step.count == 0 || p.step_seconds <= 0 || p.step.cpu_seconds_each < 0) return;
@@ -412,9 +421,19 @@ void ReadStepThreads(const tracer::Trace& main, const std::map<std::string, Stag
   for (const char* name : {"step", "next", "epoch"}) timed += Find(main_stages, name).cpu_ns / 1e9;
   // Without workers torch pins in next(), on the loop's thread: timed there.
   if (p.settings.num_workers > 0) timed += Find(main_stages, "pin_memory").cpu_ns / 1e9;
+  if (p.settings.num_workers == 0) {
+    if (p.settings.fetch_threads > 1) {
+      for (const auto& [name, sum] : main_stages) {
+        if (IsDataStage(name) && name != "collate" && name != "transfer" && name != "pin_memory")
+          timed += sum.cpu_ns / 1e9;
+      }
+    }
+    timed += p.gil_probe.cpu_seconds;  // the main process's own probe
+  }
   const double beside = std::max(0.0, *end - *begin - timed);
+  const double loop_seconds = std::max(p.step_seconds, p.loop_end_seconds - p.loop_begin_seconds);
   p.step_threads_cpu_seconds_each =
-      beside >= kStepThreadsMinCores * p.step_seconds + kProcessCpuResolutionSeconds
+      beside >= kStepThreadsMinCores * loop_seconds + kProcessCpuResolutionSeconds
           ? beside / static_cast<double>(p.step.count)
           : 0.0;
 }

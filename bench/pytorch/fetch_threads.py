@@ -4,14 +4,15 @@ repository root, as root (it makes a network namespace):
 
     /usr/bin/python3 bench/pytorch/fetch_threads.py [BUILD_DIR] [--grid 0,1,2,4,8,16,24,32]
         [--files N] [--batch B] [--cores C] [--json FILE]
-        [--before PACKAGE] [--bound W:K,W:K,...]
+        [--before PACKAGE] [--bound W:K,W:K,...] [--trace-at W:K]
 
 The store (tests/python/_slow_store.py) serves N files of 4 KiB from a
 network namespace of its own, over a veth pair, each GET waiting 25 ms
 (netem on the link, or the server where the kernel has no netem); each
 sample is one GET on a kept-alive connection and 0.4 ms of CPU.
 
-1. One traced run at num_workers=2 (`pipetune profile`), and its plan
+1. One traced run at num_workers=2 (`pipetune profile`; --trace-at W:K
+   traces W workers x K fetch threads instead), and its plan
    (`pipetune tune`, with --cores C when given: the free share of a
    machine others share): workers x fetch threads x prefetch, and the
    predicted images/s.
@@ -103,10 +104,12 @@ def measure(script, url, files, batch, workers, threads, prefetch, apply=None, p
     return out
 
 
-def plan(pipetune, script, url, files, batch, folder, cores):
-    """The traced run at 2 workers and `tune`'s plan of it: (kwargs, predicted images/s)."""
-    trace = os.path.join(folder, "w2.trace")
-    run([pipetune, "profile", "--trace", trace, "--", PYTHON, script, url, str(files), str(batch), "2", "1", "2"])
+def plan(pipetune, script, url, files, batch, folder, cores, traced=(2, 1)):
+    """The traced run (`traced`: workers, fetch threads) and `tune`'s plan
+    of it: (kwargs, predicted images/s)."""
+    trace = os.path.join(folder, "traced.trace")
+    run([pipetune, "profile", "--trace", trace, "--", PYTHON, script, url, str(files), str(batch),
+         str(traced[0]), str(traced[1]), "2"])
     kwargs_path = os.path.join(folder, "plan.json")
     text = run([pipetune, "tune", trace, "-o", kwargs_path, "--format", "json"] +
                (["--cores", str(cores)] if cores else []))
@@ -152,7 +155,7 @@ def main():
     args = sys.argv[1:]
     build = "build"
     grid = [0, 1, 2, 4, 8, 16, 24, 32]
-    files, batch, json_path, cores, before, bound = 1920, 32, None, None, None, []
+    files, batch, json_path, cores, before, bound, traced = 1920, 32, None, None, None, [], (2, 1)
     while args:
         a = args.pop(0)
         if a == "--grid":
@@ -167,6 +170,8 @@ def main():
             before = os.path.abspath(args.pop(0))
         elif a == "--bound":
             bound = [tuple(int(x) for x in wk.split(":")) for wk in args.pop(0).split(",")]
+        elif a == "--trace-at":
+            traced = tuple(int(x) for x in args.pop(0).split(":"))
         elif a == "--json":
             json_path = args.pop(0)
         else:
@@ -178,7 +183,8 @@ def main():
             latency = read_latency(store.url)
             # Traced over the same epoch as the runs measured: the plan's
             # prediction is for an epoch as long as the traced one.
-            kwargs_path, kwargs, predicted = plan(pipetune, script, store.url, files, batch, folder, cores)
+            kwargs_path, kwargs, predicted = plan(pipetune, script, store.url, files, batch, folder, cores,
+                                                     traced)
             tuned_setting = (kwargs.get("num_workers", 0), kwargs.get("fetch_threads", 1),
                              kwargs.get("prefetch_factor") or 2)
             tuned, points, tuned_before = [], [], []
@@ -201,7 +207,8 @@ def main():
     tuned_epoch_rate = statistics.median(t["epoch_images_per_second"] for t in tuned)
     in_flight = max(1, tuned_setting[0]) * min(tuned_setting[1], batch)
     result = {
-        "store": store.kind, "read_latency_s": latency, "free_cores": cores, "plan": kwargs, "predicted_images_per_second": predicted,
+        "store": store.kind, "read_latency_s": latency, "traced": list(traced), "free_cores": cores,
+        "plan": kwargs, "predicted_images_per_second": predicted,
         "tuned": tuned, "grid": points, "tuned_images_per_second": tuned_rate,
         "grid_best": best, "tuned_over_grid_best": statistics.median(
             t["epoch_images_per_second"] for t in tuned) / best["epoch_images_per_second"],
@@ -215,7 +222,8 @@ def main():
     if tuned_before:
         result["tuned_before_images_per_second"] = statistics.median(t["images_per_second"] for t in tuned_before)
         result["tuned_before_over_latency_bound"] = result["tuned_before_images_per_second"] / (in_flight / latency)
-    print("store: %s, one GET alone %.1f ms; tune --cores %s" % (store.kind, latency * 1e3, cores or "(the host's)"))
+    print("store: %s, one GET alone %.1f ms; traced at %d workers x %d fetch threads; tune --cores %s" % (
+        store.kind, latency * 1e3, traced[0], traced[1], cores or "(the host's)"))
     print("plan: %s (predicted %.0f images/s)" % (json.dumps(kwargs, sort_keys=True), predicted))
     print("%-30s %9s %8s %9s %10s %16s" % ("setting", "processes", "threads", "memory", "epoch images/s",
                                             "from 1st batch"))

@@ -159,6 +159,31 @@ TEST(DataLoaderModel, TheWorkersOwnCpuIsTheGroupsPaidOnlyWithWorkersAndNoStagesC
   EXPECT_NEAR(PredictAt(run, {0, 2, false, false}, 2).throughput, 1.0 / (0.197 + 0.040), 1e-9);
 }
 
+// The GIL probe runs only while traced: its CPU in the workers' sessions is
+// the recorder's, not the job's. On a store 25 ms away it was nearly all of
+// what the workers spent outside the stages, and the plans priced on it
+// were CPU-bound at a rate the job beat by 17%.
+TEST(DataLoaderModel, TheGilProbesCpuIsNotTheWorkersOwn) {
+  DataLoaderProfile run = LoaderRun(2);
+  run.worker_session_cpu_seconds = (0.197 + 0.020 + 0.010) * 100;
+  run.gil_probe.wakes = 1000;
+  run.gil_probe.samples = 3200;
+  run.gil_probe.seconds = 10;
+  run.gil_probe.cpu_seconds = 0.010 * 100;  // 10 ms a batch
+  models::Profile profile = analyzer::DataLoaderModelProfile(run);
+  ASSERT_EQ(profile.groups.size(), 1u);
+  EXPECT_NEAR(profile.groups[0].overhead_cpu_seconds_per_output, 0.020, 1e-9);
+  EXPECT_NEAR(PredictAt(run, {4, 2, false, false}, 2).steady_throughput, 2 / (0.198 + 0.020), 1e-6);
+  bool said = false;
+  for (const std::string& a : profile.assumptions)
+    said |= a.find("the GIL probe's 10.000 ms a batch left out") != std::string::npos;
+  EXPECT_TRUE(said);
+  // A probe that cost more than the session had outside the stages leaves
+  // nothing: never a negative cost.
+  run.gil_probe.cpu_seconds = 0.050 * 100;
+  EXPECT_EQ(analyzer::DataLoaderModelProfile(run).groups[0].overhead_cpu_seconds_per_output, 0);
+}
+
 TEST(DataLoaderModel, StartUpIsPaidEveryEpochUnlessPersistent) {
   DataLoaderProfile run = LoaderRun(2);
   run.epochs.assign(5, {20, 1.0, 2});  // 0.5 s per worker, five epochs of 20 batches
