@@ -78,8 +78,18 @@ double PeakRss(const tracer::Trace& trace) {
   return static_cast<double>(peak);
 }
 
+// The program's CPU at a process sample: the process's less the recorder's
+// own sampler thread (tracer::ProcessSample::recorder_cpu_ns), which the
+// program pays only while traced (about 3% of a core in a DataLoader's main
+// process at the default interval). A trace that predates the figure keeps
+// the process's.
+double ProgramCpuSeconds(const tracer::ProcessSample& s) {
+  const uint64_t recorder = s.recorder_cpu_ns > 0 ? static_cast<uint64_t>(s.recorder_cpu_ns) : 0;
+  return static_cast<double>(s.cpu_ns - std::min(s.cpu_ns, recorder)) / 1e9;
+}
+
 double CpuSeconds(const tracer::Trace& trace) {
-  return trace.process_samples.empty() ? 0.0 : trace.process_samples.back().cpu_ns / 1e9;
+  return trace.process_samples.empty() ? 0.0 : ProgramCpuSeconds(trace.process_samples.back());
 }
 
 DataLoaderStage MakeStage(const std::string& name, const StageSum& sum, int batch_size) {
@@ -225,7 +235,7 @@ void ReadCpuShares(const tracer::Trace& main, const std::vector<const tracer::Tr
     worker_cpu += CpuSeconds(*w);
     if (w->process_samples.size() >= 2) {
       p.worker_session_cpu_seconds +=
-          (w->process_samples.back().cpu_ns - w->process_samples.front().cpu_ns) / 1e9;
+          ProgramCpuSeconds(w->process_samples.back()) - ProgramCpuSeconds(w->process_samples.front());
     }
   }
   p.worker_cpu_seconds = worker_cpu;
@@ -373,9 +383,9 @@ void ReadLoopSpan(const tracer::Trace& main, const std::string& prefix, DataLoad
   p.loop_end_seconds = std::max(end, p.loop_begin_seconds);
 }
 
-// The process's CPU (every thread's, user + system) at `seconds` after its
-// session started, interpolated between its process samples; nullopt
-// outside them.
+// The program's CPU (every thread's, user + system, less the recorder's:
+// ProgramCpuSeconds) at `seconds` after its session started, interpolated
+// between its process samples; nullopt outside them.
 std::optional<double> ProcessCpuAt(const tracer::Trace& main, double seconds) {
   const std::vector<tracer::ProcessSample>& samples = main.process_samples;
   auto at = [&](const tracer::ProcessSample& s) {
@@ -384,7 +394,7 @@ std::optional<double> ProcessCpuAt(const tracer::Trace& main, double seconds) {
   for (size_t i = 1; i < samples.size(); ++i) {
     const double t0 = at(samples[i - 1]), t1 = at(samples[i]);
     if (seconds < t0 || seconds > t1) continue;
-    const double c0 = samples[i - 1].cpu_ns / 1e9, c1 = samples[i].cpu_ns / 1e9;
+    const double c0 = ProgramCpuSeconds(samples[i - 1]), c1 = ProgramCpuSeconds(samples[i]);
     return t1 > t0 ? c0 + (c1 - c0) * (seconds - t0) / (t1 - t0) : c1;
   }
   return std::nullopt;
@@ -401,16 +411,18 @@ std::optional<double> ProcessCpuAt(const tracer::Trace& main, double seconds) {
 // Not the step's: the samples' stages where fetch threads ran them at
 // num_workers=0 (timed on those threads; counted here too, a trace at
 // 0 x 16 on a store 25 ms away priced each step 34 ms of CPU it never
-// used), and the recorder's own threads, which run over the whole loop:
-// the GIL probe (its CPU recorded, taken out) and the sampler (about 3% of
-// a core, left under the floor below).
+// used), and the recorder's own threads (the GIL probe and the sampler each
+// record their CPU, taken out). Threads of the program that run over the
+// whole loop rather than with each step (a watcher polling /proc, a
+// logger) count only above the floor below.
 void ReadStepThreads(const tracer::Trace& main, const std::map<std::string, StageSum>& main_stages,
                      DataLoaderProfile& p) {
   // Below this share of a core over the loop, or the process clock's ticks
-  // at both ends of the loop (10 ms each, /proc/self/stat), the rest is the
-  // recorder's own sampling and rounding, not threads of the step. Over the
-  // loop, not the steps: a 0.1 ms step beside 25 ms waits for a batch left
-  // the sampler's 3% of a core over 100 times the steps' time.
+  // at both ends of the loop (10 ms each, /proc/self/stat), the rest is
+  // rounding and threads that run over the loop, not threads of the step.
+  // Over the loop, not the steps: the slow-store bench's script polls /proc
+  // for its peak memory every 50 ms, 3% of a core, which over 20 steps of
+  // 0.12 ms (a 25 ms wait for each batch) was priced 13.6 ms a step.
   constexpr double kStepThreadsMinCores = 0.05;
   constexpr double kProcessCpuResolutionSeconds = 0.02;
   if (p.step.count == 0 || p.step_seconds <= 0 || p.step.cpu_seconds_each < 0) return;

@@ -116,6 +116,12 @@ TEST(Recording, CountsFromManyThreadsComeBackExactly) {
   ASSERT_FALSE(trace.process_samples.empty());
   EXPECT_GT(trace.process_samples.back().rss_bytes, 0u);
   EXPECT_GE(trace.process_samples.back().main_thread_run_delay_ns, 0);  // /proc/self/schedstat read
+  // The recorder's own CPU: none before its sampler started, then its
+  // thread's clock, never going back.
+  EXPECT_EQ(trace.process_samples.front().recorder_cpu_ns, 0);
+  for (size_t i = 1; i < trace.process_samples.size(); ++i)
+    EXPECT_GE(trace.process_samples[i].recorder_cpu_ns, trace.process_samples[i - 1].recorder_cpu_ns);
+  EXPECT_GT(trace.process_samples.back().recorder_cpu_ns, 0);
   RetireStage(source);
   RetireStage(map);
 }

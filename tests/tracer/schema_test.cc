@@ -63,23 +63,34 @@ TEST(Schema, VersionOneGpuRecordReadsWithAppendedFieldsAtDefaults) {
   EXPECT_EQ(b.copy_kind, GpuCopyKind::kNone);
 }
 
-// The main thread's run-queue delay, appended to the process sample: read
-// back where written, unknown (-1) in a sample an older writer wrote.
+// The main thread's run-queue delay, then the recorder's own CPU, appended
+// to the process sample: read back where written, unknown (-1) in a sample
+// an older writer wrote.
 TEST(Schema, ProcessSampleRunDelayIsAppendedAndUnknownInOlderSamples) {
   ProcessSample p;
   p.cpu_ns = 5;
   p.threads = 3;
   p.main_thread_run_delay_ns = 1234;
+  p.recorder_cpu_ns = 77;
   std::string bytes;
   ByteWriter w(bytes);
   internal::WriteRecord(w, p);
-  ASSERT_EQ(bytes.size(), 56u);
+  ASSERT_EQ(bytes.size(), 64u);
   ProcessSample now;
   internal::ByteReader r(bytes);
   internal::ReadRecord(r, now);
   EXPECT_FALSE(r.failed());
   EXPECT_EQ(now.main_thread_run_delay_ns, 1234);
+  EXPECT_EQ(now.recorder_cpu_ns, 77);
   EXPECT_EQ(now.threads, 3u);
+
+  std::string with_delay = bytes.substr(0, 56);  // a writer from before the recorder's CPU
+  ProcessSample delay_only;
+  internal::ByteReader r2(with_delay);
+  internal::ReadRecord(r2, delay_only);
+  EXPECT_FALSE(r2.failed());
+  EXPECT_EQ(delay_only.main_thread_run_delay_ns, 1234);
+  EXPECT_EQ(delay_only.recorder_cpu_ns, -1);
 
   std::string v1 = bytes.substr(0, internal::kMinRecordBytes<ProcessSample>);
   ProcessSample old;
@@ -88,6 +99,7 @@ TEST(Schema, ProcessSampleRunDelayIsAppendedAndUnknownInOlderSamples) {
   EXPECT_FALSE(r1.failed());
   EXPECT_EQ(old.cpu_ns, 5u);
   EXPECT_EQ(old.main_thread_run_delay_ns, -1);
+  EXPECT_EQ(old.recorder_cpu_ns, -1);
 }
 
 TEST(Schema, GpuStatusRoundTripsThroughATrace) {

@@ -128,6 +128,7 @@ constexpr void Fields(R& p, F&& f) {
   f(kPad32);
   f(kAppended);
   f(kI64, p.main_thread_run_delay_ns);
+  f(kI64, p.recorder_cpu_ns);
 }
 
 template <RecordOf<DropCounts> R, class F>
@@ -320,7 +321,7 @@ static_assert(!MeasureRecord<ConsumerStepRecord>().variable && kMinRecordBytes<C
 static_assert(!MeasureRecord<GpuActivity>().variable && kMinRecordBytes<GpuActivity> == 48);
 static_assert(kRecordBytes<GpuActivity> == 56);  // context and copy kind appended
 static_assert(kMinRecordBytes<ProcessSample> == 48 &&
-              kRecordBytes<ProcessSample> == 56);  // run delay appended
+              kRecordBytes<ProcessSample> == 64);  // run delay, then the recorder's CPU appended
 static_assert(kRecordBytes<ConsumerTotals> == 48 && kRecordBytes<DropCounts> == 40 &&
               kRecordBytes<TraceEnd> == 8);
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,7 +46,15 @@ struct Session {
   Tick tick;
   std::string buffer;
   Status write_error;
+  int64_t recorder_cpu_ns = 0;  // the sampler thread's CPU, as it last read it
 };
+
+// The calling thread's CPU time so far; -1 where the clock cannot be read.
+int64_t ThreadCpuNs() {
+  timespec t{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return -1;
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
 
 std::atomic<void (*)()> g_snapshot_hook{nullptr};
 std::mutex g_session_mu;
@@ -121,6 +130,7 @@ void WriteTick(Session& s, bool last, std::string prefix = {}) {
   internal::CollectTick(&s.tick);
   s.tick.process = SinceSessionStart(internal::ReadProcessSample(), s.process_baseline);
   s.tick.process.time_ns = s.tick.time_ns;
+  s.tick.process.recorder_cpu_ns = s.recorder_cpu_ns;
   s.buffer = std::move(prefix);
   EncodeTick(s.tick, s.buffer);
   if (last) internal::AppendEndChunk(s.buffer, TraceEnd{s.tick.time_ns});
@@ -140,11 +150,15 @@ void SamplerLoop(Session* s) {
   std::unique_lock<std::mutex> lock(s->mu);
   while (!s->cv.wait_until(lock, next, [s] { return s->stop; })) {
     lock.unlock();
+    // Each snapshot carries this thread's CPU up to it (the ticks before
+    // it); the last one, which Stop() writes, all of it.
+    s->recorder_cpu_ns = ThreadCpuNs();
     WriteTick(*s, /*last=*/false);
     lock.lock();
     // A late tick (a stalled machine) is not made up for with a burst.
     next = std::max(next + interval, Clock::now());
   }
+  s->recorder_cpu_ns = ThreadCpuNs();
 }
 
 // Ends `s`, writing its final snapshot and end record. g_session_mu held.

@@ -169,6 +169,11 @@ struct ProcessSample {
   // main thread, because it is the one that loads samples in a DataLoader's
   // worker (and, without workers, in its main process).
   int64_t main_thread_run_delay_ns = -1;
+  // Appended. The recorder's own sampler thread's CPU since the session
+  // started (its thread CPU clock, as of its last snapshot); -1 a trace that
+  // predates it. The recording's cost in the process: an analysis of the
+  // process's CPU takes it out, since the program pays it only while traced.
+  int64_t recorder_cpu_ns = -1;
 };
 
 // Events that could not be stored, cumulative. Budget sampling (spans or
